@@ -1,0 +1,14 @@
+// adamw.h — AdamW on fp32 master weights and fp32 moments (llm.c's update rule), plus the reductions the
+// optimizer step needs (gradient norm for clipping).
+#pragma once
+#include "runtime.h"
+
+// m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g²;  g = grad · grad_scale (the clipping factor)
+// param -= lr · ( m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + weight_decay · param )      t = step, from 1
+void adamw_update(Ctx& ctx, Tensor param, Tensor grad, Tensor m, Tensor v, int64_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, int t, float grad_scale);
+
+// Σ x² of an f32 tensor, in a fixed order (deterministic), returned on the host (synchronizes).
+double sum_of_squares(Ctx& ctx, Tensor x);
+// x *= s (f32)
+void scale_inplace(Ctx& ctx, Tensor x, float s);

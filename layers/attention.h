@@ -1,0 +1,30 @@
+// attention.h — core attention, unfused on purpose: QKᵀ → scale + causal mask + softmax → dropout → ·V, with
+// the s×s tensors materialized, because that is what the paper measures (5as²b per layer) and what
+// selective recomputation removes.
+//
+// Layouts. qkv: [S·B, 3·NH·HD] with rows sequence-major (row = s·B + b); columns are Q | K | V, each NH·HD
+// wide, head n at columns n·HD of its block. probs, mask, probs_drop: [B, NH, S, S]. out: [S·B, NH·HD].
+// NH is the number of heads on this rank (tensor parallelism splits heads); dropout keys use the global
+// head and batch index so that any parallel layout reproduces the single-rank masks.
+#pragma once
+#include "runtime.h"
+
+struct AttnShape {
+    int S = 0, B = 0, NH = 0, HD = 0;  // local sizes: sequence, batch (this DP rank), heads (this TP rank)
+    int64_t b_offset = 0, B_total = 1;    // global batch coordinates
+    int64_t head_offset = 0, NH_total = 1;  // global head coordinates
+};
+
+// The part selective recompute reruns: probs = softmax(mask_causal(Q Kᵀ / sqrt(HD))), then dropout:
+// mask[i] = keep(seed, stream, ((b_glob·NH_total + h_glob)·S + q)·S + k), probs_drop = probs ⊙ mask/(1-p).
+// probs, probs_drop: activation dtype; mask: u8. Entries above the diagonal are exactly 0.
+void attention_probs_forward(Ctx& ctx, Tensor probs, Tensor mask, Tensor probs_drop, Tensor qkv,
+                             const AttnShape& sh, float p, uint64_t seed, uint32_t stream);
+
+// out = probs_drop · V for every (batch, head).
+void attention_context_forward(Ctx& ctx, Tensor out, Tensor probs_drop, Tensor qkv, const AttnShape& sh);
+
+// dqkv (written, not accumulated) from dout [S·B, NH·HD] and the saved or recomputed probs, mask and
+// probs_drop. scratch: activation dtype, [B, NH, S, S] (holds dprobs, then dscores).
+void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor probs, Tensor mask,
+                        Tensor probs_drop, Tensor scratch, const AttnShape& sh, float p);

@@ -1,0 +1,16 @@
+// layernorm.h — LayerNorm over the last dimension (eps 1e-5, GPT-2), N rows of C channels.
+// Under sequence parallelism these run on the rank's s/t shard of rows (parallel/sequence_parallel.cu).
+#pragma once
+#include "runtime.h"
+
+constexpr float kLayerNormEps = 1e-5f;
+
+// out = (in - mean) * rstd * weight + bias. mean, rstd: f32 [N] (saved for backward; may be empty when the
+// caller does not keep them). in, out, weight, bias: activation dtype.
+void layernorm_forward(Ctx& ctx, Tensor out, Tensor mean, Tensor rstd, Tensor in, Tensor weight, Tensor bias,
+                       int N, int C);
+
+// Accumulates: din += dL/din (activation dtype), dweight += , dbias += (f32 [C]). Deterministic on GPU
+// (fixed-order reductions, no float atomics), so recompute policies stay bitwise identical.
+void layernorm_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout, Tensor in,
+                        Tensor weight, Tensor mean, Tensor rstd, int N, int C);

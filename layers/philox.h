@@ -1,0 +1,59 @@
+// philox.h — counter-based random numbers for dropout: Philox4x32-10 (Salmon et al., SC 2011).
+//
+// Why counter-based: a dropout mask bit is a pure function of (seed, stream, element index). So
+//  - the CPU reference and the CUDA kernel produce the same bits;
+//  - a tensor- or sequence-parallel rank evaluates the mask of the *global* element it holds, and so gets
+//    exactly the mask a single-rank run would use (Megatron instead seeds per rank and forks RNG state);
+//  - recomputation (selective or full) regenerates the same mask with no RNG state to save or restore.
+#pragma once
+#include <cstdint>
+#include <cuda_runtime.h>
+
+struct PhiloxOut { uint32_t x[4]; };
+
+__host__ __device__ inline uint32_t philox_mulhi(uint32_t a, uint32_t b) {
+    return (uint32_t)(((uint64_t)a * (uint64_t)b) >> 32);
+}
+
+// Ten rounds of the Philox4x32 bijection of a 128-bit counter under a 64-bit key.
+__host__ __device__ inline PhiloxOut philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3,
+                                                   uint32_t k0, uint32_t k1) {
+    const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
+#pragma unroll
+    for (int round = 0; round < 10; round++) {
+        uint32_t hi0 = philox_mulhi(M0, c0), lo0 = M0 * c0;
+        uint32_t hi1 = philox_mulhi(M1, c2), lo1 = M1 * c2;
+        uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
+        c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+        k0 += W0; k1 += W1;
+    }
+    PhiloxOut o;
+    o.x[0] = c0; o.x[1] = c1; o.x[2] = c2; o.x[3] = c3;
+    return o;
+}
+
+// Dropout sites of one layer; the stream id of a mask is layer * 4 + site (the embedding uses layer -1,
+// mapped to stream id kEmbeddingStream). Different sites never share random numbers.
+enum DropoutSite : uint32_t { kSiteAttnProbs = 0, kSiteAttnOut = 1, kSiteMlpOut = 2 };
+constexpr uint32_t kEmbeddingStream = 0xFFFFFFu;
+__host__ __device__ inline uint32_t dropout_stream(int layer, DropoutSite site) {
+    return (uint32_t)layer * 4u + (uint32_t)site;
+}
+
+// Keep an element iff its 32-bit random number is >= threshold, threshold = round(p * 2^32).
+inline uint32_t dropout_threshold(float p) {
+    double t = (double)p * 4294967296.0;
+    if (t <= 0) return 0;
+    if (t >= 4294967295.0) return 0xFFFFFFFFu;
+    return (uint32_t)(t + 0.5);
+}
+
+// The one random number for element `index` (its position in the *global* tensor) of mask `stream`.
+__host__ __device__ inline uint32_t dropout_random(uint64_t seed, uint32_t stream, uint64_t index) {
+    PhiloxOut o = philox4x32_10((uint32_t)index, (uint32_t)(index >> 32), stream, 0x6d6d6567u /*"mmeg"*/,
+                                (uint32_t)seed, (uint32_t)(seed >> 32));
+    return o.x[0];
+}
+__host__ __device__ inline bool dropout_keep(uint64_t seed, uint32_t stream, uint64_t index, uint32_t threshold) {
+    return threshold == 0 || dropout_random(seed, stream, index) >= threshold;
+}

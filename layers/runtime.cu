@@ -1,0 +1,233 @@
+// runtime.cu — contexts, checked CUDA calls and plain buffers (see runtime.h).
+#include "runtime.h"
+
+#include <mpi.h>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+void mm_fatal(const char* fmt, ...) {
+    int mpi_up = 0, mpi_down = 0, rank = 0, world = 1;
+    MPI_Initialized(&mpi_up);
+    if (mpi_up) MPI_Finalized(&mpi_down);
+    if (mpi_up && !mpi_down) {
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &world);
+    }
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (world > 1) fprintf(stderr, "[rank %d] error: %s\n", rank, msg);
+    else fprintf(stderr, "error: %s\n", msg);
+    fflush(stderr);
+    // On a multi-rank job one rank's error must end every rank, never leave the others waiting in a
+    // collective.
+    if (mpi_up && !mpi_down && world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+bool cuda_available() {
+    static int cached = -1;
+    if (cached < 0) {
+        int n = 0;
+        cudaError_t err = cudaGetDeviceCount(&n);
+        if (err != cudaSuccess) {
+            (void)cudaGetLastError();  // clear the sticky error; treat any failure as "no GPU"
+            n = 0;
+        }
+        cached = n > 0 ? 1 : 0;
+    }
+    return cached == 1;
+}
+
+Ctx ctx_create(Device device, int cuda_device) {
+    Ctx ctx;
+    ctx.device = device;
+    if (device == Device::CUDA) {
+        if (!cuda_available()) mm_fatal("--device cuda was asked for, but no CUDA GPU is visible; use --device cpu");
+        ctx.cuda_device = cuda_device;
+        CUDA_CHECK(cudaSetDevice(cuda_device));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
+        CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.comm_stream, cudaStreamNonBlocking));
+        CUBLAS_CHECK(cublasCreate(&ctx.cublas));
+        CUBLAS_CHECK(cublasSetStream(ctx.cublas, ctx.stream));
+        CUBLAS_CHECK(cublasLtCreate(&ctx.cublaslt));
+        ctx.lt_workspace_bytes = 32u << 20;
+        CUDA_CHECK(cudaMalloc(&ctx.lt_workspace, ctx.lt_workspace_bytes));
+        // cuBLAS gets the same workspace so that its choice of algorithm (and so its bits) is stable.
+        CUBLAS_CHECK(cublasSetWorkspace(ctx.cublas, ctx.lt_workspace, ctx.lt_workspace_bytes));
+    }
+    return ctx;
+}
+
+void ctx_destroy(Ctx& ctx) {
+    if (ctx.device == Device::CUDA) {
+        CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+        if (ctx.scratch) CUDA_CHECK(cudaFree(ctx.scratch));
+        CUDA_CHECK(cudaFree(ctx.lt_workspace));
+        CUBLAS_CHECK(cublasLtDestroy(ctx.cublaslt));
+        CUBLAS_CHECK(cublasDestroy(ctx.cublas));
+        CUDA_CHECK(cudaStreamDestroy(ctx.comm_stream));
+        CUDA_CHECK(cudaStreamDestroy(ctx.stream));
+    }
+    ctx = Ctx();
+}
+
+void* ctx_scratch(Ctx& ctx, size_t bytes) {
+    if (ctx.device != Device::CUDA) mm_fatal("ctx_scratch is for CUDA contexts");
+    if (bytes > ctx.scratch_bytes) {
+        CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+        if (ctx.scratch) CUDA_CHECK(cudaFree(ctx.scratch));
+        size_t want = bytes < (1u << 20) ? (1u << 20) : bytes;
+        CUDA_CHECK(cudaMalloc(&ctx.scratch, want));
+        ctx.scratch_bytes = want;
+    }
+    return ctx.scratch;
+}
+
+void ctx_sync(const Ctx& ctx) {
+    if (ctx.device == Device::CUDA) CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+}
+
+Tensor tensor_alloc(Device device, DType dtype, int64_t n) {
+    Tensor t;
+    t.n = n;
+    t.dtype = dtype;
+    t.device = device;
+    t.shape[0] = n;
+    size_t bytes = t.bytes();
+    if (bytes == 0) return t;
+    if (device == Device::CUDA) {
+        CUDA_CHECK(cudaMalloc(&t.data, bytes));
+    } else {
+        // 64-byte alignment: friendly to SIMD loops and OpenBLAS.
+        size_t rounded = (bytes + 63) / 64 * 64;
+        t.data = aligned_alloc(64, rounded);
+        if (!t.data) mm_fatal("out of host memory allocating %zu bytes", bytes);
+    }
+    return t;
+}
+
+Tensor tensor_zeros(Device device, DType dtype, int64_t n) {
+    Tensor t = tensor_alloc(device, dtype, n);
+    if (t.data) {
+        if (device == Device::CUDA) CUDA_CHECK(cudaMemset(t.data, 0, t.bytes()));
+        else memset(t.data, 0, t.bytes());
+    }
+    return t;
+}
+
+void tensor_free(Tensor& t) {
+    if (t.data) {
+        if (t.device == Device::CUDA) CUDA_CHECK(cudaFree(t.data));
+        else free(t.data);
+    }
+    t.data = nullptr;
+    t.n = 0;
+}
+
+void tensor_zero(const Ctx& ctx, Tensor t) {
+    if (!t.data || t.n == 0) return;
+    if (t.device == Device::CUDA) CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.bytes(), ctx.stream));
+    else memset(t.data, 0, t.bytes());
+}
+
+void tensor_copy(const Ctx& ctx, Tensor dst, Tensor src) {
+    if (dst.dtype != src.dtype || dst.n != src.n)
+        mm_fatal("tensor_copy: mismatch (%s[%lld] <- %s[%lld])", dtype_name(dst.dtype), (long long)dst.n,
+                 dtype_name(src.dtype), (long long)src.n);
+    if (src.n == 0) return;
+    if (dst.device == Device::CPU && src.device == Device::CPU) {
+        memcpy(dst.data, src.data, src.bytes());
+        return;
+    }
+    cudaMemcpyKind kind = dst.device == Device::CUDA
+                              ? (src.device == Device::CUDA ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                              : cudaMemcpyDeviceToHost;
+    CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), kind, ctx.stream));
+    CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+}
+
+template <class D, class S>
+__global__ void convert_kernel(D* dst, const S* src, int64_t n) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = from_f32<D>(to_f32(src[i]));
+}
+
+template <class D, class S>
+static void convert_typed(const Ctx& ctx, Tensor dst, Tensor src) {
+    if (dst.device == Device::CPU) {
+        D* d = dst.as<D>();
+        const S* s = src.as<S>();
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < src.n; i++) d[i] = from_f32<D>(to_f32(s[i]));
+    } else {
+        int threads = 256;
+        int64_t blocks = (src.n + threads - 1) / threads;
+        convert_kernel<D, S><<<blocks, threads, 0, ctx.stream>>>(dst.as<D>(), src.as<S>(), src.n);
+        CUDA_CHECK_LAST();
+    }
+}
+
+void tensor_convert(const Ctx& ctx, Tensor dst, Tensor src) {
+    if (dst.n != src.n || dst.device != src.device)
+        mm_fatal("tensor_convert: size or device mismatch (%lld vs %lld)", (long long)dst.n, (long long)src.n);
+    if (src.n == 0) return;
+    if (dst.dtype == src.dtype) {
+        if (dst.data == src.data) return;
+        if (dst.device == Device::CPU) memcpy(dst.data, src.data, src.bytes());
+        else CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDeviceToDevice, ctx.stream));
+        return;
+    }
+    if (dst.dtype == DType::BF16 && src.dtype == DType::F32) convert_typed<bf16, float>(ctx, dst, src);
+    else if (dst.dtype == DType::F32 && src.dtype == DType::BF16) convert_typed<float, bf16>(ctx, dst, src);
+    else mm_fatal("tensor_convert: unsupported %s -> %s", dtype_name(src.dtype), dtype_name(dst.dtype));
+}
+
+std::vector<float> tensor_to_host_f32(Tensor t) {
+    std::vector<float> out((size_t)t.n);
+    if (t.n == 0) return out;
+    std::vector<char> raw(t.bytes());
+    if (t.device == Device::CUDA) {
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(raw.data(), t.data, t.bytes(), cudaMemcpyDeviceToHost));
+    } else {
+        memcpy(raw.data(), t.data, t.bytes());
+    }
+    for (int64_t i = 0; i < t.n; i++) {
+        switch (t.dtype) {
+            case DType::F32: out[i] = reinterpret_cast<float*>(raw.data())[i]; break;
+            case DType::BF16: out[i] = to_f32(reinterpret_cast<bf16*>(raw.data())[i]); break;
+            case DType::U8: out[i] = (float)reinterpret_cast<uint8_t*>(raw.data())[i]; break;
+            case DType::I32: out[i] = (float)reinterpret_cast<int32_t*>(raw.data())[i]; break;
+        }
+    }
+    return out;
+}
+
+void tensor_from_host_f32(Tensor t, const float* src) {
+    if (t.n == 0) return;
+    std::vector<char> raw(t.bytes());
+    for (int64_t i = 0; i < t.n; i++) {
+        switch (t.dtype) {
+            case DType::F32: reinterpret_cast<float*>(raw.data())[i] = src[i]; break;
+            case DType::BF16: reinterpret_cast<bf16*>(raw.data())[i] = from_f32<bf16>(src[i]); break;
+            case DType::U8: reinterpret_cast<uint8_t*>(raw.data())[i] = (uint8_t)src[i]; break;
+            case DType::I32: reinterpret_cast<int32_t*>(raw.data())[i] = (int32_t)src[i]; break;
+        }
+    }
+    if (t.device == Device::CUDA) {
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(t.data, raw.data(), t.bytes(), cudaMemcpyHostToDevice));
+    } else {
+        memcpy(t.data, raw.data(), t.bytes());
+    }
+}
+
+void tensor_fill_f32(Tensor t, float value) {
+    std::vector<float> v((size_t)t.n, value);
+    tensor_from_host_f32(t, v.data());
+}

@@ -1,0 +1,69 @@
+// runtime.h — the device context every op receives, error checking, and plain (uncounted) buffers.
+//
+// `Ctx` says where ops run (CPU or one CUDA device) and carries the CUDA stream and the cuBLAS/cuBLASLt
+// handles. Every op dispatches on ctx.device: the CPU reference (plain loops, OpenMP, OpenBLAS) and the CUDA
+// kernels live side by side in the same layers/*.cu file.
+#pragma once
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+#include <cublasLt.h>
+#include <string>
+#include <vector>
+#include "tensor.h"
+
+// ---- error checking: every CUDA / cuBLAS call is checked, and the message names the call ----------------
+#define CUDA_CHECK(call)                                                                         \
+    do {                                                                                         \
+        cudaError_t err_ = (call);                                                               \
+        if (err_ != cudaSuccess)                                                                 \
+            mm_fatal("CUDA error in %s at %s:%d: %s", #call, __FILE__, __LINE__,                 \
+                     cudaGetErrorString(err_));                                                  \
+    } while (0)
+#define CUBLAS_CHECK(call)                                                                       \
+    do {                                                                                         \
+        cublasStatus_t st_ = (call);                                                             \
+        if (st_ != CUBLAS_STATUS_SUCCESS)                                                        \
+            mm_fatal("cuBLAS error in %s at %s:%d: status %d (%s)", #call, __FILE__, __LINE__,   \
+                     (int)st_, cublasGetStatusString(st_));                                      \
+    } while (0)
+// After every kernel launch: catches bad launch configurations at the launch site.
+#define CUDA_CHECK_LAST() CUDA_CHECK(cudaGetLastError())
+
+// True when at least one CUDA device is usable. Any error from cudaGetDeviceCount (no driver, driver too
+// old, no device) means "no GPU"; no other CUDA call is made on a machine without one.
+bool cuda_available();
+
+struct Ctx {
+    Device device = Device::CPU;
+    int cuda_device = -1;
+    cudaStream_t stream = nullptr;        // all kernels of this rank run on this stream
+    cudaStream_t comm_stream = nullptr;   // second stream: SP's backward all-gather overlaps compute
+    cublasHandle_t cublas = nullptr;
+    cublasLtHandle_t cublaslt = nullptr;
+    void* lt_workspace = nullptr;         // cuBLASLt workspace (device)
+    size_t lt_workspace_bytes = 0;
+    // Device scratch for deterministic reductions (per-block partial sums); grown on demand, never shrunk.
+    void* scratch = nullptr;
+    size_t scratch_bytes = 0;
+};
+
+// Create a context on `device`; for CUDA, selects `cuda_device` and creates streams and handles.
+Ctx ctx_create(Device device, int cuda_device = 0);
+void ctx_destroy(Ctx& ctx);
+// Device scratch of at least `bytes` (CUDA contexts only). Grows (with a synchronize) when too small; after
+// the first training step it never grows again.
+void* ctx_scratch(Ctx& ctx, size_t bytes);
+void ctx_sync(const Ctx& ctx);
+
+// ---- plain buffers (weights, gradients, optimizer state, scratch): not counted as activations ---------
+Tensor tensor_alloc(Device device, DType dtype, int64_t n);   // uninitialized
+Tensor tensor_zeros(Device device, DType dtype, int64_t n);
+void tensor_free(Tensor& t);
+void tensor_zero(const Ctx& ctx, Tensor t);                  // async on ctx's stream for CUDA
+void tensor_copy(const Ctx& ctx, Tensor dst, Tensor src);    // same dtype; any devices; synchronous
+// Convert element-wise between f32 and bf16 (or copy when equal) on the tensors' (shared) device.
+void tensor_convert(const Ctx& ctx, Tensor dst, Tensor src);
+// Host round trips (tests, checkpoints, reports): any dtype of f32/bf16 <-> std::vector<float>.
+std::vector<float> tensor_to_host_f32(Tensor t);
+void tensor_from_host_f32(Tensor t, const float* src);       // converts to t's dtype
+void tensor_fill_f32(Tensor t, float value);                  // host-driven fill (tests: poisoning)

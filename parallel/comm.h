@@ -1,0 +1,68 @@
+// comm.h — a communicator over a group of ranks, with the five collectives the parallel layers need and
+// byte counters per collective kind.
+//
+// Backends:
+//  - MPI:  CPU tensors; CUDA tensors are staged through host memory (also the way to run several ranks on
+//          one GPU). bf16 sums are done in fp32.
+//  - NCCL: CUDA tensors, one GPU per rank; the unique id is broadcast over MPI. NCCL refuses two ranks on
+//          one GPU: comm_create detects that and stops with a message pointing to --comm mpi.
+//  - A group of one rank is a no-op for every collective (and counts no bytes).
+//
+// Byte counters follow the ring algorithm's per-rank traffic, the model the paper reasons with
+// (§4.2.2): for a tensor of n elements of d bytes on a group of t ranks, an all-reduce sends 2(t-1)/t·n·d
+// bytes per rank, an all-gather or reduce-scatter (n = the full, gathered size) (t-1)/t·n·d. Hence
+// "all-gather + reduce-scatter moves the same bytes as one all-reduce".
+#pragma once
+#include <mpi.h>
+#include <cstdint>
+#include "../layers/runtime.h"
+
+enum class CommBackend { MPI, NCCL };
+enum class ReduceOp { SUM, MAX };
+enum CollectiveKind { kAllReduce = 0, kAllGather = 1, kReduceScatter = 2, kBroadcast = 3, kNumCollectives = 4 };
+const char* collective_name(int kind);
+
+struct CommCounters {
+    uint64_t calls[kNumCollectives] = {0, 0, 0, 0};
+    uint64_t bytes[kNumCollectives] = {0, 0, 0, 0};  // ring-model bytes sent by this rank
+    void reset() { *this = CommCounters(); }
+};
+
+struct Comm {
+    MPI_Comm mpi = MPI_COMM_NULL;  // always present (also used to bootstrap NCCL)
+    int rank = 0, size = 1;
+    CommBackend backend = CommBackend::MPI;
+    void* nccl = nullptr;          // ncclComm_t when backend == NCCL
+    CommCounters counters;
+};
+
+// Split `parent` into groups by `color`, ordered by `key` (MPI_Comm_split), and set up the backend.
+// For NCCL, ctx must be a CUDA context; every rank of the group must be on a different GPU.
+Comm comm_create(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx);
+void comm_destroy(Comm& c);
+
+// All collectives are in place or out of place on contiguous buffers of f32 or bf16 (broadcast: any dtype),
+// on ctx's device and stream. They return when the result is usable on ctx's stream.
+void all_reduce(Comm& c, const Ctx& ctx, Tensor buf, ReduceOp op = ReduceOp::SUM);
+// out[r·in.n .. (r+1)·in.n) = in of rank r. out.n == size · in.n.
+void all_gather(Comm& c, const Ctx& ctx, Tensor out, Tensor in);
+// out = Σ over ranks of in[rank·out.n .. (rank+1)·out.n). in.n == size · out.n.
+void reduce_scatter(Comm& c, const Ctx& ctx, Tensor out, Tensor in);
+void broadcast(Comm& c, const Ctx& ctx, Tensor buf, int root);
+void barrier(Comm& c);
+
+// The all-gather issued on a second stream (ctx.comm_stream) so that it overlaps work on ctx.stream
+// (sequence parallelism's backward re-gather, paper §4.2.2). comm_wait makes ctx.stream wait for it.
+// On CPU / MPI these simply run the collective synchronously.
+void all_gather_async(Comm& c, const Ctx& ctx, Tensor out, Tensor in);
+void comm_wait(Comm& c, const Ctx& ctx);
+
+// Check an MPI call's return code, naming the call.
+#define MPI_CHECK(call)                                                                               \
+    do {                                                                                              \
+        int rc_ = (call);                                                                             \
+        if (rc_ != MPI_SUCCESS) {                                                                     \
+            char s_[MPI_MAX_ERROR_STRING]; int l_ = 0; MPI_Error_string(rc_, s_, &l_);                \
+            mm_fatal("MPI error in %s at %s:%d: %s", #call, __FILE__, __LINE__, s_);                  \
+        }                                                                                             \
+    } while (0)
