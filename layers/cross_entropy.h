@@ -4,6 +4,7 @@
 // ids >= V (the padding up to Vp) are ignored everywhere. The caller combines the pieces across the TP
 // group (parallel/vocab_parallel.cu: all-reduce MAX of rowmax, SUM of sumexp and target_logit), so full
 // logits are never gathered. At tp = 1 these are simply the steps of an ordinary cross-entropy.
+// (bf16-stored logits are accepted too, and dlogits may be f32 or bf16; all math is fp32.)
 #pragma once
 #include "runtime.h"
 

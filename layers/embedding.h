@@ -13,6 +13,9 @@ void token_embedding_forward(Ctx& ctx, Tensor out, Tensor tokens, Tensor wte_loc
 
 // For a deterministic backward: rows grouped by (local) token id, built on the host from the host tokens.
 // For unique local token u (0..U-1): token[u] (local row in wte_local) and rows[row_ptr[u] .. row_ptr[u+1]).
+// Each tensor's .n is its capacity (buffers are reused across builds); the valid lengths are U, U + 1 and
+// row_ptr[U] (the number of rows holding a token of this rank's range). Rows appear in ascending order
+// within a group: that order is the (fixed) summation order of the backward.
 struct EmbeddingIndex {
     Tensor token, row_ptr, rows;  // i32 on the target device, capacity reused across steps
     int U = 0;                    // unique tokens of this rank's range in this batch

@@ -114,7 +114,10 @@ Tensor tensor_alloc(Device device, DType dtype, int64_t n) {
 Tensor tensor_zeros(Device device, DType dtype, int64_t n) {
     Tensor t = tensor_alloc(device, dtype, n);
     if (t.data) {
-        if (device == Device::CUDA) CUDA_CHECK(cudaMemset(t.data, 0, t.bytes()));
+        if (device == Device::CUDA) {
+            CUDA_CHECK(cudaMemset(t.data, 0, t.bytes()));
+            CUDA_CHECK(cudaDeviceSynchronize());  // see tensor_from_host_f32: streams are non-blocking
+        }
         else memset(t.data, 0, t.bytes());
     }
     return t;
@@ -222,6 +225,9 @@ void tensor_from_host_f32(Tensor t, const float* src) {
     if (t.device == Device::CUDA) {
         CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaMemcpy(t.data, raw.data(), t.bytes(), cudaMemcpyHostToDevice));
+        // A pageable host-to-device copy may return before the data lands, and the work streams are
+        // non-blocking (not ordered after the legacy stream): wait, so any stream sees the data.
+        CUDA_CHECK(cudaDeviceSynchronize());
     } else {
         memcpy(t.data, raw.data(), t.bytes());
     }

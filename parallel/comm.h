@@ -11,10 +11,13 @@
 // Byte counters follow the ring algorithm's per-rank traffic, the model the paper reasons with
 // (§4.2.2): for a tensor of n elements of d bytes on a group of t ranks, an all-reduce sends 2(t-1)/t·n·d
 // bytes per rank, an all-gather or reduce-scatter (n = the full, gathered size) (t-1)/t·n·d. Hence
-// "all-gather + reduce-scatter moves the same bytes as one all-reduce".
+// "all-gather + reduce-scatter moves the same bytes as one all-reduce". A broadcast counts (t-1)/t·n·d: the
+// per-rank average of a pipelined ring broadcast, where every rank but the last forwards the n·d bytes once.
 #pragma once
 #include <mpi.h>
 #include <cstdint>
+#include <string>
+#include <vector>
 #include "../layers/runtime.h"
 
 enum class CommBackend { MPI, NCCL };
@@ -28,18 +31,56 @@ struct CommCounters {
     void reset() { *this = CommCounters(); }
 };
 
+// A host buffer that grows on demand and is never shrunk, so that after the first training step the MPI
+// backend allocates nothing. Pinned (cudaMallocHost) when it stages CUDA tensors, plain malloc otherwise.
+struct HostBuffer {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+    bool pinned = false;
+};
+
 struct Comm {
     MPI_Comm mpi = MPI_COMM_NULL;  // always present (also used to bootstrap NCCL)
     int rank = 0, size = 1;
     CommBackend backend = CommBackend::MPI;
     void* nccl = nullptr;          // ncclComm_t when backend == NCCL
     CommCounters counters;
+    // Tests only (comm_create_exercised): a 1-rank group still runs its backend instead of no-ops.
+    bool exercise_single_rank = false;
+    // MPI backend: `stage` holds a CUDA tensor's raw bytes on the host; `wide` the fp32 working copy used
+    // to reduce bf16 in fp32. host_allocs counts their (re)allocations: it stops moving after warm-up.
+    HostBuffer stage, wide;
+    uint64_t host_allocs = 0;
+    // NCCL backend, all_gather_async: `ready` marks ctx.stream's point where the input is complete,
+    // `done` marks comm_stream's point where the gathered output is complete.
+    cudaEvent_t ready = nullptr;
+    cudaEvent_t done = nullptr;
 };
 
 // Split `parent` into groups by `color`, ordered by `key` (MPI_Comm_split), and set up the backend.
 // For NCCL, ctx must be a CUDA context; every rank of the group must be on a different GPU.
 Comm comm_create(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx);
 void comm_destroy(Comm& c);
+// Tests only: as comm_create, but a group of one rank still sets up its backend and runs every collective
+// through it, so that a machine with one GPU exercises the NCCL calls. Training code uses comm_create.
+Comm comm_create_exercised(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx);
+
+// This rank's index among the ranks on its node (MPI_COMM_TYPE_SHARED). The trainer picks its GPU with it:
+// cuda_device = local_rank(MPI_COMM_WORLD) % device_count.
+int local_rank(MPI_Comm world);
+
+// ---- one GPU per rank: NCCL's requirement, checked before creating a NCCL communicator ----------------
+// Which GPU a rank uses: its host and the PCI bus id of its CUDA device.
+struct GpuIdentity {
+    int world_rank = 0;
+    std::string host;
+    std::string pci_bus_id;
+};
+// Every rank of `group` contributes its identity (collective); element i is group rank i.
+std::vector<GpuIdentity> gather_gpu_identities(MPI_Comm group, int cuda_device);
+// A pure function (unit-testable without GPUs): "" when no two ranks share a GPU, otherwise the error
+// message naming the first two that do.
+std::string shared_gpu_error(const std::vector<GpuIdentity>& ids);
 
 // All collectives are in place or out of place on contiguous buffers of f32 or bf16 (broadcast: any dtype),
 // on ctx's device and stream. They return when the result is usable on ctx's stream.

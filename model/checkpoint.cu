@@ -1,0 +1,183 @@
+// checkpoint.cu — llm.c checkpoint files (see checkpoint.h for the format).
+#include "checkpoint.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../layers/runtime.h"  // mm_fatal
+#include "../layers/tensor.h"   // bf16, from_f32
+
+std::string validate_config(const GPTConfig& c) {
+    struct { const char* what; int value; } sizes[] = {
+        {"max sequence length (maxT)", c.max_seq}, {"vocabulary size (V)", c.vocab},
+        {"padded vocabulary size (Vp)", c.padded_vocab}, {"number of layers (L)", c.layers},
+        {"number of heads (NH)", c.heads}, {"hidden size (C)", c.channels}};
+    for (auto& s : sizes)
+        if (s.value <= 0) return std::string(s.what) + " must be positive, got " + std::to_string(s.value);
+    if (c.padded_vocab < c.vocab)
+        return "padded vocabulary " + std::to_string(c.padded_vocab) + " is smaller than the vocabulary " +
+               std::to_string(c.vocab);
+    if (c.channels % c.heads != 0)
+        return "hidden " + std::to_string(c.channels) + " is not divisible by " + std::to_string(c.heads) +
+               " heads";
+    // A corrupt header could hold sizes whose parameter count overflows int64; no real model (the paper's
+    // largest has 1e12 parameters) comes near this bound, so refuse before computing byte counts.
+    double L = c.layers, C = c.channels;
+    double count = ((double)c.padded_vocab + c.max_seq) * C + L * 12.0 * C * C + L * 13.0 * C + 2 * C;
+    if (count > 1e15) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%.3g", count);
+        return std::string("model too large: about ") + buf + " parameters";
+    }
+    return "";
+}
+
+static std::string sys_error() { return std::string(strerror(errno)); }
+
+// Open `path`, read the header and check it against the file's length. On success `f` is positioned at
+// the first parameter byte and the caller closes it.
+static bool open_and_check(const std::string& path, FILE*& f, GPTConfig& cfg, bool& is_bf16, std::string& err) {
+    f = fopen(path.c_str(), "rb");
+    if (!f) {
+        err = "cannot open checkpoint " + path + ": " + sys_error();
+        return false;
+    }
+    auto fail = [&](const std::string& msg) {
+        err = msg;
+        fclose(f);
+        f = nullptr;
+        return false;
+    };
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) return fail("cannot stat checkpoint " + path + ": " + sys_error());
+    const int64_t file_bytes = (int64_t)st.st_size;
+    const int64_t header_bytes = kCheckpointHeaderInts * (int64_t)sizeof(int32_t);
+
+    int32_t h[kCheckpointHeaderInts];
+    if (file_bytes < header_bytes || fread(h, sizeof(int32_t), kCheckpointHeaderInts, f) != kCheckpointHeaderInts)
+        return fail("checkpoint " + path + " is truncated: expected at least a header of " +
+                    std::to_string(header_bytes) + " bytes, the file has " + std::to_string(file_bytes) +
+                    " bytes");
+    if (h[0] != kCheckpointMagic)
+        return fail("checkpoint " + path + " has magic " + std::to_string(h[0]) + ", expected " +
+                    std::to_string(kCheckpointMagic) + " (not an llm.c model checkpoint?)");
+    if (h[1] != kCheckpointVersionF32 && h[1] != kCheckpointVersionBF16)
+        return fail("checkpoint " + path + " has version " + std::to_string(h[1]) + ", expected " +
+                    std::to_string(kCheckpointVersionF32) + " (fp32) or " +
+                    std::to_string(kCheckpointVersionBF16) + " (bf16)");
+    is_bf16 = h[1] == kCheckpointVersionBF16;
+    cfg.max_seq = h[2];
+    cfg.vocab = h[3];
+    cfg.layers = h[4];
+    cfg.heads = h[5];
+    cfg.channels = h[6];
+    cfg.padded_vocab = h[7];
+    std::string bad = validate_config(cfg);
+    if (!bad.empty()) return fail("checkpoint " + path + " has an invalid model configuration: " + bad);
+
+    const int64_t expected = header_bytes + param_count(cfg) * (is_bf16 ? 2 : 4);
+    if (file_bytes != expected)
+        return fail("checkpoint " + path + " has " + std::to_string(file_bytes) + " bytes, expected " +
+                    std::to_string(expected) + " (header + " + std::to_string(param_count(cfg)) + " " +
+                    (is_bf16 ? "bf16" : "fp32") + " parameters for maxT=" + std::to_string(cfg.max_seq) +
+                    " V=" + std::to_string(cfg.vocab) + " L=" + std::to_string(cfg.layers) +
+                    " NH=" + std::to_string(cfg.heads) + " C=" + std::to_string(cfg.channels) +
+                    " Vp=" + std::to_string(cfg.padded_vocab) + "): " +
+                    (file_bytes < expected ? "truncated" : "oversized"));
+    return true;
+}
+
+bool checkpoint_read_header(const std::string& path, GPTConfig& cfg, bool& is_bf16, std::string& err) {
+    FILE* f = nullptr;
+    if (!open_and_check(path, f, cfg, is_bf16, err)) return false;
+    fclose(f);
+    return true;
+}
+
+bool checkpoint_read(const std::string& path, GPTConfig& cfg, std::vector<float>& params, std::string& err) {
+    FILE* f = nullptr;
+    bool is_bf16 = false;
+    if (!open_and_check(path, f, cfg, is_bf16, err)) return false;
+    const size_t n = (size_t)param_count(cfg);
+    params.resize(n);
+    bool ok = true;
+    if (!is_bf16) {
+        ok = fread(params.data(), sizeof(float), n, f) == n;
+    } else {
+        // Read bf16 in chunks and widen: a bf16 is the top 16 bits of an fp32, so widening is exact.
+        std::vector<uint16_t> buf(1 << 20);
+        for (size_t done = 0; ok && done < n;) {
+            size_t k = std::min(buf.size(), n - done);
+            ok = fread(buf.data(), sizeof(uint16_t), k, f) == k;
+            for (size_t i = 0; ok && i < k; i++) {
+                uint32_t bits = (uint32_t)buf[i] << 16;
+                memcpy(&params[done + i], &bits, sizeof bits);
+            }
+            done += k;
+        }
+    }
+    if (!ok) {
+        err = "error reading the parameters of checkpoint " + path + ": " +
+              (ferror(f) ? sys_error() : std::string("unexpected end of file"));
+        params.clear();
+        fclose(f);
+        return false;
+    }
+    fclose(f);
+    return true;
+}
+
+void checkpoint_write(const std::string& path, const GPTConfig& cfg, const float* params, bool as_bf16) {
+    std::string bad = validate_config(cfg);
+    if (!bad.empty()) mm_fatal("cannot write checkpoint %s: invalid model configuration: %s", path.c_str(), bad.c_str());
+    int32_t h[kCheckpointHeaderInts] = {0};
+    h[0] = kCheckpointMagic;
+    h[1] = as_bf16 ? kCheckpointVersionBF16 : kCheckpointVersionF32;
+    h[2] = cfg.max_seq;
+    h[3] = cfg.vocab;
+    h[4] = cfg.layers;
+    h[5] = cfg.heads;
+    h[6] = cfg.channels;
+    h[7] = cfg.padded_vocab;
+    const size_t n = (size_t)param_count(cfg);
+
+    // Temporary file beside the target (same filesystem, so rename is atomic): a crash while saving leaves
+    // the previous checkpoint intact instead of a truncated one.
+    const std::string tmp = path + ".tmp." + std::to_string((long)getpid());
+    FILE* f = fopen(tmp.c_str(), "wb");
+    if (!f) mm_fatal("cannot create %s (for checkpoint %s): %s", tmp.c_str(), path.c_str(), strerror(errno));
+    bool ok = fwrite(h, sizeof(int32_t), kCheckpointHeaderInts, f) == (size_t)kCheckpointHeaderInts;
+    if (ok && !as_bf16) {
+        ok = fwrite(params, sizeof(float), n, f) == n;
+    } else if (ok) {
+        // Round to bf16 with the project's one conversion (nearest even, tensor.h), in chunks.
+        std::vector<bf16> buf(1 << 20);
+        for (size_t done = 0; ok && done < n;) {
+            size_t k = std::min(buf.size(), n - done);
+            for (size_t i = 0; i < k; i++) buf[i] = from_f32<bf16>(params[done + i]);
+            ok = fwrite(buf.data(), sizeof(bf16), k, f) == k;
+            done += k;
+        }
+    }
+    // fflush: stdio buffer -> kernel; fsync: kernel -> disk. Only then does the rename publish a whole file.
+    if (ok) ok = fflush(f) == 0;
+    if (ok) ok = fsync(fileno(f)) == 0;
+    int saved_errno = errno;
+    if (fclose(f) != 0 && ok) {
+        ok = false;
+        saved_errno = errno;
+    }
+    if (!ok) {
+        unlink(tmp.c_str());
+        mm_fatal("error writing checkpoint %s (temporary %s): %s", path.c_str(), tmp.c_str(), strerror(saved_errno));
+    }
+    if (rename(tmp.c_str(), path.c_str()) != 0) {
+        saved_errno = errno;
+        unlink(tmp.c_str());
+        mm_fatal("cannot rename %s to %s: %s", tmp.c_str(), path.c_str(), strerror(saved_errno));
+    }
+}

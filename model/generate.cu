@@ -1,0 +1,50 @@
+// generate.cu — sampling: run the model, read one row of the vocab-parallel logits, gather it, sample.
+#include "generate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+void generate(GPT& m, std::vector<int>& tokens, int n, int window, float temperature, int top_k, uint64_t seed) {
+    const GPTConfig& cfg = m.cfg;
+    const int tp = m.grid->tp, V_local = cfg.padded_vocab / tp;
+    float saved_dropout = m.dropout;
+    m.dropout = 0.f;
+    std::mt19937_64 rng(seed);  // the same seed on every rank: every rank samples the same token
+    std::vector<int32_t> in(window), tg(window, 0);
+    std::vector<float> row(V_local), all((size_t)V_local * tp);
+    for (int step = 0; step < n; step++) {
+        int len = std::min((int)tokens.size(), window);
+        int start = (int)tokens.size() - len;
+        for (int i = 0; i < window; i++) in[i] = i < len ? tokens[start + i] : 0;
+        gpt_forward(m, in.data(), tg.data(), 1, window, true);
+        // Row (len-1) of this rank's logits [S·B, V_local] (B = 1), then the slices of the whole group.
+        Tensor r = m.logits.slice((int64_t)(len - 1) * V_local, V_local);
+        row = tensor_to_host_f32(r);
+        if (tp > 1)
+            MPI_CHECK(MPI_Allgather(row.data(), V_local, MPI_FLOAT, all.data(), V_local, MPI_FLOAT, m.grid->tp_comm.mpi));
+        else
+            all = row;
+        gpt_release_activations(m);
+        // Softmax over the real vocabulary at this temperature, optionally restricted to the top k.
+        std::vector<std::pair<float, int>> cand;
+        for (int v = 0; v < cfg.vocab; v++) cand.push_back({all[v] / temperature, v});
+        if (top_k > 0 && top_k < (int)cand.size()) {
+            std::partial_sort(cand.begin(), cand.begin() + top_k, cand.end(),
+                              [](auto& a, auto& b) { return a.first > b.first; });
+            cand.resize(top_k);
+        }
+        float mx = -INFINITY;
+        for (auto& c : cand) mx = std::max(mx, c.first);
+        double sum = 0;
+        for (auto& c : cand) sum += std::exp((double)c.first - mx);
+        double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng) * sum, acc = 0;
+        int next = cand.back().second;
+        for (auto& c : cand) {
+            acc += std::exp((double)c.first - mx);
+            if (acc >= u) { next = c.second; break; }
+        }
+        tokens.push_back(next);
+    }
+    m.dropout = saved_dropout;
+}

@@ -1,0 +1,301 @@
+// gpt.cu — the model on one rank: weights, initialization, and the forward / backward of a step.
+#include "gpt.h"
+
+#include <cmath>
+#include <cstring>
+#include "../layers/cross_entropy.h"
+#include "../layers/dropout.h"
+#include "../layers/layernorm.h"
+#include "../layers/philox.h"
+#include "../parallel/vocab_parallel.h"
+
+static bool is_layer_param(int id) { return id >= P_LN1W && id <= P_FCPROJB; }
+
+void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, ActivationAllocator& alloc, DType dtype,
+                Recompute recompute, float dropout, uint64_t seed) {
+    m.cfg = cfg;
+    m.grid = &grid;
+    m.ctx = &ctx;
+    m.alloc = &alloc;
+    m.dtype = dtype;
+    m.recompute = recompute;
+    m.dropout = dropout;
+    m.seed = seed;
+    local_param_sizes(cfg, grid.tp, m.sizes);
+    m.n_params = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        m.offsets[i] = m.n_params;
+        m.n_params += m.sizes[i];
+    }
+    m.master = tensor_zeros(ctx.device, DType::F32, m.n_params);
+    m.weights = dtype == DType::F32 ? m.master : tensor_zeros(ctx.device, dtype, m.n_params);
+    m.grads = tensor_zeros(ctx.device, DType::F32, m.n_params);
+    m.adam_m = tensor_zeros(ctx.device, DType::F32, m.n_params);
+    m.adam_v = tensor_zeros(ctx.device, DType::F32, m.n_params);
+    m.saved.resize(cfg.layers);
+}
+
+void gpt_destroy(GPT& m) {
+    if (m.weights.data != m.master.data) tensor_free(m.weights);
+    tensor_free(m.master);
+    tensor_free(m.grads);
+    tensor_free(m.adam_m);
+    tensor_free(m.adam_v);
+    tensor_free(m.tokens);
+    tensor_free(m.targets);
+    embedding_index_free(m.emb_index);
+}
+
+static Tensor param_view(const GPT& m, Tensor flat, int id, int layer) {
+    int64_t off = m.offsets[id], n = m.sizes[id];
+    if (layer >= 0) {
+        if (!is_layer_param(id)) mm_fatal("param_view: %s is not a per-layer tensor", param_name(id));
+        n /= m.cfg.layers;
+        off += n * layer;
+    }
+    return flat.slice(off, n);
+}
+Tensor gpt_param(GPT& m, int id, int layer) { return param_view(m, m.weights, id, layer); }
+Tensor gpt_grad(GPT& m, int id, int layer) { return param_view(m, m.grads, id, layer); }
+
+// ---- initialization -----------------------------------------------------------------------------------
+// A standard normal from two counter-based uniforms (Box–Muller): element i of tensor id gets the same value
+// whatever the parallel layout and however the loop is split across threads.
+static float init_normal(uint64_t seed, uint32_t stream, uint64_t i) {
+    PhiloxOut o = philox4x32_10((uint32_t)i, (uint32_t)(i >> 32), stream, 0x696e6974u /*"init"*/, (uint32_t)seed,
+                                (uint32_t)(seed >> 32));
+    double u1 = ((double)o.x[0] + 1.0) / 4294967297.0, u2 = (double)o.x[1] / 4294967296.0;
+    return (float)(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+}
+
+void gpt_init_full(const GPTConfig& cfg, uint64_t seed, std::vector<float>& full) {
+    int64_t sizes[NUM_PARAM_TENSORS];
+    param_sizes(cfg, sizes);
+    full.assign((size_t)param_count(cfg), 0.f);
+    int64_t off = 0;
+    const float std_resid = 0.02f / std::sqrt(2.0f * cfg.layers);  // GPT-2: residual projections scaled down
+    for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
+        float* p = full.data() + off;
+        int64_t n = sizes[id];
+        bool weight = id == P_WTE || id == P_WPE || id == P_QKVW || id == P_ATTPROJW || id == P_FCW || id == P_FCPROJW;
+        bool gain = id == P_LN1W || id == P_LN2W || id == P_LNFW;
+        float std = (id == P_ATTPROJW || id == P_FCPROJW) ? std_resid : 0.02f;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; i++) p[i] = weight ? std * init_normal(seed, 1000u + id, i) : (gain ? 1.f : 0.f);
+        // Padded vocabulary rows are never used by a real token; keep them zero (as llm.c does).
+        if (id == P_WTE)
+            for (int64_t i = (int64_t)cfg.vocab * cfg.channels; i < n; i++) p[i] = 0.f;
+        off += n;
+    }
+}
+
+static void refresh_weights(GPT& m) {
+    if (m.weights.data != m.master.data) tensor_convert(*m.ctx, m.weights, m.master);
+}
+
+void gpt_load_full(GPT& m, const float* full) {
+    std::vector<float> local((size_t)m.n_params);
+    shard_params(m.cfg, m.grid->tp, m.grid->tp_rank, full, local.data());
+    tensor_from_host_f32(m.master, local.data());
+    refresh_weights(m);
+    ctx_sync(*m.ctx);
+}
+
+void gpt_init_random(GPT& m, uint64_t seed) {
+    std::vector<float> full;
+    gpt_init_full(m.cfg, seed, full);
+    gpt_load_full(m, full.data());
+}
+
+static void gather_full(GPT& m, Tensor flat, std::vector<float>& full) {
+    std::vector<float> local = tensor_to_host_f32(flat);
+    full.assign((size_t)param_count(m.cfg), 0.f);
+    int tp = m.grid->tp;
+    std::vector<float> all((size_t)m.n_params * tp);
+    if (tp == 1) all = local;
+    else MPI_CHECK(MPI_Allgather(local.data(), (int)m.n_params, MPI_FLOAT, all.data(), (int)m.n_params, MPI_FLOAT,
+                                 m.grid->tp_comm.mpi));
+    std::vector<const float*> locals;
+    for (int r = 0; r < tp; r++) locals.push_back(all.data() + (size_t)r * m.n_params);
+    unshard_params(m.cfg, tp, locals, full.data());
+}
+void gpt_gather_full(GPT& m, std::vector<float>& full) { gather_full(m, m.master, full); }
+void gpt_gather_full_grads(GPT& m, std::vector<float>& full) { gather_full(m, m.grads, full); }
+
+void gpt_zero_grad(GPT& m) { tensor_zero(*m.ctx, m.grads); }
+
+// ---- one layer's run description ------------------------------------------------------------------------
+static LayerRun layer_run(GPT& m, int l) {
+    const ProcessGrid& g = *m.grid;
+    LayerRun r;
+    r.ctx = m.ctx;
+    r.alloc = m.alloc;
+    r.region.tp = &m.grid->tp_comm;
+    r.region.sp = g.sp;
+    r.region.alloc = m.alloc;
+    r.region.layer = l;
+    r.dtype = m.dtype;
+    r.layer = l;
+    r.S = m.S;
+    r.B = m.B;
+    r.C = m.cfg.channels;
+    r.S_loc = g.sp ? m.S / g.tp : m.S;
+    int hd = m.cfg.channels / m.cfg.heads, nh = m.cfg.heads / g.tp;
+    r.C_loc = nh * hd;
+    r.F_loc = 4 * m.cfg.channels / g.tp;
+    r.attn.S = m.S;
+    r.attn.B = m.B;
+    r.attn.NH = nh;
+    r.attn.HD = hd;
+    r.attn.b_offset = (int64_t)g.dp_rank * m.B;
+    r.attn.B_total = (int64_t)g.dp * m.B;
+    r.attn.head_offset = (int64_t)g.tp_rank * nh;
+    r.attn.NH_total = m.cfg.heads;
+    r.where.s_offset = g.sp ? (int64_t)g.tp_rank * r.S_loc : 0;
+    r.where.b_offset = r.attn.b_offset;
+    r.where.B_total = r.attn.B_total;
+    r.dropout = m.dropout;
+    r.seed = m.seed;
+    Tensor* w[] = {&r.w.ln1w, &r.w.ln1b, &r.w.qkvw, &r.w.qkvb, &r.w.attprojw, &r.w.attprojb,
+                   &r.w.ln2w, &r.w.ln2b, &r.w.fcw,  &r.w.fcb,  &r.w.fcprojw,  &r.w.fcprojb};
+    Tensor* gr[] = {&r.g.ln1w, &r.g.ln1b, &r.g.qkvw, &r.g.qkvb, &r.g.attprojw, &r.g.attprojb,
+                    &r.g.ln2w, &r.g.ln2b, &r.g.fcw,  &r.g.fcb,  &r.g.fcprojw,  &r.g.fcprojb};
+    for (int i = 0; i < 12; i++) {
+        *w[i] = gpt_param(m, P_LN1W + i, l);
+        *gr[i] = gpt_grad(m, P_LN1W + i, l);
+    }
+    return r;
+}
+
+static void upload_i32(Ctx& ctx, Tensor& dst, const std::vector<int32_t>& host) {
+    if (dst.n != (int64_t)host.size()) {
+        tensor_free(dst);
+        dst = tensor_alloc(ctx.device, DType::I32, (int64_t)host.size());
+    }
+    Tensor src;
+    src.data = (void*)host.data();
+    src.n = (int64_t)host.size();
+    src.dtype = DType::I32;
+    src.device = Device::CPU;
+    tensor_copy(ctx, dst, src);
+}
+
+void gpt_release_activations(GPT& m) {
+    ActivationAllocator& A = *m.alloc;
+    for (auto& s : m.saved) release_saved(s, A);
+    Tensor* t[] = {&m.embed_drop_mask, &m.lnf_mean, &m.lnf_rstd, &m.lmhead_in, &m.logits, &m.ce_rowmax,
+                   &m.ce_sumexp, &m.lnf_in};
+    for (Tensor* x : t) A.release(*x);
+}
+
+float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, bool keep) {
+    Ctx& ctx = *m.ctx;
+    ActivationAllocator& A = *m.alloc;
+    const ProcessGrid& g = *m.grid;
+    const GPTConfig& cfg = m.cfg;
+    m.B = B_local;
+    m.S = S;
+    const int C = cfg.channels, t = g.tp;
+    const int S_loc = g.sp ? S / t : S, rows = S_loc * B_local, N = S * B_local;
+    const int V_local = cfg.padded_vocab / t;
+    const int64_t v_begin = (int64_t)g.tp_rank * V_local;
+
+    // The loader gives [B, S]; the activations are [S, B, C] (sequence-major), so transpose the tokens once.
+    std::vector<int32_t> tok(N), tgt(N);
+    for (int b = 0; b < B_local; b++)
+        for (int s = 0; s < S; s++) {
+            tok[(size_t)s * B_local + b] = inputs[(size_t)b * S + s];
+            tgt[(size_t)s * B_local + b] = targets[(size_t)b * S + s];
+        }
+    upload_i32(ctx, m.tokens, tok);
+    upload_i32(ctx, m.targets, tgt);
+    if (keep) embedding_index_build(m.emb_index, tok.data(), N, v_begin, V_local, ctx.device);
+
+    Region region{&m.grid->tp_comm, g.sp, m.alloc, kModelLevel};
+    LayerRun first = layer_run(m, 0);
+
+    // Embedding: vocab-parallel lookup, summed over TP (f̄) or reduce-scattered into sequence shards (ḡ);
+    // position embeddings of the global positions of this shard; dropout with its mask saved.
+    Tensor x = A.alloc(m.dtype, (int64_t)rows * C, cfg.layers > 0 ? 0 : kModelLevel, cfg.layers > 0 ? "ln1_in" : "lnf_in");
+    vocab_parallel_embedding_forward(region, ctx, x, m.tokens, gpt_param(m, P_WTE), v_begin, V_local, N, C);
+    position_embedding_forward(ctx, x, gpt_param(m, P_WPE), first.where.s_offset, S_loc, B_local, C);
+    m.embed_drop_mask = A.alloc(DType::U8, (int64_t)rows * C, kModelLevel, "embed_drop_mask");
+    bias_dropout_residual_forward(ctx, x, m.embed_drop_mask, x, Tensor(), Tensor(), m.dropout, m.seed, kEmbeddingStream,
+                                  S_loc, B_local, C, first.where);
+
+    for (int l = 0; l < cfg.layers; l++) {
+        LayerRun run = layer_run(m, l);
+        m.saved[l].ln1_in = x;
+        bool last = l + 1 == cfg.layers;
+        Tensor out = A.alloc(m.dtype, (int64_t)rows * C, last ? kModelLevel : l + 1, last ? "lnf_in" : "ln1_in");
+        layer_forward(run, m.saved[l], out, m.recompute);
+        x = out;
+    }
+    m.lnf_in = x;
+
+    // Final layer norm (on the shard under SP), then the LM head: a column-parallel linear over the
+    // vocabulary with the tied token table, producing this rank's slice of the fp32 logits.
+    m.lnf_mean = A.alloc(DType::F32, rows, kModelLevel, "lnf_mean");
+    m.lnf_rstd = A.alloc(DType::F32, rows, kModelLevel, "lnf_rstd");
+    m.lmhead_in = A.alloc(m.dtype, (int64_t)rows * C, kModelLevel, "lmhead_in");
+    layernorm_forward(ctx, m.lmhead_in, m.lnf_mean, m.lnf_rstd, m.lnf_in, gpt_param(m, P_LNFW), gpt_param(m, P_LNFB),
+                      rows, C);
+    m.logits = A.alloc(DType::F32, (int64_t)N * V_local, kModelLevel, "logits");
+    column_parallel_forward(region, ctx, m.logits, m.lmhead_in, gpt_param(m, P_WTE), Tensor(), N, C, V_local);
+
+    m.ce_rowmax = A.alloc(DType::F32, N, kModelLevel, "ce_rowmax");
+    m.ce_sumexp = A.alloc(DType::F32, N, kModelLevel, "ce_sumexp");
+    Tensor target_logit = A.alloc(DType::F32, N, kModelLevel, "tmp:target_logit");
+    Tensor losses = A.alloc(DType::F32, N, kModelLevel, "tmp:losses");
+    float loss = vocab_parallel_cross_entropy(m.grid->tp_comm, ctx, m.logits, m.targets, m.ce_rowmax, m.ce_sumexp,
+                                              target_logit, losses, N, V_local, v_begin, cfg.vocab);
+    A.release(target_logit);
+    A.release(losses);
+    if (!keep) gpt_release_activations(m);
+    return loss;
+}
+
+void gpt_backward(GPT& m) {
+    Ctx& ctx = *m.ctx;
+    ActivationAllocator& A = *m.alloc;
+    const ProcessGrid& g = *m.grid;
+    const GPTConfig& cfg = m.cfg;
+    const int C = cfg.channels, t = g.tp;
+    const int S_loc = g.sp ? m.S / t : m.S, rows = S_loc * m.B, N = m.S * m.B;
+    const int V_local = cfg.padded_vocab / t;
+    const int64_t v_begin = (int64_t)g.tp_rank * V_local;
+    Region region{&m.grid->tp_comm, g.sp, m.alloc, kModelLevel};
+
+    // Loss is the mean over this rank's N targets: d loss / d logits = (softmax - onehot) / N.
+    Tensor dlogits = A.alloc(m.dtype, (int64_t)N * V_local, kModelLevel, "tmp:dlogits");
+    ce_backward(ctx, dlogits, m.logits, m.ce_rowmax, m.ce_sumexp, m.targets, 1.0f / N, N, V_local, v_begin, cfg.vocab);
+    A.release(m.logits);
+    A.release(m.ce_rowmax);
+    A.release(m.ce_sumexp);
+    Tensor dlnf = A.alloc(m.dtype, (int64_t)rows * C, kModelLevel, "tmp:dlmhead_in");
+    column_parallel_backward(region, ctx, dlnf, gpt_grad(m, P_WTE), Tensor(), dlogits, m.lmhead_in, gpt_param(m, P_WTE),
+                             N, C, V_local);
+    A.release(dlogits);
+    A.release(m.lmhead_in);
+
+    Tensor dresid = A.alloc(m.dtype, (int64_t)rows * C, kModelLevel, "tmp:dresidual");
+    tensor_zero(ctx, dresid);
+    layernorm_backward(ctx, dresid, gpt_grad(m, P_LNFW), gpt_grad(m, P_LNFB), dlnf, m.lnf_in, gpt_param(m, P_LNFW),
+                       m.lnf_mean, m.lnf_rstd, rows, C);
+    A.release(dlnf);
+    A.release(m.lnf_mean);
+    A.release(m.lnf_rstd);
+    A.release(m.lnf_in);
+
+    for (int l = cfg.layers - 1; l >= 0; l--) {
+        LayerRun run = layer_run(m, l);
+        layer_backward(run, m.saved[l], dresid, m.recompute);
+    }
+
+    LayerRun first = layer_run(m, 0);
+    dropout_backward(ctx, dresid, dresid, m.embed_drop_mask, m.dropout, (int64_t)rows * C);
+    A.release(m.embed_drop_mask);
+    position_embedding_backward(ctx, gpt_grad(m, P_WPE), dresid, first.where.s_offset, S_loc, m.B, C);
+    vocab_parallel_embedding_backward(region, ctx, gpt_grad(m, P_WTE), dresid, m.emb_index, N, C);
+    A.release(dresid);
+}

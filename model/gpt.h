@@ -1,0 +1,66 @@
+// gpt.h — the GPT-2 model on one rank: its slice of the weights (tensor parallel), gradients, AdamW state,
+// and the forward / backward passes of a training step.
+//
+// Parameters live in one flat fp32 buffer (the master weights) in llm.c's tensor order, each tensor holding
+// this rank's slice (parallel/tensor_parallel.h). With --dtype bf16 the forward and backward read a bf16
+// copy of the weights, refreshed after every optimizer step; gradients and optimizer state stay fp32.
+#pragma once
+#include <vector>
+#include "config.h"
+#include "transformer_layer.h"
+#include "../layers/embedding.h"
+#include "../parallel/process_grid.h"
+
+struct GPT {
+    GPTConfig cfg;
+    ProcessGrid* grid = nullptr;
+    Ctx* ctx = nullptr;
+    ActivationAllocator* alloc = nullptr;
+    DType dtype = DType::F32;  // activation and compute-weight storage
+    Recompute recompute = Recompute::None;
+    float dropout = 0.f;
+    uint64_t seed = 1337;
+
+    int64_t sizes[NUM_PARAM_TENSORS] = {};    // local element counts
+    int64_t offsets[NUM_PARAM_TENSORS] = {};  // local offsets in the flat buffers
+    int64_t n_params = 0;                     // local
+    Tensor master, weights, grads, adam_m, adam_v;  // flat; weights == master when dtype is f32
+
+    // ---- activations of the step in flight -----------------------------------------------------------
+    int B = 0, S = 0;  // local batch, sequence length of the current batch
+    std::vector<SavedLayer> saved;
+    Tensor tokens, targets;  // i32 [S·B] (sequence-major), on the device
+    EmbeddingIndex emb_index;
+    Tensor embed_drop_mask, lnf_mean, lnf_rstd, lmhead_in, logits, ce_rowmax, ce_sumexp;
+    Tensor lnf_in;  // = the last layer's output (tagged "lnf_in")
+};
+
+// Build the model for `cfg` on this rank (allocates weights, gradients, optimizer state).
+void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, ActivationAllocator& alloc, DType dtype,
+                Recompute recompute, float dropout, uint64_t seed);
+void gpt_destroy(GPT& m);
+// Deterministic GPT-2 initialization of the FULL model from `seed` (counter-based, so identical for every
+// parallel layout), then this rank's slice is kept. N(0, 0.02) weights, residual projections
+// N(0, 0.02/sqrt(2L)), zero biases, unit LayerNorm gains.
+void gpt_init_random(GPT& m, uint64_t seed);
+// Fill the full llm.c-layout parameter buffer (host, fp32) with the same initialization.
+void gpt_init_full(const GPTConfig& cfg, uint64_t seed, std::vector<float>& full);
+// Load this rank's slice from a full llm.c-layout parameter buffer (host, fp32).
+void gpt_load_full(GPT& m, const float* full);
+// Gather the full model (llm.c layout) from the TP group; every rank of the group gets it.
+void gpt_gather_full(GPT& m, std::vector<float>& full);
+// Same for the gradients (tests: compare with a single-rank run).
+void gpt_gather_full_grads(GPT& m, std::vector<float>& full);
+
+Tensor gpt_param(GPT& m, int id, int layer = -1);  // view (activation dtype weights); layer -1: whole tensor
+Tensor gpt_grad(GPT& m, int id, int layer = -1);   // view (f32)
+
+// Forward pass on this rank's part of the batch. inputs/targets: host int32 [B_local, S] (as the loader
+// gives them). Returns the mean loss over this rank's B_local·S targets. With keep == false, the
+// activations are released at once (validation).
+float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, bool keep);
+// Backward pass of the last forward: accumulates into m.grads (zero them first) and releases activations.
+void gpt_backward(GPT& m);
+void gpt_zero_grad(GPT& m);
+// Release the activations of the last forward without a backward (validation, sampling).
+void gpt_release_activations(GPT& m);

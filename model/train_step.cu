@@ -1,0 +1,65 @@
+// train_step.cu — forward, backward, gradient synchronization, clipping, AdamW.
+#include "train_step.h"
+
+#include <cmath>
+#include "../layers/adamw.h"
+#include "../parallel/data_parallel.h"
+#include "../parallel/sequence_parallel.h"
+
+// Tensors replicated over the TP group but used on sequence shards under SP; their gradients are partial
+// on each rank. (Without SP every rank computes them from the full sequence: already complete.)
+static const int kSequenceShardedParams[] = {P_WPE, P_LN1W, P_LN1B, P_ATTPROJB, P_LN2W, P_LN2B, P_FCPROJB, P_LNFW, P_LNFB};
+
+void sync_gradients(GPT& m) {
+    if (m.grid->sp) {
+        std::vector<Tensor> partial;
+        for (int id : kSequenceShardedParams) partial.push_back(gpt_grad(m, id));
+        sum_sequence_parallel_grads(m.grid->tp_comm, *m.ctx, partial);
+    }
+    average_gradients(m.grid->dp_comm, *m.ctx, m.grads);
+}
+
+double gradient_norm(GPT& m) {
+    double split = 0, replicated = 0;
+    for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
+        double ss = sum_of_squares(*m.ctx, gpt_grad(m, id));
+        if (param_shard_kind(id) == ShardKind::Replicated) replicated += ss;
+        else split += ss;
+    }
+    // Slices add up over the TP group; replicated tensors are identical on every rank: count them once.
+    double total = split;
+    if (m.grid->tp > 1) MPI_CHECK(MPI_Allreduce(&split, &total, 1, MPI_DOUBLE, MPI_SUM, m.grid->tp_comm.mpi));
+    return std::sqrt(total + replicated);
+}
+
+static bool decays(int id) {  // weight decay on matrices and embeddings, not on biases and LayerNorm gains
+    return id == P_WTE || id == P_WPE || id == P_QKVW || id == P_ATTPROJW || id == P_FCW || id == P_FCPROJW;
+}
+
+StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
+                     const OptimConfig& opt, int step, float lr, const std::function<void()>& after_forward) {
+    StepStats st;
+    gpt_zero_grad(m);
+    float local_loss = gpt_forward(m, inputs, targets, B_local, S, true);
+    if (after_forward) after_forward();
+    gpt_backward(m);
+    sync_gradients(m);
+    st.loss = (float)average_scalar(m.grid->dp_comm, local_loss);
+    double norm = gradient_norm(m);
+    st.grad_norm = (float)norm;
+    float scale = 1.0f;
+    if (opt.grad_clip > 0 && norm > opt.grad_clip) scale = (float)(opt.grad_clip / (norm + 1e-6));
+    for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
+        Tensor p = m.master.slice(m.offsets[id], m.sizes[id]);
+        adamw_update(*m.ctx, p, gpt_grad(m, id), m.adam_m.slice(m.offsets[id], m.sizes[id]),
+                     m.adam_v.slice(m.offsets[id], m.sizes[id]), m.sizes[id], lr, opt.beta1, opt.beta2, opt.eps,
+                     decays(id) ? opt.weight_decay : 0.f, step, scale);
+    }
+    if (m.weights.data != m.master.data) tensor_convert(*m.ctx, m.weights, m.master);
+    return st;
+}
+
+float eval_loss(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S) {
+    float local = gpt_forward(m, inputs, targets, B_local, S, false);
+    return (float)average_scalar(m.grid->dp_comm, local);
+}

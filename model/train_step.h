@@ -1,0 +1,28 @@
+// train_step.h — one optimizer step: forward, backward, gradient synchronization (the SP sum over the TP
+// group, the average over the DP group), global-norm clipping, AdamW, and the bf16 weight refresh.
+#pragma once
+#include <functional>
+#include "gpt.h"
+
+struct OptimConfig {
+    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f;
+    float grad_clip = 1.0f;  // max global gradient norm; 0 disables clipping
+};
+
+struct StepStats {
+    float loss = 0;       // mean over the global batch
+    float grad_norm = 0;  // global norm before clipping
+};
+
+// inputs/targets: this rank's host batch [B_local, S]. step counts from 1. after_forward (optional) runs
+// between the forward and the backward pass: the memory report reads the saved activations there.
+StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
+                     const OptimConfig& opt, int step, float lr, const std::function<void()>& after_forward = {});
+
+// The gradient synchronization alone (tests): SP sum over TP, then DP average.
+void sync_gradients(GPT& m);
+// Global L2 norm of the (synchronized) gradients over the whole model (all TP slices, replicated tensors
+// counted once).
+double gradient_norm(GPT& m);
+// Evaluation: mean loss of a batch, no backward.
+float eval_loss(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S);

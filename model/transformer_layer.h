@@ -1,0 +1,47 @@
+// transformer_layer.h — one GPT-2 layer (pre-LN) under tensor parallelism, optionally with sequence
+// parallelism, forward and backward, on this rank's slice of the weights.
+//
+//   x ─ LN1 ─ [g|f] ─ QKV (column-par.) ─ core attention ─ proj (row-par.) ─ [ḡ|f̄] ─ +bias ─ dropout ─ + ─ r1
+//   r1 ─ LN2 ─ [g|f] ─ fc1 (column-par.) ─ GeLU ─ fc2 (row-par.) ─ [ḡ|f̄] ─ +bias ─ dropout ─ + ─ out
+//
+// Under SP, x, r1, out and the layer norms / dropouts live on sequence shards (S/t rows of the [S, B, C]
+// activations); the parts between g and ḡ see the full sequence and a 1/t slice of heads or MLP columns.
+#pragma once
+#include "../layers/attention.h"
+#include "../layers/dropout.h"
+#include "../parallel/tensor_parallel.h"
+#include "../recompute/recompute.h"
+
+struct LayerWeights {  // this rank's slices, activation dtype (views into the model's weights)
+    Tensor ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+};
+struct LayerGrads {  // f32 gradients, accumulated (+=)
+    Tensor ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
+};
+
+// Everything one layer's forward and backward need besides its tensors.
+struct LayerRun {
+    Ctx* ctx = nullptr;
+    ActivationAllocator* alloc = nullptr;
+    Region region;         // TP group, SP on/off
+    DType dtype = DType::F32;
+    int layer = 0;
+    int S = 0, B = 0, C = 0;  // full sequence, local batch (this DP rank), hidden
+    int S_loc = 0;            // rows of the sequence this rank holds outside the TP regions (S/t under SP)
+    int C_loc = 0, F_loc = 0; // this rank's attention width (heads·HD) and MLP width (4C/t)
+    AttnShape attn;           // local heads, global coordinates for dropout
+    DropoutCoords where;      // global coordinates of this rank's [S_loc, B, C] block
+    float dropout = 0.f;
+    uint64_t seed = 0;
+    LayerWeights w;
+    LayerGrads g;
+};
+
+// out = layer(s.ln1_in). s.ln1_in is set by the caller (the layer's input, tagged "ln1_in"); `out` is
+// allocated by the caller. Fills `s` and then keeps what `policy` says.
+void layer_forward(LayerRun& run, SavedLayer& s, Tensor out, Recompute policy);
+
+// dresid holds dL/d(out) on entry and dL/d(input) on return (updated in place, as the residual stream's
+// gradient flows through both branches). Recomputes what the policy released, accumulates the weight
+// gradients into run.g, and releases all of `s`.
+void layer_backward(LayerRun& run, SavedLayer& s, Tensor dresid, Recompute policy);

@@ -1,0 +1,20 @@
+// vocab_parallel.h — the vocabulary-parallel token embedding and the vocabulary-parallel cross-entropy
+// (Megatron-LM): each TP rank holds Vp/t rows of the tied token table; full logits are never gathered.
+#pragma once
+#include "tensor_parallel.h"
+#include "../layers/embedding.h"
+
+// out = f̄(lookup) under TP (full [S·B, C]) or ḡ(lookup) under SP (this rank's sequence shard): a rank looks
+// up the tokens of its vocabulary range, writes zeros for the others, and the sum over the group completes
+// every row.
+void vocab_parallel_embedding_forward(Region& r, Ctx& ctx, Tensor out, Tensor tokens, Tensor wte_local,
+                                      int64_t v_begin, int V_local, int N_full, int C);
+// dwte_local += rows of dout (all-gathered first under SP; identity under TP).
+void vocab_parallel_embedding_backward(Region& r, Ctx& ctx, Tensor dwte_local, Tensor dout,
+                                       const EmbeddingIndex& idx, int N_full, int C);
+
+// Cross-entropy over vocab-sharded logits [N, V_local] (f32): all-reduce MAX of the row maxima, SUM of the
+// exp-sums and of the target logits. Fills rowmax/sumexp (f32 [N], kept for backward) and losses (f32 [N]),
+// and returns the mean loss over the N rows (synchronizes).
+float vocab_parallel_cross_entropy(Comm& tp, Ctx& ctx, Tensor logits, Tensor targets, Tensor rowmax, Tensor sumexp,
+                                   Tensor target_logit, Tensor losses, int N, int V_local, int64_t v_begin, int V);

@@ -1,0 +1,49 @@
+// activation_allocator.h — every activation goes through here, tagged (layer, name), so that what a layer
+// keeps for its backward is *measured*, not estimated (the memory report reads these tags).
+//
+// It is also a caching allocator: freed blocks are kept in free lists by size and reused, so after the
+// first step a training step makes no cudaMalloc / malloc at all. `reserved` is what it really holds from
+// the system (its high-water mark is the activations' share of the device's peak memory).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+#include "../layers/runtime.h"
+
+constexpr int kModelLevel = -1;  // tag layer for tensors outside the transformer layers
+
+struct ActivationRecord {
+    int layer;
+    std::string name;
+    size_t bytes;
+};
+
+class ActivationAllocator {
+public:
+    explicit ActivationAllocator(Device device = Device::CPU) : device_(device) {}
+    ~ActivationAllocator();
+    ActivationAllocator(const ActivationAllocator&) = delete;
+    ActivationAllocator& operator=(const ActivationAllocator&) = delete;
+
+    // A tensor of n elements, tagged (layer, name). Saved activations use the paper's tensor names
+    // (recompute/formulas.h); transient work buffers use names starting with "tmp:".
+    Tensor alloc(DType dtype, int64_t n, int layer, const char* name);
+    void release(Tensor& t);  // no-op on an empty tensor
+
+    // What is live right now (in allocation order), and counters.
+    std::vector<ActivationRecord> live() const;
+    size_t live_bytes() const { return live_bytes_; }
+    size_t peak_live_bytes() const { return peak_live_bytes_; }
+    size_t reserved_bytes() const { return reserved_bytes_; }
+    size_t peak_reserved_bytes() const { return peak_reserved_bytes_; }
+    void reset_peak() { peak_live_bytes_ = live_bytes_; }
+    Device device() const { return device_; }
+
+private:
+    struct Live { int layer; std::string name; size_t bytes; uint64_t order; };
+    Device device_;
+    std::map<void*, Live> live_;
+    std::multimap<size_t, void*> free_;  // cached blocks by rounded size
+    size_t live_bytes_ = 0, peak_live_bytes_ = 0, reserved_bytes_ = 0, peak_reserved_bytes_ = 0;
+    uint64_t next_order_ = 0;
+};

@@ -1,0 +1,169 @@
+// formulas.h — the paper's activation-memory and FLOPs formulas, in one place.
+//
+// Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models" (PAPER.md).
+// This is the ONE implementation of those formulas: the trainer's measured memory report
+// (--memory-report) compares its tagged saved tensors against layer_terms() / model_extra_terms(), and the
+// paper-scale calculator (tools/memory_calculator.cu) prints Table 2, Figure 7, the Eq. 5/6-style whole-model
+// totals, Eq. 7 / Eq. 8 FLOPs and Table 5's MFU/HFU from the same functions.
+//
+// Notation (the paper's): a heads, b microbatch, h hidden, L layers, p pipeline size, s sequence length,
+// t tensor-parallel size, v vocabulary, B global batch, m interleaved chunks per pipeline stage.
+// Sizes are in bytes. d = bytes per activation element (2 for bf16 as in the paper, 4 for fp32); dropout
+// masks are 1 byte per element whatever d is.
+//
+// Pure host code without dependencies (no MPI, no CUDA calls): usable from any program or test.
+#pragma once
+#include <string>
+#include <vector>
+
+// ---- recomputation policy -------------------------------------------------------------------------------
+enum class Recompute { None, Selective, Full };
+const char* recompute_name(Recompute rc);                 // "none" | "selective" | "full"
+bool parse_recompute(const char* text, Recompute* out);   // accepts the names above; false otherwise
+
+// ---- one transformer layer on one rank ----------------------------------------------------------------
+struct LayerFormulaInput {
+    double s = 0, b = 0, h = 0, a = 0;  // sequence, microbatch, hidden, heads
+    int t = 1;                          // tensor-parallel size
+    bool sp = false;                    // sequence parallelism (requires nothing of t; t = 1 makes it a no-op)
+    Recompute rc = Recompute::None;
+    int d = 2;                          // bytes per activation element (masks are always 1 byte)
+};
+
+struct FormulaTerm {
+    const char* name;  // tensor name, identical to the tag the trainer gives the saved tensor
+    double bytes;
+};
+
+// Expected bytes of every tensor ONE layer saves for backward on ONE rank (PAPER.md, per-tensor table,
+// with the Table 2 splits). Names and sizes (sbh = s·b·h, "/t SP" = divided by t only under SP):
+//   "ln1_in"         d·sbh    /t SP   input of the first layer norm
+//   "qkv_in"         d·sbh    /t SP   input of the Q,K,V linear (the LN1 output; column-parallel input)
+//   "qkv"            3d·sbh/t         Q, K and V (the paper's 4sbh for Q,K plus 2sbh for V)
+//   "probs"          d·as²b/t         softmax output
+//   "attn_mask"      as²b/t           softmax-dropout mask
+//   "probs_drop"     d·as²b/t         softmax-dropout output
+//   "proj_in"        d·sbh/t          input of the output projection (row-parallel input)
+//   "attn_drop_mask" sbh      /t SP   dropout mask after the projection
+//   "ln2_in"         d·sbh    /t SP   input of the second layer norm
+//   "fc1_in"         d·sbh    /t SP   input of fc1 (the LN2 output; column-parallel input)
+//   "gelu_in"        4d·sbh/t         GeLU input
+//   "fc2_in"         4d·sbh/t         input of fc2 (the GeLU output)
+//   "mlp_drop_mask"  sbh      /t SP   dropout mask after fc2
+// Selective: the same list without "probs", "attn_mask", "probs_drop" (recomputed in backward).
+// Full: only "ln1_in" = the layer input, d·sbh, or d·sbh/t under SP (each rank keeps its sequence shard).
+// Without parallelism the sum is sbh(16d + 2) + as²b(2d + 1): 34sbh + 5as²b for d = 2.
+std::vector<FormulaTerm> layer_terms(const LayerFormulaInput& in);
+double layer_bytes(const LayerFormulaInput& in);  // the sum of layer_terms(in)
+
+// ---- Table 2, exactly as printed (d = 2) ---------------------------------------------------------------
+enum class Table2Row {
+    NoParallel,       // sbh(34 + 5as/h)
+    TP,               // sbh(10 + 24/t + 5as/(ht))      tensor parallel (the Figure 7 baseline)
+    TP_SP,            // sbh(34/t + 5as/(ht))           tensor + sequence parallel
+    TP_Selective,     // sbh(10 + 24/t)                 tensor parallel + selective recompute
+    TP_SP_Selective,  // sbh(34/t)                      tensor + sequence parallel + selective recompute
+    FullRecompute,    // 2sbh                           full recompute
+};
+constexpr int kTable2Rows = 6;
+const char* table2_row_name(Table2Row row);     // the paper's wording, e.g. "tensor + sequence parallel"
+const char* table2_row_formula(Table2Row row);  // the printed formula, e.g. "sbh(34/t + 5as/(ht))"
+double table2_bytes(Table2Row row, double s, double b, double h, double a, int t);
+// The Table 2 row that describes a (t, sp, rc) layout (t = 1 without SP and recompute: NoParallel).
+// layer_bytes({s,b,h,a,t,sp,rc,d=2}) == table2_bytes(table2_row(t,sp,rc), ...) for every layout except
+// full recompute under SP: the paper prints 2sbh for full recompute (and uses it in Figure 7) while noting
+// that a 1/t slice per rank is possible under SP; our trainer stores that slice, 2sbh/t. The paper's value
+// times table2_full_sp_factor(t, sp) is what the trainer stores.
+Table2Row table2_row(int t, bool sp, Recompute rc);
+double table2_full_sp_factor(int t, bool sp);  // 1/t under SP, else 1
+
+// ---- Figure 7: per-layer activation memory relative to the TP baseline (Table 2, d = 2) ----------------
+// percent = 100 · table2_bytes(row) / table2_bytes(TP). Independent of s, b, h individually: depends on
+// t and 5as/h only. The four bars of the figure: TP_SP, TP_Selective, TP_SP_Selective, FullRecompute.
+double figure7_percent(Table2Row row, double s, double h, double a, int t);
+
+// Fraction of a layer's activation memory that selective recompute removes (§5: "70% for GPT-3, 65% for
+// MT-NLG"): the attention core 5as/h out of 34 + 5as/h. The paper's baseline is the same layout without
+// selective recompute under no parallelism, or equivalently under TP + SP (both scale every term by 1/t);
+// under plain TP (10 unsplit) the saving would be smaller: (5as/(ht)) / (10 + 24/t + 5as/(ht)).
+double selective_saving_fraction(double s, double h, double a, int t, bool sp);
+
+// ---- the whole model (§4.3, Eq. 5/6 style) -------------------------------------------------------------
+struct ModelFormulaInput {
+    double s = 0, b = 0, h = 0, a = 0;  // sequence, microbatch, hidden, heads
+    double L = 0, v = 0;                // layers, vocabulary (the trainer passes its padded vocabulary Vp)
+    int t = 1, p = 1, m = 1;            // tensor, pipeline size; m = interleaved chunks per stage (1: plain 1F1B)
+    bool sp = false;
+    Recompute rc = Recompute::None;
+    int d = 2;
+    LayerFormulaInput layer() const { return LayerFormulaInput{s, b, h, a, t, sp, rc, d}; }
+};
+
+// Saved tensors outside the transformer layers, on the FIRST pipeline stage of ONE rank (§4.3):
+//   "embed_drop_mask"  sbh per in-flight microbatch, /t SP   (p microbatches on the first stage: sbhp/t)
+//   "lnf_in"           d·sbh /t SP    input of the final layer norm      } these three live on the last stage;
+//   "lmhead_in"        d·sbh /t SP    input of the LM head (tied wte)     } they count on the first stage only
+//   "logits"           4·sbv/t        fp32 logits, vocab-parallel          } when p = 1 (§4.3)
+// The paper's §4.3 sum for p = 1, d = 2, SP: sbh/t + 2sbh/t + 2sbh/t + 4sbv/t = (sbh/t)(1 + 4(1 + v/h)).
+// The logits are fp32 whatever d is (the paper's "4sbv/t"; the loss needs fp32 log-softmax), so they do not
+// scale with d. The trainer (p = 1) tags its saved tensors with the same names; it uses its padded vocabulary.
+// Layer-norm statistics (mean, rstd), ignored by the paper, are not part of these terms.
+std::vector<FormulaTerm> model_extra_terms(const ModelFormulaInput& in);
+double model_extra_bytes(const ModelFormulaInput& in);
+
+// The interleaved-schedule factor of §4.3: 1 + (p − 1)/(p·m); 1 when m = 1 (plain 1F1B) or p = 1.
+double interleave_factor(int p, int m);
+// Activation bytes of all transformer layers held by the first pipeline stage (§4.3, Eq. 5 generalized):
+// 1F1B keeps p microbatches in flight, each with L/p layers' activations = L layers' worth:
+// L · layer_bytes · interleave_factor(p, m).  With TP + SP and d = 2: (sbhL/t)(34 + 5as/h)(1 + (p−1)/(pm)).
+double first_stage_layer_bytes(const ModelFormulaInput& in);
+// first_stage_layer_bytes + model_extra_bytes (Eq. 6 style: §4.3's (sbhL/t)(p/L + δ(p=1)(4/L)(1 + v/h))).
+double first_stage_activation_bytes(const ModelFormulaInput& in);
+// Not in the paper's totals: the transient activations rebuilt for ONE layer during its backward pass —
+// full recompute rebuilds all of the layer's none-policy tensors, selective rebuilds the attention core
+// (probs, attn_mask, probs_drop). 0 for Recompute::None. Shown separately by the calculator.
+double recompute_transient_bytes(const LayerFormulaInput& in);
+
+// ---- parameters, gradients, optimizer state -------------------------------------------------------------
+// Parameter count of a GPT (llm.c layout, the same as param_count() in model/config.h): per layer
+// 12h² + 13h (QKV, projection, fc1, fc2 with biases; two layer norms), plus token embedding v·h (tied LM head),
+// learned positions s·h, final layer norm 2h.
+double gpt_param_count(double L, double h, double v, double s);
+// Bytes per parameter for mixed-precision Adam as in Megatron-LM with bf16 and fp32 gradient accumulation:
+// 2 (bf16 weight) + 4 (fp32 gradient, "main_grad") + 4 (fp32 master weight) + 4 + 4 (Adam m and v) = 18.
+// (ZeRO's accounting with 2-byte gradients gives 16; pass that to the calculator with --bytes-per-param 16.)
+constexpr double kBytesPerParamMixedAdam = 18.0;
+// Weights + gradients + optimizer state per GPU: params / (t·p) · bytes_per_param (the first stage's extra
+// embedding share is ignored, as params are assumed evenly split; no ZeRO sharding over data parallelism).
+double model_state_bytes_per_gpu(double params, int t, int p, double bytes_per_param);
+
+// ---- FLOPs (Appendix A; matmuls only; backward = 2 × forward) ------------------------------------------
+// B = global batch (sequences per iteration). FLOPs per ITERATION for the whole model.
+// Eq. 7, model FLOPs:                     72BLsh²(1 + s/(6h) + v/(12hL))
+double model_flops(double B, double L, double s, double h, double v);
+// Eq. 8, hardware FLOPs with selective recompute: 72BLsh²(1 + s/(3h) + v/(12hL)).
+// Note: the extra term 72BLsh²·s/(6h) = 12BLs²h is three times the forward attention core (QKᵀ and ·V:
+// 4Bs²h per layer); we use Eq. 8 as printed because Table 5's HFU column is computed with it.
+double hardware_flops_selective(double B, double L, double s, double h, double v);
+// Full recompute: one more forward of every layer (not of the LM head):
+// 96BLsh²(1 + s/(6h)) + 6Bshv = 72BLsh²(4/3 + 2s/(9h) + v/(12hL)).
+double hardware_flops_full(double B, double L, double s, double h, double v);
+// Hardware FLOPs for a recompute policy (None: = model FLOPs).
+double hardware_flops(Recompute rc, double B, double L, double s, double h, double v);
+// MFU or HFU: flops_per_iter / iter_seconds / (peak_flops_per_gpu · gpus).
+double flops_utilization(double flops_per_iter, double iter_seconds, double peak_flops_per_gpu, double gpus);
+constexpr double kA100PeakBf16 = 312e12;  // A100 dense bf16, the peak Table 5 matches
+
+// ---- the paper's configurations (Table 3) and end-to-end results (Table 5) -------------------------------
+struct PaperModel {
+    const char* name;
+    int heads, hidden, layers, tp, pp, gpus, global_batch, micro_batch;
+    int interleave;           // m: 3 for 175B and 530B (interleaved schedule), 1 otherwise
+    double seq, vocab;        // s = 2048, v = 51200 for all
+    double iter_full_s;       // Table 5: full recompute, seconds per iteration
+    double iter_selective_s;  // Table 5: sequence parallel + selective recompute
+    double table5_mfu, table5_hfu, table5_gain;  // Table 5 as printed, percent
+    double fig7[4];           // PAPER.md's Figure 7 percentages: TP+SP, TP+sel, TP+SP+sel, full
+};
+const std::vector<PaperModel>& paper_models();  // 22B, 175B, 530B, 1T
+const PaperModel* find_paper_model(const std::string& name);  // case-insensitive; nullptr when unknown

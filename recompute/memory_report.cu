@@ -1,0 +1,145 @@
+// memory_report.cu — measured vs formula activation bytes (see the header).
+#include "memory_report.h"
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+static bool is_extra(const std::string& name) {
+    return name == "ln1_mean" || name == "ln1_rstd" || name == "ln2_mean" || name == "ln2_rstd";
+}
+static bool is_model_extra(const std::string& name) {
+    return name == "lnf_mean" || name == "lnf_rstd" || name == "ce_rowmax" || name == "ce_sumexp";
+}
+
+MemoryReport build_memory_report(const std::vector<ActivationRecord>& live, const ModelFormulaInput& shape) {
+    MemoryReport r;
+    r.shape = shape;
+    r.formula = layer_terms(shape.layer());
+    r.per_layer_formula = layer_bytes(shape.layer());
+    r.model_terms = model_extra_terms(shape);
+    int L = (int)shape.L;
+    std::vector<double> per_layer(L, 0.0), per_layer_extra(L, 0.0);
+    for (const ActivationRecord& a : live) {
+        if (a.name.rfind("tmp:", 0) == 0) continue;  // transient buffers are not saved activations
+        if (a.layer == kModelLevel) {
+            r.model_tensors_measured[a.name] += a.bytes;
+            if (is_model_extra(a.name)) r.model_extras += a.bytes;
+            else r.model_measured += a.bytes;
+            continue;
+        }
+        if (a.layer < 0 || a.layer >= L) continue;
+        if (is_extra(a.name)) per_layer_extra[a.layer] += a.bytes;
+        else per_layer[a.layer] += a.bytes;
+        if (a.layer == 0) r.tensors[a.name] += a.bytes;
+    }
+    r.per_layer_measured = L > 0 ? per_layer[0] : 0;
+    r.per_layer_extras = L > 0 ? per_layer_extra[0] : 0;
+    for (int l = 0; l < L; l++) {
+        if (per_layer[l] != per_layer[0] || per_layer_extra[l] != per_layer_extra[0]) r.layers_identical = false;
+        r.model_measured += per_layer[l];
+        r.model_extras += per_layer_extra[l];
+    }
+    r.model_formula = L * r.per_layer_formula + model_extra_bytes(shape);
+    return r;
+}
+
+static std::string human(double bytes) {
+    char b[64];
+    if (bytes >= 1e9) snprintf(b, sizeof b, "%.2f GB", bytes / 1e9);
+    else if (bytes >= 1e6) snprintf(b, sizeof b, "%.2f MB", bytes / 1e6);
+    else if (bytes >= 1e3) snprintf(b, sizeof b, "%.1f kB", bytes / 1e3);
+    else snprintf(b, sizeof b, "%.0f B", bytes);
+    return b;
+}
+
+void print_memory_report(FILE* f, const MemoryReport& r) {
+    const ModelFormulaInput& s = r.shape;
+    fprintf(f, "\nActivation memory saved for backward on this rank (measured by the allocator, after the forward pass)\n");
+    fprintf(f, "  s=%.0f b=%.0f h=%.0f a=%.0f L=%.0f v(padded)=%.0f  t=%d sp=%s recompute=%s  activations %d bytes/element, masks 1 byte\n",
+            s.s, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "on" : "off", recompute_name(s.rc), s.d);
+    fprintf(f, "  %-16s %14s %14s %10s\n", "layer 0 tensor", "measured", "formula", "diff");
+    std::set<std::string> shown;
+    for (const FormulaTerm& t : r.formula) {
+        double m = r.tensors.count(t.name) ? r.tensors.at(t.name) : 0.0;
+        fprintf(f, "  %-16s %14.0f %14.0f %10.0f\n", t.name, m, t.bytes, m - t.bytes);
+        shown.insert(t.name);
+    }
+    for (auto& kv : r.tensors) {
+        if (shown.count(kv.first) || is_extra(kv.first)) continue;
+        fprintf(f, "  %-16s %14.0f %14s %10s   (not in the paper's list)\n", kv.first.c_str(), kv.second, "-", "-");
+    }
+    fprintf(f, "  %-16s %14.0f %14.0f %10.0f   per layer (%s)%s\n", "total", r.per_layer_measured, r.per_layer_formula,
+            r.per_layer_measured - r.per_layer_formula, human(r.per_layer_measured).c_str(),
+            r.layers_identical ? ", every layer the same" : ", LAYERS DIFFER");
+    fprintf(f, "  %-16s %14.0f %14s %10s   layer-norm mean/rstd (fp32), ignored by the paper\n", "extras",
+            r.per_layer_extras, "-", "-");
+    if (s.rc == Recompute::Full)
+        fprintf(f, "  note: full recompute stores each layer's input: the paper's Table 2 row is 2sbh; under SP each rank\n"
+                   "        keeps only its sequence shard, 2sbh/t, which is what is measured and what the formula column shows.\n");
+    fprintf(f, "  %-16s %14s %14s %10s\n", "outside layers", "measured", "formula", "diff");
+    for (const FormulaTerm& t : r.model_terms) {
+        double m = r.model_tensors_measured.count(t.name) ? r.model_tensors_measured.at(t.name) : 0.0;
+        fprintf(f, "  %-16s %14.0f %14.0f %10.0f\n", t.name, m, t.bytes, m - t.bytes);
+    }
+    fprintf(f, "  %-16s %14.0f %14.0f %10.0f   whole model on this rank (%s measured)\n", "model", r.model_measured,
+            r.model_formula, r.model_measured - r.model_formula, human(r.model_measured).c_str());
+    fprintf(f, "  %-16s %14.0f %14s %10s   all layer-norm statistics and the loss's row max / exp-sum\n", "model extras",
+            r.model_extras, "-", "-");
+    if (r.peak_live_bytes)
+        fprintf(f, "  allocator high-water mark over the previous step: %s live, %s reserved%s\n",
+                human((double)r.peak_live_bytes).c_str(), human((double)r.peak_reserved_bytes).c_str(),
+                r.device_used_bytes >= 0 ? "" : "");
+    if (r.device_used_bytes >= 0)
+        fprintf(f, "  device memory in use (cudaMemGetInfo): %s\n", human(r.device_used_bytes).c_str());
+}
+
+std::string memory_report_json(const MemoryReport& r) {
+    std::string j = "{";
+    char b[256];
+    auto num = [&](const char* k, double v) {
+        snprintf(b, sizeof b, "\"%s\":%.0f,", k, v);
+        j += b;
+    };
+    const ModelFormulaInput& s = r.shape;
+    snprintf(b, sizeof b, "\"s\":%.0f,\"b\":%.0f,\"h\":%.0f,\"a\":%.0f,\"L\":%.0f,\"v\":%.0f,\"t\":%d,\"sp\":%s,\"recompute\":\"%s\",\"d\":%d,",
+             s.s, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "true" : "false", recompute_name(s.rc), s.d);
+    j += b;
+    num("per_layer_measured", r.per_layer_measured);
+    num("per_layer_formula", r.per_layer_formula);
+    num("per_layer_extras", r.per_layer_extras);
+    num("model_measured", r.model_measured);
+    num("model_formula", r.model_formula);
+    num("model_extras", r.model_extras);
+    num("peak_live_bytes", (double)r.peak_live_bytes);
+    num("peak_reserved_bytes", (double)r.peak_reserved_bytes);
+    if (r.device_used_bytes >= 0) num("device_used_bytes", r.device_used_bytes);
+    j += "\"layers_identical\":";
+    j += r.layers_identical ? "true," : "false,";
+    j += "\"tensors\":{";
+    bool first = true;
+    for (auto& kv : r.tensors) {
+        snprintf(b, sizeof b, "%s\"%s\":%.0f", first ? "" : ",", kv.first.c_str(), kv.second);
+        j += b;
+        first = false;
+    }
+    for (auto& kv : r.model_tensors_measured) {
+        snprintf(b, sizeof b, "%s\"%s\":%.0f", first ? "" : ",", kv.first.c_str(), kv.second);
+        j += b;
+        first = false;
+    }
+    j += "},\"formula_tensors\":{";
+    first = true;
+    for (const FormulaTerm& t : r.formula) {
+        snprintf(b, sizeof b, "%s\"%s\":%.0f", first ? "" : ",", t.name, t.bytes);
+        j += b;
+        first = false;
+    }
+    for (const FormulaTerm& t : r.model_terms) {
+        snprintf(b, sizeof b, "%s\"%s\":%.0f", first ? "" : ",", t.name, t.bytes);
+        j += b;
+        first = false;
+    }
+    j += "}}";
+    return j;
+}

@@ -1,0 +1,30 @@
+// memory_report.h — measured activation memory (from the tagged allocator) next to the paper's formulas.
+//
+// Taken right after the forward pass of a step, when exactly the tensors saved for backward are live:
+// per layer, per tensor, measured bytes vs layer_terms() (recompute/formulas.h), with the differences; the
+// small extras the paper ignores (layer-norm statistics, the loss's row statistics) on their own lines; and
+// the whole model on this rank vs L·layer formula + §4.3's terms outside the layers.
+#pragma once
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+#include "activation_allocator.h"
+#include "formulas.h"
+
+struct MemoryReport {
+    ModelFormulaInput shape;               // s, b, h, a, L, v (= Vp), t, sp, rc, d of this run
+    std::vector<FormulaTerm> formula;      // one layer's formula terms (names are the tags)
+    std::map<std::string, double> tensors; // layer 0's measured bytes by tag + model-level tags
+    double per_layer_measured = 0, per_layer_formula = 0, per_layer_extras = 0;
+    bool layers_identical = true;          // every layer measured the same as layer 0
+    double model_measured = 0, model_formula = 0, model_extras = 0;
+    std::vector<FormulaTerm> model_terms;  // §4.3 terms outside the layers (formula)
+    std::map<std::string, double> model_tensors_measured;
+    size_t peak_live_bytes = 0, peak_reserved_bytes = 0;  // allocator high-water marks (previous step)
+    double device_used_bytes = -1;                         // cudaMemGetInfo total - free (CUDA only)
+};
+
+MemoryReport build_memory_report(const std::vector<ActivationRecord>& live, const ModelFormulaInput& shape);
+void print_memory_report(FILE* f, const MemoryReport& r);
+std::string memory_report_json(const MemoryReport& r);  // one JSON object (the value of "memory_report")

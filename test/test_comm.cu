@@ -1,0 +1,163 @@
+// test_comm.cu — the MPI backend on CPU tensors, run under mpirun with 2 and 4 ranks: every collective
+// against values computed locally, the byte counters' ring model, sub-communicators (TP groups of
+// consecutive ranks, DP groups striding, as DESIGN.md's process grid), a 1-rank group's no-ops, barrier,
+// local_rank, and the pure "two ranks on one GPU" check that guards NCCL.
+#include <unistd.h>
+#include <sys/stat.h>
+#include "comm_checks.h"
+
+static int g_world_rank = 0, g_world_size = 1;
+
+// TP groups: consecutive ranks (color rank / tp); DP groups: ranks tp apart (color rank % tp).
+static void check_sub_communicators(const Ctx& ctx) {
+    const int tp = 2;
+    if (g_world_size % tp != 0) return;
+    Comm tpc = comm_create(MPI_COMM_WORLD, g_world_rank / tp, g_world_rank % tp, CommBackend::MPI, ctx);
+    Comm dpc = comm_create(MPI_COMM_WORLD, g_world_rank % tp, g_world_rank / tp, CommBackend::MPI, ctx);
+    CHECK(tpc.size == tp && tpc.rank == g_world_rank % tp, "TP group: size %d rank %d", tpc.size, tpc.rank);
+    CHECK(dpc.size == g_world_size / tp && dpc.rank == g_world_rank / tp, "DP group: size %d rank %d", dpc.size,
+          dpc.rank);
+
+    // Gathering the world ranks lists each group's members in key order.
+    auto members = [&](Comm& c) {
+        Tensor me = make_tensor(Device::CPU, DType::F32, {(float)g_world_rank});
+        Tensor all = tensor_alloc(Device::CPU, DType::F32, c.size);
+        all_gather(c, ctx, all, me);
+        std::vector<float> v = tensor_to_host_f32(all);
+        tensor_free(me);
+        tensor_free(all);
+        return v;
+    };
+    std::vector<float> tp_expect, dp_expect;
+    for (int i = 0; i < tp; i++) tp_expect.push_back((float)(g_world_rank / tp * tp + i));
+    for (int i = 0; i < g_world_size / tp; i++) dp_expect.push_back((float)(g_world_rank % tp + i * tp));
+    CHECK(bitwise_equal(members(tpc), tp_expect), "TP group members of world rank %d", g_world_rank);
+    CHECK(bitwise_equal(members(dpc), dp_expect), "DP group members of world rank %d", g_world_rank);
+
+    // Collectives stay inside their group: the sum of world ranks is the group's own.
+    Tensor x = make_tensor(Device::CPU, DType::F32, {(float)g_world_rank});
+    all_reduce(tpc, ctx, x, ReduceOp::SUM);
+    float tp_sum = 0;
+    for (float r : tp_expect) tp_sum += r;
+    CHECK(tensor_to_host_f32(x)[0] == tp_sum, "TP all_reduce: %g, want %g", tensor_to_host_f32(x)[0], tp_sum);
+    tensor_free(x);
+
+    // The full suite on each group (a DP group of one rank, with 2 ranks in all, runs the no-op path).
+    check_collectives(tpc, ctx);
+    check_collectives(dpc, ctx);
+    comm_destroy(tpc);
+    comm_destroy(dpc);
+
+    // `key` orders the ranks: a negated key reverses them.
+    Comm rev = comm_create(MPI_COMM_WORLD, 0, -g_world_rank, CommBackend::MPI, ctx);
+    CHECK(rev.rank == g_world_size - 1 - g_world_rank, "reversed key: rank %d", rev.rank);
+    check_collectives(rev, ctx);
+    comm_destroy(rev);
+}
+
+// A group of one rank: no-ops that count nothing; all_gather / reduce_scatter copy in -> out.
+static void check_single_rank_group(const Ctx& ctx) {
+    Comm one = comm_create(MPI_COMM_WORLD, g_world_rank, 0, CommBackend::MPI, ctx);
+    CHECK(one.size == 1 && one.rank == 0, "single-rank group: size %d", one.size);
+    std::vector<float> v = comm_input(g_world_rank, 6);
+    Tensor a = make_tensor(Device::CPU, DType::F32, v), b = tensor_zeros(Device::CPU, DType::F32, 6);
+    all_reduce(one, ctx, a, ReduceOp::SUM);
+    CHECK(bitwise_equal(tensor_to_host_f32(a), v), "1-rank all_reduce changed its buffer");
+    all_gather(one, ctx, b, a);
+    CHECK(bitwise_equal(tensor_to_host_f32(b), v), "1-rank all_gather did not copy in -> out");
+    tensor_zero(ctx, b);
+    reduce_scatter(one, ctx, b, a);
+    CHECK(bitwise_equal(tensor_to_host_f32(b), v), "1-rank reduce_scatter did not copy in -> out");
+    broadcast(one, ctx, a, 0);
+    barrier(one);
+    for (int k = 0; k < kNumCollectives; k++)
+        CHECK(one.counters.calls[k] == 0 && one.counters.bytes[k] == 0, "1-rank group counted a %s",
+              collective_name(k));
+    check_collectives(one, ctx);
+    CHECK(one.host_allocs == 0, "a 1-rank group staged something");
+    tensor_free(a);
+    tensor_free(b);
+    comm_destroy(one);
+}
+
+// No rank passes the barrier before every rank reached it: each rank writes a marker file (later ranks
+// first, earlier ranks after a delay) and, after the barrier, must see every rank's marker.
+static void check_barrier(Comm& world) {
+    int job = (int)getpid();
+    MPI_CHECK(MPI_Bcast(&job, 1, MPI_INT, 0, world.mpi));
+    auto marker = [&](int r) { return "/tmp/mm_test_comm_" + std::to_string(job) + "_" + std::to_string(r); };
+    usleep((useconds_t)(world.size - 1 - world.rank) * 50000);
+    FILE* f = fopen(marker(world.rank).c_str(), "w");
+    CHECK(f != nullptr, "cannot write %s", marker(world.rank).c_str());
+    if (f) fclose(f);
+    barrier(world);
+    struct stat st;
+    for (int r = 0; r < world.size; r++)
+        CHECK(stat(marker(r).c_str(), &st) == 0, "rank %d passed the barrier before rank %d reached it", world.rank, r);
+    barrier(world);  // nobody removes its marker while another rank may still be looking
+    remove(marker(world.rank).c_str());
+}
+
+// The pure check behind "NCCL cannot run two ranks on one GPU", on made-up inputs.
+static void check_shared_gpu_detection() {
+    auto id = [](int w, const char* host, const char* bus) {
+        GpuIdentity g;
+        g.world_rank = w;
+        g.host = host;
+        g.pci_bus_id = bus;
+        return g;
+    };
+    std::vector<GpuIdentity> ok = {id(0, "n1", "0000:07:00.0"), id(1, "n1", "0000:0F:00.0"),
+                                   id(2, "n2", "0000:07:00.0"), id(3, "n2", "0000:0F:00.0")};
+    CHECK(shared_gpu_error(ok).empty(), "distinct GPUs (same bus id on different hosts) flagged: %s",
+          shared_gpu_error(ok).c_str());
+    CHECK(shared_gpu_error({}).empty() && shared_gpu_error({id(0, "n1", "0000:07:00.0")}).empty(),
+          "empty or single-rank lists flagged");
+
+    std::vector<GpuIdentity> bad = ok;
+    bad[3] = id(7, "n1", "0000:0f:00.0");  // group rank 3 (world rank 7) on group rank 1's GPU; case differs
+    std::string msg = shared_gpu_error(bad);
+    CHECK(msg.find("NCCL cannot run two ranks on one GPU; use --comm mpi") != std::string::npos,
+          "message lacks the advice: '%s'", msg.c_str());
+    CHECK(msg.find("ranks 1 and 3") != std::string::npos && msg.find("world ranks 1 and 7") != std::string::npos,
+          "message does not name both ranks: '%s'", msg.c_str());
+    CHECK(msg.find("n1") != std::string::npos, "message does not name the host: '%s'", msg.c_str());
+}
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_world_size);
+    Ctx ctx = ctx_create(Device::CPU);
+
+    Comm world = comm_create(MPI_COMM_WORLD, 0, g_world_rank, CommBackend::MPI, ctx);
+    CHECK(world.size == g_world_size && world.rank == g_world_rank, "world comm: rank %d size %d", world.rank,
+          world.size);
+    check_collectives(world, ctx);
+    // A second identical round reuses the staging buffers: nothing allocated after warm-up.
+    uint64_t allocs = world.host_allocs;
+    check_collectives(world, ctx);
+    CHECK(world.host_allocs == allocs, "host buffers grew after warm-up (%llu -> %llu)",
+          (unsigned long long)allocs, (unsigned long long)world.host_allocs);
+    CHECK(!world.stage.pinned && !world.wide.pinned && world.stage.ptr == nullptr,
+          "CPU tensors must not use pinned (CUDA) staging");
+
+    check_sub_communicators(ctx);
+    check_single_rank_group(ctx);
+    check_barrier(world);
+    check_shared_gpu_detection();
+    // One node here: the node-local rank is the world rank.
+    CHECK(local_rank(MPI_COMM_WORLD) == g_world_rank, "local_rank %d on world rank %d", local_rank(MPI_COMM_WORLD),
+          g_world_rank);
+
+    comm_destroy(world);
+    ctx_destroy(ctx);
+    // Every rank's verdict: the job fails if any rank failed.
+    int failed = g_failures > 0, any_failed = 0;
+    MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    char name[64];
+    snprintf(name, sizeof name, "test_comm[rank %d of %d]", g_world_rank, g_world_size);
+    int rc = test_finish(name);
+    MPI_Finalize();
+    return any_failed ? 1 : rc;
+}

@@ -1,0 +1,589 @@
+// memory_calculator.cu — the paper's memory and FLOPs numbers at paper scale, on any machine, no training.
+//
+// For the four models of Table 3 (22B, 175B, 530B, 1T), or a model described by flags, prints:
+//   - Table 2: activation bytes of one transformer layer on one GPU, for the six configurations;
+//   - Figure 7: each memory-saving configuration as a percentage of the tensor-parallel baseline, and the
+//     share of activations selective recompute removes (§5: 70% for GPT-3, 65% for MT-NLG);
+//   - activation memory of the first pipeline stage (§4.3, Eq. 5/6 style) plus weights, gradients and Adam
+//     state per GPU, against the 80 GiB of an A100: fits / does not fit;
+//   - FLOPs per iteration (Appendix A): model FLOPs (Eq. 7), hardware FLOPs with selective (Eq. 8) and full
+//     recompute, and from iteration times MFU and HFU — the built-in Table 5 times reproduce its columns.
+// --json prints the same numbers as JSON; --chart FILE.png draws Figure 7 (tools/chart.h).
+// Every number comes from recompute/formulas.h, the same code the trainer's memory report uses.
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "layers/tensor.h"  // mm_fatal
+#include "recompute/formulas.h"
+#include "tools/chart.h"
+
+namespace {
+
+const double GiB = 1024.0 * 1024.0 * 1024.0;
+const double MiB = 1024.0 * 1024.0;
+
+// ---- the model being computed --------------------------------------------------------------------------
+struct ModelSpec {
+    std::string name;
+    double a = 0, h = 0, L = 0, s = 2048, v = 51200;
+    int t = 1, p = 1, m = 1, dp = 1;
+    double b = 1, B = 1;                              // micro batch, global batch
+    double iter_selective = NAN, iter_full = NAN;     // seconds per iteration (Table 5 or flags)
+    const PaperModel* paper = nullptr;                // Table 3/5 row when the model is the paper's, unchanged
+    double gpus() const { return (double)t * p * dp; }
+};
+
+ModelSpec from_paper(const PaperModel& pm) {
+    ModelSpec m;
+    m.name = pm.name;
+    m.a = pm.heads, m.h = pm.hidden, m.L = pm.layers, m.s = pm.seq, m.v = pm.vocab;
+    m.t = pm.tp, m.p = pm.pp, m.m = pm.interleave, m.dp = pm.gpus / (pm.tp * pm.pp);
+    m.b = pm.micro_batch, m.B = pm.global_batch;
+    m.iter_selective = pm.iter_selective_s, m.iter_full = pm.iter_full_s;
+    m.paper = &pm;
+    return m;
+}
+
+// ---- options -------------------------------------------------------------------------------------------
+struct Options {
+    std::string model = "all";
+    bool model_given = false;
+    // Overrides (NAN / -1: not given).
+    double layers = NAN, heads = NAN, hidden = NAN, seq = NAN, vocab = NAN, micro = NAN, global = NAN;
+    int tp = -1, pp = -1, interleave = -1, dp = -1;
+    double iter_time = NAN, iter_time_full = NAN;
+    int d = 2;
+    double bytes_per_param = kBytesPerParamMixedAdam;
+    double gpu_mem_gib = 80;
+    double peak = kA100PeakBf16;
+    bool json = false;
+    std::string chart;
+};
+
+void print_help() {
+    fputs(
+        "memory_calculator — activation memory and FLOPs of Korthikanti et al. 2022 at paper scale\n"
+        "\n"
+        "Usage: memory_calculator [--model 22B|175B|530B|1T|all] [model flags] [--json] [--chart FILE.png]\n"
+        "\n"
+        "Without flags: the four models of Table 3 (s = 2048, v = 51200, t = 8), printing Table 2 (bytes of\n"
+        "one layer per GPU), the Figure 7 percentages of the tensor-parallel baseline, the activation memory\n"
+        "of the first pipeline stage plus weights/gradients/Adam state per GPU against an 80 GiB A100, and\n"
+        "model/hardware FLOPs with Table 5's iteration times (MFU and HFU at 312 TFLOP/s per GPU).\n"
+        "\n"
+        "Model (applied to the --model chosen; --layers, --heads and --hidden without --model describe a new\n"
+        "model named 'custom', with defaults s = 2048, v = 51200, t = p = m = dp = 1, b = 1, B = b*dp):\n"
+        "  --model NAME        22B, 175B, 530B, 1T or all (default all)\n"
+        "  --layers L          transformer layers\n"
+        "  --heads A           attention heads\n"
+        "  --hidden H          hidden size\n"
+        "  --seq S             sequence length\n"
+        "  --vocab V           vocabulary size\n"
+        "  --micro-batch B     microbatch size b (sequences)\n"
+        "  --global-batch B    global batch (sequences per iteration, all data-parallel ranks)\n"
+        "  --tp T              tensor-parallel size\n"
+        "  --pp P              pipeline-parallel size\n"
+        "  --interleave M      interleaved-schedule chunks per stage (1 = plain 1F1B)\n"
+        "  --dp N              data-parallel size (GPUs = tp * pp * dp)\n"
+        "Changing any of these drops the built-in Table 5 iteration times (give --iter-time).\n"
+        "\n"
+        "Memory:\n"
+        "  --d BYTES           bytes per activation element (2 = bf16 as in the paper, 4 = fp32); masks\n"
+        "                      are 1 byte and the logits fp32 whatever d is. Default 2\n"
+        "  --bytes-per-param X weights + gradients + optimizer bytes per parameter. Default 18: bf16 weight 2\n"
+        "                      + fp32 gradient 4 + fp32 master weight 4 + Adam m, v 4 + 4 (Megatron-LM's\n"
+        "                      mixed precision with fp32 gradient accumulation); ZeRO's accounting is 16\n"
+        "  --gpu-mem-gib X     GPU memory for the fits / does-not-fit verdict. Default 80 (A100 80GB)\n"
+        "\n"
+        "FLOPs:\n"
+        "  --iter-time S       seconds per iteration with sequence parallelism + selective recompute\n"
+        "                      (gives MFU from Eq. 7 and HFU from Eq. 8)\n"
+        "  --iter-time-full S  seconds per iteration with full recompute (MFU, and HFU with the extra forward)\n"
+        "  --peak FLOPS        peak FLOP/s of one GPU. Default 312e12 (A100 dense bf16, as Table 5)\n"
+        "\n"
+        "Output:\n"
+        "  --json              print everything as one JSON object instead of tables\n"
+        "  --chart FILE.png    also draw Figure 7 (grouped bars, % of the TP baseline) as a PNG\n"
+        "  --help              this text\n"
+        "\n"
+        "Examples:\n"
+        "  memory_calculator                                    # the paper's Tables 2, 5 and Figure 7\n"
+        "  memory_calculator --chart docs/figure7.png\n"
+        "  memory_calculator --model 530B --dp 8 --global-batch 2240 --iter-time 39.15   # 54.2% MFU\n"
+        "  memory_calculator --layers 12 --heads 12 --hidden 768 --seq 1024 --vocab 50304 --tp 2 --d 4\n",
+        stdout);
+}
+
+double parse_number(const char* flag, const char* text, bool integer) {
+    char* end = nullptr;
+    double v = strtod(text, &end);
+    if (end == text || *end != 0 || !std::isfinite(v))
+        mm_fatal("%s needs a number, got '%s' (see --help)", flag, text);
+    if (!(v > 0)) mm_fatal("%s must be positive, got '%s'", flag, text);
+    if (integer && v != std::floor(v)) mm_fatal("%s must be a whole number, got '%s'", flag, text);
+    return v;
+}
+
+Options parse_args(int argc, char** argv) {
+    Options o;
+    for (int i = 1; i < argc; i++) {
+        std::string arg = argv[i];
+        std::string value;
+        bool has_inline = false;
+        size_t eq = arg.find('=');
+        if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
+            value = arg.substr(eq + 1), arg = arg.substr(0, eq), has_inline = true;
+        }
+        auto next = [&]() -> const char* {
+            if (has_inline) return value.c_str();
+            if (i + 1 >= argc) mm_fatal("%s needs a value (see --help)", arg.c_str());
+            return argv[++i];
+        };
+        auto num = [&](bool integer) { return parse_number(arg.c_str(), next(), integer); };
+        auto no_value = [&]() {
+            if (has_inline) mm_fatal("%s takes no value", arg.c_str());
+        };
+        if (arg == "--help" || arg == "-h") no_value(), print_help(), exit(0);
+        else if (arg == "--json") no_value(), o.json = true;
+        else if (arg == "--chart") o.chart = next();
+        else if (arg == "--model") o.model = next(), o.model_given = true;
+        else if (arg == "--layers") o.layers = num(true);
+        else if (arg == "--heads") o.heads = num(true);
+        else if (arg == "--hidden") o.hidden = num(true);
+        else if (arg == "--seq") o.seq = num(true);
+        else if (arg == "--vocab") o.vocab = num(true);
+        else if (arg == "--micro-batch") o.micro = num(true);
+        else if (arg == "--global-batch") o.global = num(true);
+        else if (arg == "--tp") o.tp = (int)num(true);
+        else if (arg == "--pp") o.pp = (int)num(true);
+        else if (arg == "--interleave") o.interleave = (int)num(true);
+        else if (arg == "--dp") o.dp = (int)num(true);
+        else if (arg == "--d") o.d = (int)num(true);
+        else if (arg == "--bytes-per-param") o.bytes_per_param = num(false);
+        else if (arg == "--gpu-mem-gib") o.gpu_mem_gib = num(false);
+        else if (arg == "--peak") o.peak = num(false);
+        else if (arg == "--iter-time") o.iter_time = num(false);
+        else if (arg == "--iter-time-full") o.iter_time_full = num(false);
+        else mm_fatal("unknown argument '%s' (see --help)", argv[i]);
+    }
+    return o;
+}
+
+// The models to compute: the paper's (with overrides) or a custom one.
+std::vector<ModelSpec> select_models(const Options& o) {
+    const bool shape_override = std::isfinite(o.layers) || std::isfinite(o.heads) || std::isfinite(o.hidden) ||
+                                std::isfinite(o.seq) || std::isfinite(o.vocab) || std::isfinite(o.micro) ||
+                                std::isfinite(o.global) || o.tp > 0 || o.pp > 0 || o.interleave > 0 || o.dp > 0;
+    std::vector<ModelSpec> models;
+    const bool custom = !o.model_given && (std::isfinite(o.layers) || std::isfinite(o.heads) ||
+                                           std::isfinite(o.hidden));
+    if (custom) {
+        if (!std::isfinite(o.layers) || !std::isfinite(o.heads) || !std::isfinite(o.hidden))
+            mm_fatal("a custom model needs --layers, --heads and --hidden (or choose --model 22B|175B|530B|1T)");
+        ModelSpec m;
+        m.name = "custom";
+        models.push_back(m);
+    } else if (o.model == "all" || o.model == "ALL") {
+        for (const PaperModel& pm : paper_models()) models.push_back(from_paper(pm));
+    } else {
+        const PaperModel* pm = find_paper_model(o.model);
+        if (!pm) mm_fatal("unknown --model '%s': choose 22B, 175B, 530B, 1T or all", o.model.c_str());
+        models.push_back(from_paper(*pm));
+    }
+    for (ModelSpec& m : models) {
+        if (std::isfinite(o.layers)) m.L = o.layers;
+        if (std::isfinite(o.heads)) m.a = o.heads;
+        if (std::isfinite(o.hidden)) m.h = o.hidden;
+        if (std::isfinite(o.seq)) m.s = o.seq;
+        if (std::isfinite(o.vocab)) m.v = o.vocab;
+        if (o.tp > 0) m.t = o.tp;
+        if (o.pp > 0) m.p = o.pp;
+        if (o.interleave > 0) m.m = o.interleave;
+        if (o.dp > 0) m.dp = o.dp;
+        if (std::isfinite(o.micro)) m.b = o.micro;
+        if (std::isfinite(o.global)) m.B = o.global;
+        else if (custom) m.B = m.b * m.dp;
+        if (shape_override) {  // the paper's iteration times describe the paper's configurations only
+            m.iter_selective = m.iter_full = NAN;
+            m.paper = nullptr;
+        }
+        if (std::isfinite(o.iter_time)) m.iter_selective = o.iter_time;
+        if (std::isfinite(o.iter_time_full)) m.iter_full = o.iter_time_full;
+    }
+    return models;
+}
+
+// ---- results -------------------------------------------------------------------------------------------
+// The layouts the calculator compares (Table 2's rows with parallelism, plus SP + full as our trainer runs it).
+struct Layout {
+    const char* key;    // JSON key
+    const char* label;  // table label
+    bool sp;
+    Recompute rc;
+};
+const Layout kLayouts[] = {
+    {"tp", "TP (baseline)", false, Recompute::None},
+    {"tp_sp", "TP + SP", true, Recompute::None},
+    {"tp_selective", "TP + selective", false, Recompute::Selective},
+    {"tp_sp_selective", "TP + SP + selective", true, Recompute::Selective},
+    {"full", "full recompute (2sbh)", false, Recompute::Full},
+    {"full_sp", "full + SP (2sbh/t)", true, Recompute::Full},
+};
+constexpr int kNumLayouts = 6;
+// Figure 7's four bars, as indices into kLayouts.
+const int kFig7Layouts[4] = {1, 2, 3, 4};
+const char* const kFig7Names[4] = {"TP + SP", "TP + selective", "TP + SP + selective", "full recompute"};
+
+struct StageMemory {
+    double layers, extras, transient, state, total;
+    bool fits;
+};
+
+struct Result {
+    ModelSpec spec;
+    double five_as_h;
+    double table2[kTable2Rows];      // bytes per layer, Table 2 as printed (d = 2)
+    double layer[kNumLayouts];       // bytes per layer, sum of layer_terms (d)
+    double fig7[4];                  // percent of the TP baseline (layer_terms, d)
+    double saving_sel, saving_sel_tp; // selective's saving vs no-parallel / TP+SP baseline, and under plain TP
+    double params, interleave;
+    StageMemory stage[kNumLayouts];
+    double flops_model, flops_sel, flops_full;
+    double mfu_sel = NAN, hfu_sel = NAN, mfu_full = NAN, hfu_full = NAN, gain = NAN;
+};
+
+ModelFormulaInput model_input(const ModelSpec& m, const Layout& lay, int d) {
+    ModelFormulaInput in;
+    in.s = m.s, in.b = m.b, in.h = m.h, in.a = m.a, in.L = m.L, in.v = m.v;
+    in.t = m.t, in.p = m.p, in.m = m.m, in.sp = lay.sp, in.rc = lay.rc, in.d = d;
+    return in;
+}
+
+Result compute(const ModelSpec& m, const Options& o) {
+    Result r;
+    r.spec = m;
+    r.five_as_h = 5 * m.a * m.s / m.h;
+    for (int i = 0; i < kTable2Rows; i++) r.table2[i] = table2_bytes((Table2Row)i, m.s, m.b, m.h, m.a, m.t);
+    for (int i = 0; i < kNumLayouts; i++) r.layer[i] = layer_bytes(model_input(m, kLayouts[i], o.d).layer());
+    for (int i = 0; i < 4; i++) r.fig7[i] = 100.0 * r.layer[kFig7Layouts[i]] / r.layer[0];
+    r.saving_sel = selective_saving_fraction(m.s, m.h, m.a, m.t, true);
+    r.saving_sel_tp = selective_saving_fraction(m.s, m.h, m.a, m.t, false);
+    r.params = gpt_param_count(m.L, m.h, m.v, m.s);
+    r.interleave = interleave_factor(m.p, m.m);
+    const double state = model_state_bytes_per_gpu(r.params, m.t, m.p, o.bytes_per_param);
+    for (int i = 0; i < kNumLayouts; i++) {
+        ModelFormulaInput in = model_input(m, kLayouts[i], o.d);
+        StageMemory& sm = r.stage[i];
+        sm.layers = first_stage_layer_bytes(in);
+        sm.extras = model_extra_bytes(in);
+        sm.transient = recompute_transient_bytes(in.layer());
+        sm.state = state;
+        sm.total = sm.layers + sm.extras + sm.transient + sm.state;
+        sm.fits = sm.total <= o.gpu_mem_gib * GiB;
+    }
+    r.flops_model = model_flops(m.B, m.L, m.s, m.h, m.v);
+    r.flops_sel = hardware_flops_selective(m.B, m.L, m.s, m.h, m.v);
+    r.flops_full = hardware_flops_full(m.B, m.L, m.s, m.h, m.v);
+    if (std::isfinite(m.iter_selective)) {
+        r.mfu_sel = 100 * flops_utilization(r.flops_model, m.iter_selective, o.peak, m.gpus());
+        r.hfu_sel = 100 * flops_utilization(r.flops_sel, m.iter_selective, o.peak, m.gpus());
+    }
+    if (std::isfinite(m.iter_full)) {
+        r.mfu_full = 100 * flops_utilization(r.flops_model, m.iter_full, o.peak, m.gpus());
+        r.hfu_full = 100 * flops_utilization(r.flops_full, m.iter_full, o.peak, m.gpus());
+    }
+    if (std::isfinite(m.iter_selective) && std::isfinite(m.iter_full))
+        r.gain = 100 * (m.iter_full / m.iter_selective - 1);
+    return r;
+}
+
+// ---- text output ---------------------------------------------------------------------------------------
+std::string fmt(const char* f, double v) {
+    if (!std::isfinite(v)) return "-";
+    char buf[64];
+    snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+void print_text(const std::vector<Result>& rs, const Options& o) {
+    printf("Activation memory and FLOPs, Korthikanti et al. 2022 (formulas: recompute/formulas.h).\n");
+    printf("Bytes per activation element d = %d (masks 1 byte, logits fp32); GiB = 2^30 bytes.\n\n", o.d);
+
+    printf("Models (Table 3 unless changed by flags)\n");
+    printf("  %-8s %5s %6s %4s %6s %6s %3s %3s %2s %3s %5s %3s %5s %10s\n", "model", "heads", "hidden", "L", "seq",
+           "vocab", "t", "p", "m", "dp", "GPUs", "b", "B", "params");
+    for (const Result& r : rs) {
+        const ModelSpec& m = r.spec;
+        printf("  %-8s %5.0f %6.0f %4.0f %6.0f %6.0f %3d %3d %2d %3d %5.0f %3.0f %5.0f %9.1fB\n", m.name.c_str(),
+               m.a, m.h, m.L, m.s, m.v, m.t, m.p, m.m, m.dp, m.gpus(), m.b, m.B, r.params / 1e9);
+    }
+
+    printf("\nTable 2 — activation memory of one transformer layer on one GPU (MiB; t as above, d = 2 as printed)\n");
+    printf("  %-50s %-27s", "configuration", "formula");
+    for (const Result& r : rs) printf(" %9s", r.spec.name.c_str());
+    printf("\n");
+    for (int i = 0; i < kTable2Rows; i++) {
+        printf("  %-50s %-27s", table2_row_name((Table2Row)i), table2_row_formula((Table2Row)i));
+        for (const Result& r : rs) printf(" %9.1f", r.table2[i] / MiB);
+        printf("\n");
+    }
+    printf("  %-50s %-27s", "full recompute + SP (what our trainer stores)", "2sbh/t");
+    for (const Result& r : rs) printf(" %9.1f", r.table2[(int)Table2Row::FullRecompute] / r.spec.t / MiB);
+    printf("\n");
+    if (o.d != 2) {
+        printf("  with d = %d (per-tensor sums, sbh(16d + 2)/... + as^2b(2d + 1)/...):\n", o.d);
+        for (int i = 0; i < kNumLayouts; i++) {
+            printf("  %-78s", kLayouts[i].label);
+            for (const Result& r : rs) printf(" %9.1f", r.layer[i] / MiB);
+            printf("\n");
+        }
+    }
+
+    printf("\nFigure 7 — activation memory per layer as %% of the tensor-parallel baseline (Table 2%s)\n",
+           o.d == 2 ? "" : ", with d as given");
+    printf("  %-8s %7s %9s %15s %20s %15s\n", "model", "5as/h", "TP + SP", "TP + selective", "TP + SP + selective",
+           "full recompute");
+    for (const Result& r : rs)
+        printf("  %-8s %7.1f %8.1f%% %14.1f%% %19.1f%% %14.1f%%\n", r.spec.name.c_str(), r.five_as_h, r.fig7[0],
+               r.fig7[1], r.fig7[2], r.fig7[3]);
+    printf("  Selective recompute removes the attention core, 5as/h of 34 + 5as/h (§5; the same share without\n"
+           "  parallelism or under TP + SP; plain TP keeps 10sbh unsplit, so there the share is smaller):\n");
+    for (const Result& r : rs)
+        printf("  %-8s saves %5.1f%% (under plain TP: %4.1f%%)\n", r.spec.name.c_str(), 100 * r.saving_sel,
+               100 * r.saving_sel_tp);
+
+    printf("\nMemory of one GPU of the first pipeline stage (GiB): 1F1B holds p microbatches of L/p layers = L\n"
+           "layers' activations, x (1 + (p-1)/(pm)) interleaved (§4.3); 'outside' = embedding-dropout masks\n"
+           "(+ final LN, LM-head input, fp32 logits when p = 1); 'rebuilt' = one layer's tensors recomputed\n"
+           "during its backward (not in the paper's totals); 'states' = params/(t*p) x %.0f bytes (weights,\n"
+           "gradients, Adam). Verdict against %.0f GiB.\n",
+           o.bytes_per_param, o.gpu_mem_gib);
+    for (const Result& r : rs) {
+        const ModelSpec& m = r.spec;
+        printf("  %s: t = %d, p = %d, m = %d (factor %.3f), microbatch %.0f, %.1fB params per GPU\n", m.name.c_str(),
+               m.t, m.p, m.m, r.interleave, m.b, r.params / (m.t * m.p) / 1e9);
+        printf("    %-24s %8s %8s %8s %8s %8s %8s  %s\n", "configuration", "layers", "outside", "acts", "rebuilt",
+               "states", "total", "verdict");
+        for (int i = 0; i < kNumLayouts; i++) {
+            const StageMemory& sm = r.stage[i];
+            printf("    %-24s %8.1f %8.2f %8.1f %8.2f %8.1f %8.1f  %s\n", kLayouts[i].label, sm.layers / GiB,
+                   sm.extras / GiB, (sm.layers + sm.extras) / GiB, sm.transient / GiB, sm.state / GiB,
+                   sm.total / GiB, sm.fits ? "fits" : "does not fit");
+        }
+    }
+
+    printf("\nFLOPs per iteration (Appendix A) and Table 5 (peak %.0f TFLOP/s per GPU)\n", o.peak / 1e12);
+    printf("  %-8s %10s %10s %10s %7s %7s\n", "model", "Eq.7 model", "Eq.8 sel.", "full rec.", "+sel", "+full");
+    for (const Result& r : rs)
+        printf("  %-8s %10.3e %10.3e %10.3e %6.1f%% %6.1f%%\n", r.spec.name.c_str(), r.flops_model, r.flops_sel,
+               r.flops_full, 100 * (r.flops_sel / r.flops_model - 1), 100 * (r.flops_full / r.flops_model - 1));
+    printf("\n  %-8s %5s | %8s %6s %6s | %8s %6s %6s | %6s | %s\n", "model", "GPUs", "SP+sel s", "MFU", "HFU",
+           "full s", "MFU", "HFU", "gain", "paper (MFU, HFU, gain)");
+    for (const Result& r : rs) {
+        const ModelSpec& m = r.spec;
+        std::string paper = m.paper ? fmt("%.1f%%, ", m.paper->table5_mfu) + fmt("%.1f%%, ", m.paper->table5_hfu) +
+                                          fmt("%.1f%%", m.paper->table5_gain)
+                                    : std::string("-");
+        printf("  %-8s %5.0f | %8s %6s %6s | %8s %6s %6s | %6s | %s\n", m.name.c_str(), m.gpus(),
+               fmt("%.2f", m.iter_selective).c_str(), fmt("%.1f%%", r.mfu_sel).c_str(),
+               fmt("%.1f%%", r.hfu_sel).c_str(), fmt("%.2f", m.iter_full).c_str(), fmt("%.1f%%", r.mfu_full).c_str(),
+               fmt("%.1f%%", r.hfu_full).c_str(), fmt("%.1f%%", r.gain).c_str(), paper.c_str());
+    }
+    printf("  MFU = Eq. 7 / time / (peak x GPUs); HFU = Eq. 8 (selective) or Eq. 7 + one more forward (full).\n");
+}
+
+// ---- JSON output ---------------------------------------------------------------------------------------
+// A minimal writer: keys and values in order, commas and indentation handled here.
+struct Json {
+    std::string out;
+    std::vector<bool> first{true};
+    int depth = 0;
+    void sep() {
+        if (!first.back()) out += ",";
+        first.back() = false;
+        if (!out.empty()) out += "\n" + std::string(2 * depth, ' ');
+    }
+    bool pending_value = false;  // a key was written: the value that follows needs no separator
+    void key(const char* k) {
+        sep();
+        out += "\"" + std::string(k) + "\": ";
+        pending_value = true;
+    }
+    void value_prefix() {
+        if (pending_value) {
+            pending_value = false;
+        } else {
+            sep();
+        }
+    }
+    void open(char c) {
+        value_prefix();
+        out += c;
+        first.push_back(true);
+        depth++;
+    }
+    void close(char c) {
+        bool empty = first.back();
+        first.pop_back();
+        depth--;
+        if (!empty) out += "\n" + std::string(2 * depth, ' ');
+        out += c;
+    }
+    void num(double v) {
+        value_prefix();
+        if (!std::isfinite(v)) {
+            out += "null";
+            return;
+        }
+        char buf[64];
+        snprintf(buf, sizeof buf, "%.10g", v);
+        out += buf;
+    }
+    void str(const std::string& s) {
+        value_prefix();
+        out += "\"";
+        for (char c : s) {
+            if (c == '"' || c == '\\') out += '\\';
+            out += c;
+        }
+        out += "\"";
+    }
+    void boolean(bool b) {
+        value_prefix();
+        out += b ? "true" : "false";
+    }
+    void kv(const char* k, double v) { key(k), num(v); }
+    void kv(const char* k, const std::string& v) { key(k), str(v); }
+    void kv(const char* k, const char* v) { key(k), str(v); }
+    void kvb(const char* k, bool v) { key(k), boolean(v); }
+};
+
+void print_json(const std::vector<Result>& rs, const Options& o) {
+    Json j;
+    j.open('{');
+    j.kv("paper", "Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer Models");
+    j.kv("bytes_per_activation", o.d);
+    j.kv("bytes_per_param", o.bytes_per_param);
+    j.kv("gpu_memory_gib", o.gpu_mem_gib);
+    j.kv("peak_flops_per_gpu", o.peak);
+    j.key("models");
+    j.open('[');
+    for (const Result& r : rs) {
+        const ModelSpec& m = r.spec;
+        j.open('{');
+        j.kv("name", m.name);
+        j.kv("paper_config", m.paper ? "Table 3" : "custom");
+        j.key("config");
+        j.open('{');
+        j.kv("heads", m.a), j.kv("hidden", m.h), j.kv("layers", m.L), j.kv("seq", m.s), j.kv("vocab", m.v);
+        j.kv("tp", m.t), j.kv("pp", m.p), j.kv("interleave", m.m), j.kv("dp", m.dp), j.kv("gpus", m.gpus());
+        j.kv("micro_batch", m.b), j.kv("global_batch", m.B), j.kv("params", r.params);
+        j.close('}');
+        j.key("table2_bytes_per_layer");
+        j.open('[');
+        for (int i = 0; i < kTable2Rows; i++) {
+            j.open('{');
+            j.kv("configuration", table2_row_name((Table2Row)i));
+            j.kv("formula", table2_row_formula((Table2Row)i));
+            j.kv("bytes", r.table2[i]);
+            j.close('}');
+        }
+        j.close(']');
+        j.key("layer_bytes");
+        j.open('{');
+        for (int i = 0; i < kNumLayouts; i++) j.kv(kLayouts[i].key, r.layer[i]);
+        j.close('}');
+        j.key("figure7_percent_of_tp");
+        j.open('{');
+        j.kv("five_as_over_h", r.five_as_h);
+        for (int i = 0; i < 4; i++) j.kv(kLayouts[kFig7Layouts[i]].key, r.fig7[i]);
+        j.close('}');
+        j.kv("selective_saving_percent", 100 * r.saving_sel);
+        j.kv("selective_saving_percent_plain_tp", 100 * r.saving_sel_tp);
+        j.key("first_stage_memory_bytes");
+        j.open('{');
+        j.kv("interleave_factor", r.interleave);
+        for (int i = 0; i < kNumLayouts; i++) {
+            const StageMemory& sm = r.stage[i];
+            j.key(kLayouts[i].key);
+            j.open('{');
+            j.kv("layers", sm.layers), j.kv("outside_layers", sm.extras);
+            j.kv("activations", sm.layers + sm.extras), j.kv("rebuilt_layer", sm.transient);
+            j.kv("model_states", sm.state), j.kv("total", sm.total), j.kvb("fits", sm.fits);
+            j.close('}');
+        }
+        j.close('}');
+        j.key("flops_per_iteration");
+        j.open('{');
+        j.kv("model_eq7", r.flops_model), j.kv("hardware_selective_eq8", r.flops_sel);
+        j.kv("hardware_full_recompute", r.flops_full);
+        j.close('}');
+        j.key("utilization");
+        j.open('{');
+        j.kv("iter_seconds_selective_sp", m.iter_selective), j.kv("iter_seconds_full", m.iter_full);
+        j.kv("mfu_selective_sp_percent", r.mfu_sel), j.kv("hfu_selective_sp_percent", r.hfu_sel);
+        j.kv("mfu_full_percent", r.mfu_full), j.kv("hfu_full_percent", r.hfu_full);
+        j.kv("throughput_gain_percent", r.gain);
+        if (m.paper) {
+            j.kv("paper_mfu_percent", m.paper->table5_mfu), j.kv("paper_hfu_percent", m.paper->table5_hfu);
+            j.kv("paper_gain_percent", m.paper->table5_gain);
+        }
+        j.close('}');
+        j.close('}');
+    }
+    j.close(']');
+    j.close('}');
+    printf("%s\n", j.out.c_str());
+}
+
+// ---- Figure 7 chart ------------------------------------------------------------------------------------
+void write_chart(const std::vector<Result>& rs, const Options& o) {
+    BarChart c;
+    c.title = "Figure 7: activation memory per transformer layer";
+    char sub[160];
+    const ModelSpec& m0 = rs[0].spec;
+    snprintf(sub, sizeof sub, "as %% of the tensor-parallel baseline; Table 2 formulas, t = %d, s = %.0f, d = %d", m0.t,
+             m0.s, o.d);
+    c.subtitle = sub;
+    c.y_label = "% of TP baseline";
+    c.x_label = "model (Table 3)";
+    for (const Result& r : rs) c.groups.push_back(r.spec.name);
+    for (int i = 0; i < 4; i++) {
+        c.series.push_back(kFig7Names[i]);
+        std::vector<double> row;
+        for (const Result& r : rs) row.push_back(r.fig7[i]);
+        c.values.push_back(row);
+    }
+    c.y_max = 110;
+    c.reference_lines = {100};
+    c.reference_labels = {"TP baseline = 100%"};
+    std::string err;
+    if (!write_bar_chart_png(c, o.chart, &err)) mm_fatal("--chart: %s", err.c_str());
+    if (!o.json) printf("\nFigure 7 chart written to %s\n", o.chart.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Options o = parse_args(argc, argv);
+    std::vector<ModelSpec> models = select_models(o);
+    std::vector<Result> results;
+    for (const ModelSpec& m : models) {
+        if ((int)m.a % m.t != 0)
+            fprintf(stderr, "warning: %s: %.0f heads do not divide by t = %d\n", m.name.c_str(), m.a, m.t);
+        if ((int)m.L % m.p != 0)
+            fprintf(stderr, "warning: %s: %.0f layers do not divide by p = %d\n", m.name.c_str(), m.L, m.p);
+        if (m.B / (m.b * m.dp) < m.p)
+            fprintf(stderr, "warning: %s: %.0f microbatches per pipeline are fewer than p = %d; the 1F1B estimate "
+                            "(p in flight) overstates the first stage\n", m.name.c_str(), m.B / (m.b * m.dp), m.p);
+        results.push_back(compute(m, o));
+    }
+    if (o.json) print_json(results, o);
+    else print_text(results, o);
+    if (!o.chart.empty()) write_chart(results, o);
+    return 0;
+}

@@ -1,0 +1,142 @@
+// train_options.cu — command-line parsing for train_gpt (see train_options.h).
+#include "train_options.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+void print_train_usage() {
+    printf(
+        "usage: mpirun -np N build/train_gpt [options]\n"
+        "\n"
+        "Device and numerics\n"
+        "  --device auto|cpu|cuda      where to run (auto: cuda when every local rank has its own GPU, else cpu)\n"
+        "  --dtype fp32|bf16           activation / compute-weight storage (master weights, grads, Adam: fp32)\n"
+        "  --comm auto|nccl|mpi        collectives backend (auto: nccl on cuda, mpi on cpu; several ranks on one\n"
+        "                              GPU need --comm mpi)\n"
+        "Model\n"
+        "  --init FILE                 start from an llm.c checkpoint (version 3 fp32 or 5 bf16)\n"
+        "  --layers L --heads A --hidden H --vocab V --max-seq T   a fresh model (default 4/4/128/257/256)\n"
+        "  --padded-vocab VP           stored vocabulary rows (default: V rounded up to a multiple of 128)\n"
+        "  --seed N                    initialization and dropout seed (default 1337)\n"
+        "Parallelism and recomputation (paper: Korthikanti et al. 2022)\n"
+        "  --tp N                      tensor-parallel size; data-parallel size = ranks / N\n"
+        "  --sp                        sequence parallelism (needs --tp > 1; --seq divisible by --tp)\n"
+        "  --recompute none|selective|full   activation recomputation policy\n"
+        "Data\n"
+        "  --train FILE --val FILE     llm.c token shards (default: data/generated/default/{train,val}.bin)\n"
+        "  --batch B                   global batch: sequences per step over all data-parallel ranks (default 8)\n"
+        "  --seq T                     sequence length (default 64)\n"
+        "  --no-shuffle                read batches in file order, as llm.c does\n"
+        "Optimization\n"
+        "  --steps N                   optimizer steps (default 100)\n"
+        "  --lr X --warmup K --lr-schedule constant|cosine   (cosine decays to 10%% of --lr; --warmup 0: none)\n"
+        "  --beta1 --beta2 --eps --weight-decay   AdamW constants (default 0.9 0.95 1e-8 0)\n"
+        "  --grad-clip X               clip the global gradient norm (0 disables; default 1)\n"
+        "  --dropout P                 hidden and attention dropout (default 0)\n"
+        "Evaluation and output\n"
+        "  --val-every K --val-batches M   validation before step 1 and every K steps (0: only at the end)\n"
+        "  --save FILE                 write an llm.c checkpoint at the end\n"
+        "  --log FILE.jsonl            one JSON object per line (train, val, memory_report)\n"
+        "  --log-every K               print every K-th step (default 1)\n"
+        "  --memory-report             print measured vs formula activation memory after the first step\n"
+        "  --sample N                  generate N tokens after training (--prompt TEXT --temperature X --top-k K)\n"
+        "  --help\n"
+        "\n"
+        "Megatron-LM spellings accepted: --tensor-model-parallel-size, --sequence-parallel,\n"
+        "  --recompute-granularity selective|full, --global-batch-size, --micro-batch-size (must be batch/dp),\n"
+        "  --seq-length, --num-layers, --hidden-size, --num-attention-heads, --max-position-embeddings\n");
+}
+
+[[noreturn]] static void bad(bool print, const std::string& msg) {
+    if (print) fprintf(stderr, "error: %s (see --help)\n", msg.c_str());
+    exit(2);
+}
+
+static long long to_int(bool print, const char* flag, const char* v, long long lo, long long hi) {
+    char* end = nullptr;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || !end || *end || end == v) bad(print, std::string(flag) + " expects an integer, got '" + v + "'");
+    if (x < lo || x > hi)
+        bad(print, std::string(flag) + " " + v + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return x;
+}
+static float to_float(bool print, const char* flag, const char* v, double lo, double hi) {
+    char* end = nullptr;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || !end || *end || end == v) bad(print, std::string(flag) + " expects a number, got '" + v + "'");
+    if (!(x >= lo && x <= hi))
+        bad(print, std::string(flag) + " " + v + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return (float)x;
+}
+static std::string one_of(bool print, const char* flag, const char* v, std::initializer_list<const char*> ok) {
+    for (const char* o : ok)
+        if (!strcmp(v, o)) return v;
+    std::string list;
+    for (const char* o : ok) list += std::string(list.empty() ? "" : "|") + o;
+    bad(print, std::string(flag) + " must be " + list + ", got '" + v + "'");
+}
+
+TrainOptions parse_train_options(int argc, char** argv, bool print) {
+    TrainOptions o;
+    const int big = 1 << 30;
+    for (int i = 1; i < argc; i++) {
+        std::string a = argv[i];
+        auto flag = [&](std::initializer_list<const char*> names) {
+            for (const char* n : names)
+                if (a == n) return true;
+            return false;
+        };
+        // flags without a value
+        if (flag({"--help", "-h"})) { print_train_usage(); exit(0); }
+        if (flag({"--sp", "--sequence-parallel"})) { o.sp = true; continue; }
+        if (flag({"--no-shuffle"})) { o.shuffle = false; continue; }
+        if (flag({"--memory-report"})) { o.memory_report = true; continue; }
+        if (i + 1 >= argc) bad(print, "unknown flag or missing value: " + a);
+        const char* v = argv[++i];
+        const char* f = a.c_str();
+        if (flag({"--device"})) o.device = one_of(print, f, v, {"auto", "cpu", "cuda"});
+        else if (flag({"--dtype"})) o.dtype = one_of(print, f, v, {"fp32", "bf16"});
+        else if (flag({"--comm"})) o.comm = one_of(print, f, v, {"auto", "nccl", "mpi"});
+        else if (flag({"--init"})) o.init = v;
+        else if (flag({"--layers", "--num-layers"})) o.layers = (int)to_int(print, f, v, 1, 4096);
+        else if (flag({"--heads", "--num-attention-heads"})) o.heads = (int)to_int(print, f, v, 1, 4096);
+        else if (flag({"--hidden", "--hidden-size"})) o.hidden = (int)to_int(print, f, v, 1, 1 << 20);
+        else if (flag({"--vocab"})) o.vocab = (int)to_int(print, f, v, 2, 65536);
+        else if (flag({"--padded-vocab"})) o.padded_vocab = (int)to_int(print, f, v, 2, 1 << 20);
+        else if (flag({"--max-seq", "--max-position-embeddings"})) o.max_seq = (int)to_int(print, f, v, 1, 1 << 20);
+        else if (flag({"--seed"})) o.seed = (uint64_t)to_int(print, f, v, 0, (1LL << 62));
+        else if (flag({"--tp", "--tensor-model-parallel-size"})) o.tp = (int)to_int(print, f, v, 1, 4096);
+        else if (flag({"--recompute", "--recompute-granularity"})) o.recompute = one_of(print, f, v, {"none", "selective", "full"});
+        else if (flag({"--train"})) o.train_file = v;
+        else if (flag({"--val"})) o.val_file = v;
+        else if (flag({"--batch", "--global-batch-size"})) o.batch = (int)to_int(print, f, v, 1, big);
+        else if (flag({"--micro-batch-size"})) o.micro_batch = (int)to_int(print, f, v, 1, big);
+        else if (flag({"--seq", "--seq-length"})) o.seq = (int)to_int(print, f, v, 1, 1 << 20);
+        else if (flag({"--steps", "--train-iters"})) o.steps = (int)to_int(print, f, v, 0, big);
+        else if (flag({"--lr"})) o.lr = to_float(print, f, v, 0, 10);
+        else if (flag({"--warmup"})) o.warmup = (int)to_int(print, f, v, 0, big);
+        else if (flag({"--lr-schedule"})) o.lr_schedule = one_of(print, f, v, {"constant", "cosine"});
+        else if (flag({"--beta1"})) o.beta1 = to_float(print, f, v, 0, 0.999999);
+        else if (flag({"--beta2"})) o.beta2 = to_float(print, f, v, 0, 0.999999);
+        else if (flag({"--eps"})) o.eps = to_float(print, f, v, 0, 1);
+        else if (flag({"--weight-decay"})) o.weight_decay = to_float(print, f, v, 0, 10);
+        else if (flag({"--grad-clip"})) o.grad_clip = to_float(print, f, v, 0, 1e9);
+        else if (flag({"--dropout"})) o.dropout = to_float(print, f, v, 0, 0.95);
+        else if (flag({"--val-every"})) o.val_every = (int)to_int(print, f, v, 0, big);
+        else if (flag({"--val-batches"})) o.val_batches = (int)to_int(print, f, v, 0, big);
+        else if (flag({"--save"})) o.save = v;
+        else if (flag({"--log"})) o.log = v;
+        else if (flag({"--log-every"})) o.log_every = (int)to_int(print, f, v, 1, big);
+        else if (flag({"--sample"})) o.sample = (int)to_int(print, f, v, 0, 1 << 20);
+        else if (flag({"--temperature"})) o.temperature = to_float(print, f, v, 1e-3, 100);
+        else if (flag({"--top-k"})) o.top_k = (int)to_int(print, f, v, 0, 1 << 20);
+        else if (flag({"--prompt"})) o.prompt = v;
+        else bad(print, "unknown flag " + a);
+    }
+    return o;
+}

@@ -1,0 +1,45 @@
+// train_options.h — the trainer's command line: names, defaults, and validation with clear messages.
+#pragma once
+#include <cstdint>
+#include <string>
+
+struct TrainOptions {
+    // device and numerics
+    std::string device = "auto";  // auto | cpu | cuda  (auto: cuda when every local rank has its own GPU)
+    std::string dtype = "fp32";   // fp32 | bf16 (activations and compute weights; master weights stay fp32)
+    std::string comm = "auto";    // auto | nccl | mpi  (auto: nccl on cuda, mpi on cpu)
+    // model: an llm.c checkpoint, or a fresh model of this shape
+    std::string init;
+    int layers = 4, heads = 4, hidden = 128, vocab = 257, max_seq = 256, padded_vocab = 0;  // 0: round up to 128
+    uint64_t seed = 1337;
+    // parallelism and recomputation
+    int tp = 1;
+    bool sp = false;
+    std::string recompute = "none";  // none | selective | full
+    // data
+    std::string train_file = "data/generated/default/train.bin", val_file = "data/generated/default/val.bin";
+    int batch = 8, seq = 64;          // global batch (sequences per step), sequence length
+    int micro_batch = 0;              // Megatron's --micro-batch-size: must equal batch / dp when given
+    bool shuffle = true;
+    // optimization
+    int steps = 100;
+    float lr = 3e-4f, min_lr_frac = 0.1f;
+    int warmup = 0;
+    std::string lr_schedule = "cosine";  // constant | cosine
+    float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f, grad_clip = 1.0f;
+    float dropout = 0.0f;
+    // evaluation, output
+    int val_every = 0, val_batches = 4;
+    std::string save, log;
+    bool memory_report = false;
+    int sample = 0;
+    float temperature = 1.0f;
+    int top_k = 0;
+    std::string prompt;
+    int log_every = 1;
+};
+
+// Parse argv. On --help prints usage and exits 0; on a bad flag or value prints the problem and exits 2.
+// Megatron-LM's spellings are accepted as aliases (--tensor-model-parallel-size, --sequence-parallel, ...).
+TrainOptions parse_train_options(int argc, char** argv, bool print_errors);
+void print_train_usage();
