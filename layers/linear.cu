@@ -1,0 +1,159 @@
+// linear.cu — the fully connected layer y = x Wᵀ + b (W stored (out, in), as llm.c and PyTorch), built on
+// the one gemm() primitive (matmul.h), and the deterministic bias gradient.
+//
+// Forward:   out[N×OC]  = in[N×IC] · Wᵀ + b
+// Backward:  din[N×IC]  = dout · W            (overwritten, or accumulated when accumulate_din)
+//            dW[OC×IC] += doutᵀ · in          (f32 gradient buffer, accumulated across micro-steps)
+//            db[OC]    += Σ_rows dout         (bias_backward)
+// In Megatron's tensor parallelism the column-parallel (QKV, fc1) and row-parallel (projection, fc2) layers
+// call exactly these on their weight shards; the communication around them lives in parallel/.
+#include "linear.h"
+
+#include "matmul.h"
+
+// ---------------------------------------------------------------------------------------------------------
+// bias broadcast: out[r, :] = bias. The forward GEMM then runs with beta = 1, so the bias is added inside the
+// GEMM's fp32 epilogue and a bf16 output is rounded once (acc + bias), not twice.
+// (A cuBLASLt BIAS epilogue would save this write pass; it is an optimization for later.)
+// ---------------------------------------------------------------------------------------------------------
+
+template <class TO, class TB>
+static void bias_broadcast_cpu(TO* out, const TB* bias, int N, int C) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < N; r++)
+        for (int c = 0; c < C; c++) out[r * C + c] = from_f32<TO>(to_f32(bias[c]));
+}
+
+template <class TO, class TB>
+__global__ void bias_broadcast_kernel(TO* out, const TB* bias, int64_t total, int C) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) out[i] = from_f32<TO>(to_f32(bias[i % C]));
+}
+
+void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias, int N, int IC, int OC) {
+    if (in.n != (int64_t)N * IC || weight.n != (int64_t)OC * IC || out.n != (int64_t)N * OC ||
+        (!bias.empty() && bias.n != OC))
+        mm_fatal("linear_forward: sizes do not match N=%d IC=%d OC=%d", N, IC, OC);
+    if (weight.dtype != in.dtype || (!bias.empty() && bias.dtype != in.dtype))
+        mm_fatal("linear_forward: in, weight and bias must share a dtype");
+    float beta = 0.f;
+    if (!bias.empty()) {
+        beta = 1.f;
+        MM_DISPATCH_ACT(out.dtype, {
+            using TO = T;
+            MM_DISPATCH_ACT(bias.dtype, {
+                if (ctx.device == Device::CUDA) {
+                    int64_t total = (int64_t)N * OC;
+                    int threads = 256;
+                    int64_t blocks = (total + threads - 1) / threads;
+                    if (blocks > 0)
+                        bias_broadcast_kernel<TO, T><<<(unsigned)blocks, threads, 0, ctx.stream>>>(
+                            out.as<TO>(), bias.as<T>(), total, OC);
+                    CUDA_CHECK_LAST();
+                } else {
+                    bias_broadcast_cpu<TO, T>(out.as<TO>(), bias.as<T>(), N, OC);
+                }
+            });
+        });
+    }
+    // out = in · Wᵀ (+ out): M = N rows, N = OC columns, K = IC.
+    gemm(ctx, false, true, N, OC, IC, 1.f, GemmOperand{in.data, IC}, GemmOperand{weight.data, IC}, beta,
+         out.data, OC, 0, in.dtype, out.dtype);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// bias gradient: dbias[c] += Σ_r dout[r, c], in a fixed order (no atomics), so that it is bitwise
+// reproducible — recompute policies are compared bitwise (DESIGN.md "Recomputation").
+// ---------------------------------------------------------------------------------------------------------
+
+template <class TD, class TG>
+static void bias_backward_cpu(TG* dbias, const TD* dout, int N, int C) {
+    // Columns in blocks of 64 so that each thread walks rows of a contiguous strip (cache friendly), and
+    // each column is summed top to bottom in one thread: a fixed order.
+    const int CB = 64;
+    const int nblk = (C + CB - 1) / CB;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < nblk; blk++) {
+        float acc[CB];
+        int c0 = blk * CB, c1 = c0 + CB < C ? c0 + CB : C;
+        for (int c = c0; c < c1; c++) acc[c - c0] = 0.f;
+        for (int64_t r = 0; r < N; r++)
+            for (int c = c0; c < c1; c++) acc[c - c0] += to_f32(dout[r * C + c]);
+        for (int c = c0; c < c1; c++) dbias[c] = from_f32<TG>(to_f32(dbias[c]) + acc[c - c0]);
+    }
+}
+
+// Stage 1: block (column tile of 32, row chunk) sums its rows: 32 columns × 8 row-lanes, each lane strides
+// over the chunk's rows, then the 8 lanes are combined in a fixed order. One partial per (chunk, column).
+constexpr int kBiasCols = 32, kBiasLanes = 8, kBiasRowsPerChunk = 512;
+
+template <class TD>
+__global__ void bias_partial_kernel(float* partial, const TD* dout, int N, int C) {
+    __shared__ float sm[kBiasLanes][kBiasCols];
+    int c = blockIdx.x * kBiasCols + threadIdx.x;
+    int r0 = blockIdx.y * kBiasRowsPerChunk;
+    int r1 = min(N, r0 + kBiasRowsPerChunk);
+    float acc = 0.f;
+    if (c < C)
+        for (int r = r0 + threadIdx.y; r < r1; r += kBiasLanes) acc += to_f32(dout[(int64_t)r * C + c]);
+    sm[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float s = 0.f;
+        for (int l = 0; l < kBiasLanes; l++) s += sm[l][threadIdx.x];
+        partial[(int64_t)blockIdx.y * C + c] = s;
+    }
+}
+
+// Stage 2: each column adds its chunk partials in chunk order and accumulates into dbias.
+template <class TG>
+__global__ void bias_finish_kernel(TG* dbias, const float* partial, int chunks, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float s = 0.f;
+    for (int k = 0; k < chunks; k++) s += partial[(int64_t)k * C + c];
+    dbias[c] = from_f32<TG>(to_f32(dbias[c]) + s);
+}
+
+void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C) {
+    if (dbias.empty()) return;
+    if (dbias.n != C || dout.n != (int64_t)N * C) mm_fatal("bias_backward: sizes do not match N=%d C=%d", N, C);
+    if (N == 0 || C == 0) return;
+    MM_DISPATCH_ACT(dout.dtype, {
+        using TD = T;
+        MM_DISPATCH_ACT(dbias.dtype, {
+            if (ctx.device == Device::CUDA) {
+                int chunks = (N + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk;
+                float* partial = (float*)ctx_scratch(ctx, (size_t)chunks * C * sizeof(float));
+                dim3 grid((C + kBiasCols - 1) / kBiasCols, chunks), block(kBiasCols, kBiasLanes);
+                bias_partial_kernel<TD><<<grid, block, 0, ctx.stream>>>(partial, dout.as<TD>(), N, C);
+                CUDA_CHECK_LAST();
+                bias_finish_kernel<T><<<(C + 255) / 256, 256, 0, ctx.stream>>>(dbias.as<T>(), partial, chunks, C);
+                CUDA_CHECK_LAST();
+            } else {
+                bias_backward_cpu<TD, T>(dbias.as<T>(), dout.as<TD>(), N, C);
+            }
+        });
+    });
+}
+
+void linear_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout, Tensor in, Tensor weight,
+                     int N, int IC, int OC, bool accumulate_din) {
+    if (dout.n != (int64_t)N * OC) mm_fatal("linear_backward: dout has %lld elements, expected N*OC=%lld",
+                                            (long long)dout.n, (long long)N * OC);
+    if (!din.empty()) {
+        if (din.n != (int64_t)N * IC || weight.n != (int64_t)OC * IC || weight.dtype != dout.dtype)
+            mm_fatal("linear_backward: din/weight do not match N=%d IC=%d OC=%d", N, IC, OC);
+        // din[N×IC] = dout[N×OC] · W[OC×IC]
+        gemm(ctx, false, false, N, IC, OC, 1.f, GemmOperand{dout.data, OC}, GemmOperand{weight.data, IC},
+             accumulate_din ? 1.f : 0.f, din.data, IC, 0, dout.dtype, din.dtype);
+    }
+    if (!dweight.empty()) {
+        if (dweight.n != (int64_t)OC * IC || in.n != (int64_t)N * IC || in.dtype != dout.dtype)
+            mm_fatal("linear_backward: dweight/in do not match N=%d IC=%d OC=%d", N, IC, OC);
+        // dW[OC×IC] += doutᵀ[OC×N] · in[N×IC]
+        gemm(ctx, true, false, OC, IC, N, 1.f, GemmOperand{dout.data, OC}, GemmOperand{in.data, IC}, 1.f,
+             dweight.data, IC, 0, dout.dtype, dweight.dtype);
+    }
+    bias_backward(ctx, dbias, dout, N, OC);
+}
