@@ -62,5 +62,7 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
 // Backward pass of the last forward: accumulates into m.grads (zero them first) and releases activations.
 void gpt_backward(GPT& m);
 void gpt_zero_grad(GPT& m);
+// The description of layer l for the step in flight (shapes, weight views, global dropout coordinates).
+LayerRun gpt_layer_run(GPT& m, int l);
 // Release the activations of the last forward without a backward (validation, sampling).
 void gpt_release_activations(GPT& m);

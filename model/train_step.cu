@@ -10,8 +10,8 @@
 // on each rank. (Without SP every rank computes them from the full sequence: already complete.)
 static const int kSequenceShardedParams[] = {P_WPE, P_LN1W, P_LN1B, P_ATTPROJB, P_LN2W, P_LN2B, P_FCPROJB, P_LNFW, P_LNFB};
 
-void sync_gradients(GPT& m) {
-    if (m.grid->sp) {
+void sync_gradients(GPT& m, bool sum_sequence_parallel) {
+    if (m.grid->sp && sum_sequence_parallel) {
         std::vector<Tensor> partial;
         for (int id : kSequenceShardedParams) partial.push_back(gpt_grad(m, id));
         sum_sequence_parallel_grads(m.grid->tp_comm, *m.ctx, partial);

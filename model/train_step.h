@@ -19,8 +19,9 @@ struct StepStats {
 StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
                      const OptimConfig& opt, int step, float lr, const std::function<void()>& after_forward = {});
 
-// The gradient synchronization alone (tests): SP sum over TP, then DP average.
-void sync_gradients(GPT& m);
+// The gradient synchronization: SP sum over TP, then DP average. (sum_sequence_parallel = false exists only so
+// that a test can show that leaving the SP sum out breaks the equivalence with a single-rank run.)
+void sync_gradients(GPT& m, bool sum_sequence_parallel = true);
 // Global L2 norm of the (synchronized) gradients over the whole model (all TP slices, replicated tensors
 // counted once).
 double gradient_norm(GPT& m);

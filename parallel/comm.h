@@ -28,6 +28,9 @@ const char* collective_name(int kind);
 struct CommCounters {
     uint64_t calls[kNumCollectives] = {0, 0, 0, 0};
     uint64_t bytes[kNumCollectives] = {0, 0, 0, 0};  // ring-model bytes sent by this rank
+    // Of the all-gather bytes: sequence parallelism's backward re-gathers of saved input shards (counted
+    // apart, so the paper's "same bytes as TP" comparison can leave them out; sequence_parallel.cu).
+    uint64_t regather_bytes = 0;
     void reset() { *this = CommCounters(); }
 };
 

@@ -11,7 +11,12 @@
 
 void g_forward(Comm& tp, const Ctx& ctx, Tensor full, Tensor shard) { all_gather(tp, ctx, full, shard); }
 void g_backward(Comm& tp, const Ctx& ctx, Tensor dshard, Tensor dfull) { reduce_scatter(tp, ctx, dshard, dfull); }
-void g_forward_async(Comm& tp, const Ctx& ctx, Tensor full, Tensor shard) { all_gather_async(tp, ctx, full, shard); }
+// Used for the backward re-gather of a saved shard (tensor_parallel.cu): counted apart as well.
+void g_forward_async(Comm& tp, const Ctx& ctx, Tensor full, Tensor shard) {
+    uint64_t before = tp.counters.bytes[kAllGather];
+    all_gather_async(tp, ctx, full, shard);
+    tp.counters.regather_bytes += tp.counters.bytes[kAllGather] - before;
+}
 void g_wait(Comm& tp, const Ctx& ctx) { comm_wait(tp, ctx); }
 void gbar_forward(Comm& tp, const Ctx& ctx, Tensor shard, Tensor partial_full) {
     reduce_scatter(tp, ctx, shard, partial_full);

@@ -1,0 +1,61 @@
+# Model-level tests: parallel-vs-single-rank equivalence, recompute bitwise identity, measured memory vs the
+# paper's formulas, communication bytes, whole-model gradient check, trainer CLI and checkpoints.
+mm_test(test_gpt_gradcheck SOURCES test/test_gpt_gradcheck.cu LABELS unit)
+
+# (tp, dp) ∈ {(2,1), (4,1), (1,2), (2,2)} against the single-rank run, dropout on; then with --sp.
+mm_test(test_equivalence_tp2 SOURCES test/test_equivalence.cu LABELS mpi NP 2 ARGS --tp 2)
+mm_test(test_equivalence_tp4 EXE test_equivalence_tp2 LABELS mpi NP 4 ARGS --tp 4)
+mm_test(test_equivalence_dp2 EXE test_equivalence_tp2 LABELS mpi NP 2 ARGS --tp 1)
+mm_test(test_equivalence_tp2_dp2 EXE test_equivalence_tp2 LABELS mpi NP 4 ARGS --tp 2)
+mm_test(test_equivalence_sp_tp2 EXE test_equivalence_tp2 LABELS mpi NP 2 ARGS --tp 2 --sp)
+mm_test(test_equivalence_sp_tp4 EXE test_equivalence_tp2 LABELS mpi NP 4 ARGS --tp 4 --sp)
+mm_test(test_equivalence_sp_tp2_dp2 EXE test_equivalence_tp2 LABELS mpi NP 4 ARGS --tp 2 --sp)
+mm_test(test_equivalence_sp_bf16 EXE test_equivalence_tp2 LABELS mpi NP 2 ARGS --tp 2 --sp --dtype bf16 --steps 5)
+# Negative control: without the layer-norm / bias gradient sum over the TP group, SP must NOT match.
+mm_test(test_equivalence_sp_without_grad_sum EXE test_equivalence_tp2 LABELS mpi NP 2 ARGS --tp 2 --sp --expect-fail-without-sp-sum)
+
+mm_test(test_recompute_tp1 SOURCES test/test_recompute.cu LABELS mpi NP 1 ARGS --tp 1)
+mm_test(test_recompute_tp2_sp EXE test_recompute_tp1 LABELS mpi NP 2 ARGS --tp 2 --sp)
+mm_test(test_recompute_tp1_bf16 EXE test_recompute_tp1 LABELS mpi NP 1 ARGS --tp 1 --dtype bf16)
+
+mm_test(test_memory_tp1 SOURCES test/test_memory.cu LABELS mpi NP 1)
+mm_test(test_memory_tp2 EXE test_memory_tp1 LABELS mpi NP 2)
+mm_test(test_memory_tp4 EXE test_memory_tp1 LABELS mpi NP 4)
+mm_test(test_memory_figure7 EXE test_memory_tp1 LABELS mpi NP 8 ARGS --figure7)
+
+mm_test(test_sp_comm_bytes_tp2 SOURCES test/test_sp_comm_bytes.cu LABELS mpi NP 2)
+mm_test(test_sp_comm_bytes_tp4 EXE test_sp_comm_bytes_tp2 LABELS mpi NP 4)
+
+# GPU: recompute policies bitwise identical on the GPU; TP 2 + SP on one GPU (MPI backend) equals the
+# single-rank GPU run.
+mm_test(test_gpu_recompute EXE test_recompute_tp1 LABELS gpu NP 1 ARGS --tp 1 --device cuda --dtype bf16)
+mm_test(test_gpu_recompute_tp2_sp EXE test_recompute_tp1 LABELS gpu NP 2 ARGS --tp 2 --sp --device cuda)
+mm_test(test_gpu_equivalence_sp EXE test_equivalence_tp2 LABELS gpu NP 2 ARGS --tp 2 --sp --device cuda)
+
+# Trainer command line: bad configurations exit non-zero with a message naming the numbers, no rank hangs.
+set(MM_EXPECT ${CMAKE_SOURCE_DIR}/test/expect_error.sh)
+set(MM_TRAIN $<TARGET_FILE:train_gpt> --device cpu --steps 1)
+function(mm_cli_error name regex)
+  add_test(NAME ${name} COMMAND ${MM_EXPECT} "${regex}" ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS mpi ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
+endfunction()
+mm_cli_error(cli_tp3_4heads "--tp 3 does not divide 4 heads" ${MM_MPIRUN} -np 3 ${MM_TRAIN} --tp 3 --heads 4)
+mm_cli_error(cli_world6_tp4 "--tp 4 does not divide the world size 6" ${MM_MPIRUN} -np 6 ${MM_TRAIN} --tp 4)
+mm_cli_error(cli_seq_not_divisible "--seq 30 is not divisible by --tp 4" ${MM_MPIRUN} -np 4 ${MM_TRAIN} --tp 4 --sp --seq 30)
+mm_cli_error(cli_seq_too_long "exceeds the model's maximum sequence length" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --seq 512 --max-seq 256)
+mm_cli_error(cli_batch_dp "--batch 3 is not divisible by the data-parallel size 2" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --batch 3)
+mm_cli_error(cli_unknown_flag "unknown flag --frobnicate" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --frobnicate 1)
+mm_cli_error(cli_bad_recompute "--recompute must be none.selective.full" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --recompute some)
+mm_cli_error(cli_missing_init "nope.bin" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --init nope.bin)
+mm_cli_error(cli_missing_train "missing_train.bin" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --train missing_train.bin)
+# NCCL with two ranks on one GPU: refused with a pointer to --comm mpi (needs a GPU: gpu label).
+add_test(NAME cli_gpu_nccl_shared_gpu COMMAND ${MM_EXPECT} "use --comm mpi" ${MM_MPIRUN} -np 2 $<TARGET_FILE:train_gpt>
+         --device cuda --comm nccl --tp 2 --steps 1 --train ${CMAKE_BINARY_DIR}/tiny_train.bin --val none)
+set_tests_properties(cli_gpu_nccl_shared_gpu PROPERTIES LABELS gpu ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+
+# Checkpoints under TP: train at tp 2 with SP and save one consolidated llm.c file; load it at tp 1 and at
+# tp 4 and save again without training: the three files are byte-identical.
+add_test(NAME cli_checkpoint_tp_roundtrip COMMAND bash ${CMAKE_SOURCE_DIR}/test/checkpoint_roundtrip.sh
+         $<TARGET_FILE:train_gpt> $<TARGET_FILE:prepare_data> ${CMAKE_SOURCE_DIR} "${MPIEXEC_EXECUTABLE}")
+set_tests_properties(cli_checkpoint_tp_roundtrip PROPERTIES LABELS mpi TIMEOUT 300
+                     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")

@@ -1,0 +1,100 @@
+// model_fixture.h — a tiny GPT on a process grid, synthetic batches, and comparison helpers for the
+// parallel-vs-single-rank tests. Every test compares against a single-rank run of the same model on the
+// same global batch (the reference runs on MPI_COMM_SELF inside the same program).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+#include "test_util.h"
+#include "../model/gpt.h"
+#include "../model/train_step.h"
+#include "../parallel/data_parallel.h"
+
+struct ModelSpec {
+    GPTConfig cfg;
+    int tp = 1;
+    bool sp = false;
+    Recompute rc = Recompute::None;
+    DType dtype = DType::F32;
+    Device device = Device::CPU;
+    CommBackend backend = CommBackend::MPI;
+    float dropout = 0.1f;
+    uint64_t seed = 42;
+};
+
+inline GPTConfig tiny_config(int layers = 2, int heads = 4, int hidden = 32, int vocab = 61, int padded = 64, int max_seq = 32) {
+    GPTConfig c;
+    c.layers = layers;
+    c.heads = heads;
+    c.channels = hidden;
+    c.vocab = vocab;
+    c.padded_vocab = padded;
+    c.max_seq = max_seq;
+    return c;
+}
+
+// A model with its context, allocator and grid, on the ranks of `comm`.
+struct ModelHarness {
+    Ctx ctx;
+    std::unique_ptr<ActivationAllocator> alloc;
+    ProcessGrid grid;
+    GPT model;
+    ModelHarness(const ModelSpec& s, MPI_Comm comm) {
+        ctx = ctx_create(s.device, 0);
+        alloc.reset(new ActivationAllocator(s.device));
+        grid = grid_create(comm, s.tp, s.sp, s.backend, ctx);
+        gpt_create(model, s.cfg, grid, ctx, *alloc, s.dtype, s.rc, s.dropout, s.seed);
+        gpt_init_random(model, s.seed);
+    }
+    ~ModelHarness() {
+        gpt_destroy(model);
+        grid_destroy(grid);
+        ctx_destroy(ctx);
+    }
+};
+
+// The global batch [B, S+1] of token ids for `step` (deterministic), and this DP rank's slice as
+// inputs/targets [B_local, S].
+struct Batch {
+    std::vector<int32_t> inputs, targets;
+};
+inline Batch make_batch(const GPTConfig& cfg, int B, int S, int step, int dp, int dp_rank) {
+    std::mt19937 rng(1000 + step);
+    std::uniform_int_distribution<int> tok(0, cfg.vocab - 1);
+    std::vector<int32_t> all((size_t)B * (S + 1));
+    for (auto& t : all) t = tok(rng);
+    int Bl = B / dp;
+    Batch b;
+    for (int i = dp_rank * Bl; i < (dp_rank + 1) * Bl; i++)
+        for (int s = 0; s < S; s++) {
+            b.inputs.push_back(all[(size_t)i * (S + 1) + s]);
+            b.targets.push_back(all[(size_t)i * (S + 1) + s + 1]);
+        }
+    return b;
+}
+
+// One forward + backward + gradient synchronization (no optimizer step): the global loss and the full
+// (gathered, llm.c-layout) gradients.
+inline float loss_and_grads(ModelHarness& h, int B, int S, int step, std::vector<float>& full_grads, bool sum_sp = true) {
+    GPT& m = h.model;
+    Batch b = make_batch(m.cfg, B, S, step, h.grid.dp, h.grid.dp_rank);
+    gpt_zero_grad(m);
+    float local = gpt_forward(m, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, true);
+    gpt_backward(m);
+    sync_gradients(m, sum_sp);
+    float loss = (float)average_scalar(h.grid.dp_comm, local);
+    gpt_gather_full_grads(m, full_grads);
+    return loss;
+}
+
+// Training losses of `steps` optimizer steps.
+inline std::vector<float> loss_curve(ModelHarness& h, int B, int S, int steps) {
+    OptimConfig oc;
+    oc.weight_decay = 0.01f;
+    std::vector<float> losses;
+    for (int st = 1; st <= steps; st++) {
+        Batch b = make_batch(h.model.cfg, B, S, st, h.grid.dp, h.grid.dp_rank);
+        losses.push_back(train_step(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, 1e-3f).loss);
+    }
+    return losses;
+}

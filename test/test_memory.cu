@@ -1,0 +1,103 @@
+// test_memory.cu — the measured activation bytes equal the paper's formulas exactly.
+//
+// On world = tp ranks, for sp ∈ {off, on} × recompute ∈ {none, selective, full} × dtype ∈ {bf16, fp32}: run
+// one forward pass and compare the bytes the tagged allocator holds (per layer, per tensor, and outside
+// the layers) with recompute/formulas.h. The shape is chosen so that no term is degenerate (s ≠ h, a > t,
+// several heads per rank where possible). With --figure7, also checks the paper's Figure 7 pattern on a
+// real run at 5as/h = 80: SP alone and selective alone each roughly halve the TP baseline, together ~5×.
+#include <cstring>
+#include "model_fixture.h"
+#include "../recompute/memory_report.h"
+
+static MemoryReport measure(const ModelSpec& s, int B, int S) {
+    ModelHarness h(s, MPI_COMM_WORLD);
+    Batch b = make_batch(s.cfg, B, S, 1, h.grid.dp, h.grid.dp_rank);
+    gpt_forward(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, true);
+    ModelFormulaInput shape;
+    shape.s = S; shape.b = B / h.grid.dp; shape.h = s.cfg.channels; shape.a = s.cfg.heads; shape.L = s.cfg.layers;
+    shape.v = s.cfg.padded_vocab; shape.t = s.tp; shape.sp = h.grid.sp; shape.rc = s.rc; shape.d = (int)dtype_size(s.dtype);
+    MemoryReport r = build_memory_report(h.alloc->live(), shape);
+    gpt_backward(h.model);
+    CHECK(h.alloc->live_bytes() == 0, "activations left after backward: %zu bytes", h.alloc->live_bytes());
+    return r;
+}
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    int rank = 0, world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    bool figure7 = argc > 1 && !strcmp(argv[1], "--figure7");
+    int tp = world;
+    if (!figure7) {
+        // s = 24, b = 3, h = 48, a = 8 (head dim 6), L = 2, Vp = 64: every term distinct and divisible by t ≤ 4.
+        ModelSpec spec;
+        spec.cfg = tiny_config(2, 8, 48, 61, 64, 32);
+        spec.tp = tp;
+        const int B = 3, S = 24;
+        for (DType dt : {DType::BF16, DType::F32})
+            for (int sp = 0; sp < 2; sp++)
+                for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
+                    ModelSpec s = spec;
+                    s.dtype = dt;
+                    s.sp = sp;
+                    s.rc = rc;
+                    MemoryReport r = measure(s, B, S);
+                    if (rank == 0) {
+                        printf("  t=%d sp=%d %-9s %s: per layer measured %8.0f formula %8.0f | model %9.0f vs %9.0f\n", tp, sp,
+                               recompute_name(rc), dtype_name(dt), r.per_layer_measured, r.per_layer_formula, r.model_measured,
+                               r.model_formula);
+                        CHECK(r.per_layer_measured == r.per_layer_formula, "per layer: measured %.0f != formula %.0f",
+                              r.per_layer_measured, r.per_layer_formula);
+                        CHECK(r.model_measured == r.model_formula, "model: measured %.0f != formula %.0f", r.model_measured,
+                              r.model_formula);
+                        CHECK(r.layers_identical, "layers measured different bytes");
+                        for (const FormulaTerm& t : r.formula) {
+                            double m = r.tensors.count(t.name) ? r.tensors.at(t.name) : 0;
+                            CHECK(m == t.bytes, "tensor %s: measured %.0f != formula %.0f", t.name, m, t.bytes);
+                        }
+                        // Table 2 as printed, for bf16 (d = 2); full recompute under SP stores the 1/t shard.
+                        if (dt == DType::BF16) {
+                            bool spx = sp && tp > 1;
+                            double paper = rc == Recompute::Full
+                                               ? table2_bytes(Table2Row::FullRecompute, S, B, spec.cfg.channels, spec.cfg.heads, tp) *
+                                                     table2_full_sp_factor(tp, spx)
+                                               : table2_bytes(table2_row(tp, spx, rc), S, B, spec.cfg.channels, spec.cfg.heads, tp);
+                            CHECK(r.per_layer_measured == paper, "Table 2 row: measured %.0f != %.0f", r.per_layer_measured, paper);
+                        }
+                    }
+                }
+    } else {
+        // The paper's Figure 7 at t = world (8 in the test), 5as/h = 80: a = 8, h = 128, s = 256.
+        ModelSpec spec;
+        spec.cfg = tiny_config(1, 8, 128, 61, 64, 256);
+        spec.tp = tp;
+        spec.dtype = DType::BF16;
+        const int B = 1, S = 256;
+        double bytes[4];
+        const char* names[4] = {"TP baseline", "TP + SP", "TP + selective", "TP + SP + selective"};
+        for (int i = 0; i < 4; i++) {
+            ModelSpec s = spec;
+            s.sp = i == 1 || i == 3;
+            s.rc = i >= 2 ? Recompute::Selective : Recompute::None;
+            bytes[i] = measure(s, B, S).per_layer_measured;
+        }
+        if (rank == 0) {
+            for (int i = 0; i < 4; i++)
+                printf("  %-20s %9.0f bytes per layer  %5.1f%% of the baseline\n", names[i], bytes[i], 100 * bytes[i] / bytes[0]);
+            double sp = bytes[1] / bytes[0], sel = bytes[2] / bytes[0], both = bytes[3] / bytes[0];
+            if (tp == 8) {
+                CHECK(sp > 0.45 && sp < 0.7, "SP alone should roughly halve: %.3f", sp);
+                CHECK(sel > 0.45 && sel < 0.7, "selective alone should roughly halve: %.3f", sel);
+                CHECK(both < 0.25, "together about 5x less: %.3f", both);
+                // and exactly the paper's Figure 7 percentages for 5as/h = 80 (175B row: 62.0 / 56.5 / 18.5)
+                CHECK(std::fabs(100 * sp - 62.0) < 0.05 && std::fabs(100 * sel - 56.5) < 0.05 && std::fabs(100 * both - 18.5) < 0.05,
+                      "Figure 7 (5as/h = 80): %.2f / %.2f / %.2f, paper 62.0 / 56.5 / 18.5", 100 * sp, 100 * sel, 100 * both);
+            }
+        }
+    }
+    int failed = rank == 0 ? test_finish(figure7 ? "test_memory --figure7" : "test_memory") : 0;
+    MPI_Bcast(&failed, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return failed;
+}
