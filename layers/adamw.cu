@@ -1,0 +1,192 @@
+// adamw.cu — the optimizer step: AdamW with llm.c's update rule, and the reductions around it (see adamw.h).
+//
+// Per parameter, at step t (counting from 1), with g = grad · grad_scale (grad_scale is the clipping factor):
+//   m      = β1 m + (1 - β1) g
+//   v      = β2 v + (1 - β2) g²
+//   m̂      = m / (1 - β1^t),   v̂ = v / (1 - β2^t)             (bias corrections)
+//   param -= lr · ( m̂ / (sqrt(v̂) + eps) + weight_decay · param )   (decoupled weight decay, Loshchilov & Hutter)
+// Parameters, m and v are fp32 (the master weights and optimizer state); grad may be f32 or bf16 storage.
+// Under tensor/sequence parallelism every rank updates its own shard; replicated parameters receive the
+// same summed gradient on every rank and so stay identical.
+#include "adamw.h"
+
+#include <cmath>
+#include <vector>
+
+// ---- the update of one parameter, shared by the CPU reference and the CUDA kernel ---------------------
+
+__host__ __device__ inline void adamw_element(float* param, float* m, float* v, float grad, int64_t i, float lr,
+                                              float beta1, float beta2, float eps, float weight_decay,
+                                              float beta1_correction, float beta2_correction) {
+    float g = grad;
+    float mi = beta1 * m[i] + (1.0f - beta1) * g;
+    float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    float m_hat = mi / beta1_correction;
+    float v_hat = vi / beta2_correction;
+    param[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + weight_decay * param[i]);
+}
+
+// ---- CPU reference -------------------------------------------------------------------------------------
+
+template <class G>
+static void adamw_cpu(float* param, const G* grad, float* m, float* v, int64_t n, float lr, float beta1,
+                      float beta2, float eps, float weight_decay, float c1, float c2, float grad_scale) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        adamw_element(param, m, v, to_f32(grad[i]) * grad_scale, i, lr, beta1, beta2, eps, weight_decay, c1, c2);
+}
+
+// Σ x² in double, in a fixed order independent of the number of OpenMP threads: fixed-size chunks, each
+// summed in index order, then the chunk sums added in chunk order.
+template <class T>
+static double sum_of_squares_cpu(const T* x, int64_t n) {
+    const int64_t kChunk = 1 << 16;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    std::vector<double> partial((size_t)chunks, 0.0);
+#pragma omp parallel for schedule(static)
+    for (int64_t k = 0; k < chunks; k++) {
+        const int64_t i1 = (k + 1) * kChunk < n ? (k + 1) * kChunk : n;
+        double s = 0.0;
+        for (int64_t i = k * kChunk; i < i1; i++) {
+            double xi = to_f32(x[i]);
+            s += xi * xi;
+        }
+        partial[(size_t)k] = s;
+    }
+    double total = 0.0;
+    for (int64_t k = 0; k < chunks; k++) total += partial[(size_t)k];
+    return total;
+}
+
+// ---- CUDA kernels --------------------------------------------------------------------------------------
+
+template <class G>
+__global__ void adamw_kernel(float* param, const G* grad, float* m, float* v, int64_t n, float lr, float beta1,
+                             float beta2, float eps, float weight_decay, float c1, float c2, float grad_scale) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        adamw_element(param, m, v, to_f32(grad[i]) * grad_scale, i, lr, beta1, beta2, eps, weight_decay, c1, c2);
+}
+
+constexpr int kSsqThreads = 256;
+constexpr int kSsqMaxBlocks = 1024;
+
+// Sum of the block's kSsqThreads values in shared memory, as a tree with a fixed shape (deterministic).
+// Every thread of the block must call it; the result is valid in thread 0.
+__device__ inline double block_sum_fixed_order(double v, double* shared) {
+    shared[threadIdx.x] = v;
+    __syncthreads();
+    for (int half = kSsqThreads / 2; half > 0; half >>= 1) {
+        if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
+        __syncthreads();
+    }
+    return shared[0];
+}
+
+// Step 1 of 2: block k sums the squares of elements k·256 + t, stepping by the whole grid, in double (fp64
+// accumulation: the gradient norm of 10⁸ parameters is then exact to far more digits than clipping needs).
+template <class T>
+__global__ void sum_of_squares_partials_kernel(double* partial, const T* x, int64_t n) {
+    __shared__ double shared[kSsqThreads];
+    double s = 0.0;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        double xi = to_f32(x[i]);
+        s += xi * xi;
+    }
+    double total = block_sum_fixed_order(s, shared);
+    if (threadIdx.x == 0) partial[blockIdx.x] = total;
+}
+
+// Step 2 of 2: one block adds the per-block partial sums, again in a fixed order.
+__global__ void sum_of_squares_final_kernel(double* result, const double* partial, int blocks) {
+    __shared__ double shared[kSsqThreads];
+    double s = 0.0;
+    for (int k = threadIdx.x; k < blocks; k += kSsqThreads) s += partial[k];
+    double total = block_sum_fixed_order(s, shared);
+    if (threadIdx.x == 0) *result = total;
+}
+
+__global__ void scale_kernel(float* x, float s, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        x[i] *= s;
+}
+
+// ---- dispatch ------------------------------------------------------------------------------------------
+
+static void check_tensor(const Ctx& ctx, const Tensor& t, DType dtype, int64_t n, const char* op,
+                         const char* name) {
+    if (t.device != ctx.device || t.dtype != dtype || t.n < n)
+        mm_fatal("%s: %s must be %s on %s with >= %lld elements (got %s on %s, %lld)", op, name,
+                 dtype_name(dtype), device_name(ctx.device), (long long)n, dtype_name(t.dtype),
+                 device_name(t.device), (long long)t.n);
+}
+
+static unsigned grid_for(int64_t n, int threads) {
+    int64_t blocks = (n + threads - 1) / threads;
+    return (unsigned)(blocks < 65536 ? blocks : 65536);
+}
+
+void adamw_update(Ctx& ctx, Tensor param, Tensor grad, Tensor m, Tensor v, int64_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, int t, float grad_scale) {
+    const char* op = "adamw_update";
+    check_tensor(ctx, param, DType::F32, n, op, "param");
+    check_tensor(ctx, grad, grad.dtype, n, op, "grad");
+    check_tensor(ctx, m, DType::F32, n, op, "m");
+    check_tensor(ctx, v, DType::F32, n, op, "v");
+    if (t < 1) mm_fatal("%s: step t counts from 1 (got %d)", op, t);
+    if (n == 0) return;
+    // Bias corrections: the same for every element, so computed once here (as llm.c does).
+    const float c1 = 1.0f - powf(beta1, (float)t);
+    const float c2 = 1.0f - powf(beta2, (float)t);
+    MM_DISPATCH_ACT(grad.dtype, {
+        if (ctx.device == Device::CPU) {
+            adamw_cpu<T>(param.as<float>(), grad.as<T>(), m.as<float>(), v.as<float>(), n, lr, beta1, beta2,
+                         eps, weight_decay, c1, c2, grad_scale);
+        } else {
+            adamw_kernel<T><<<grid_for(n, 256), 256, 0, ctx.stream>>>(param.as<float>(), grad.as<T>(),
+                                                                      m.as<float>(), v.as<float>(), n, lr,
+                                                                      beta1, beta2, eps, weight_decay, c1, c2,
+                                                                      grad_scale);
+            CUDA_CHECK_LAST();
+        }
+    });
+}
+
+double sum_of_squares(Ctx& ctx, Tensor x) {
+    if (x.device != ctx.device) mm_fatal("sum_of_squares: tensor on %s, context on %s", device_name(x.device),
+                                         device_name(ctx.device));
+    if (x.n == 0) return 0.0;
+    double result = 0.0;
+    MM_DISPATCH_ACT(x.dtype, {
+        if (ctx.device == Device::CPU) {
+            result = sum_of_squares_cpu<T>(x.as<T>(), x.n);
+        } else {
+            // The grid size depends only on n, so a given tensor always reduces in the same order.
+            int64_t blocks64 = (x.n + kSsqThreads - 1) / kSsqThreads;
+            const int blocks = (int)(blocks64 < kSsqMaxBlocks ? blocks64 : kSsqMaxBlocks);
+            double* partial = static_cast<double*>(ctx_scratch(ctx, sizeof(double) * (size_t)(blocks + 1)));
+            double* device_result = partial + blocks;
+            sum_of_squares_partials_kernel<T><<<blocks, kSsqThreads, 0, ctx.stream>>>(partial, x.as<T>(), x.n);
+            CUDA_CHECK_LAST();
+            sum_of_squares_final_kernel<<<1, kSsqThreads, 0, ctx.stream>>>(device_result, partial, blocks);
+            CUDA_CHECK_LAST();
+            CUDA_CHECK(cudaMemcpyAsync(&result, device_result, sizeof(double), cudaMemcpyDeviceToHost, ctx.stream));
+            CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+        }
+    });
+    return result;
+}
+
+void scale_inplace(Ctx& ctx, Tensor x, float s) {
+    check_tensor(ctx, x, DType::F32, x.n, "scale_inplace", "x");
+    if (x.n == 0) return;
+    if (ctx.device == Device::CPU) {
+        float* p = x.as<float>();
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < x.n; i++) p[i] *= s;
+    } else {
+        scale_kernel<<<grid_for(x.n, 256), 256, 0, ctx.stream>>>(x.as<float>(), s, x.n);
+        CUDA_CHECK_LAST();
+    }
+}

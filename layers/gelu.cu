@@ -1,0 +1,98 @@
+// gelu.cu — GeLU, tanh approximation (GPT-2 / Megatron), element-wise (see gelu.h).
+//
+//   gelu(x)  = 0.5 x (1 + tanh(u)),          u = k (x + 0.044715 x³),   k = sqrt(2/π)
+//   gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh²(u)) k (1 + 3·0.044715 x²)
+//
+// The backward needs the GeLU *input* (the paper's 8sbh "GeLU input" term of Table 2, saved by the MLP).
+#include "gelu.h"
+
+// ---- the math, shared by the CPU reference and the CUDA kernels ----------------------------------------
+
+constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
+constexpr float kGeluA = 0.044715f;
+
+__host__ __device__ inline float gelu_f(float x) {
+    float u = kGeluK * (x + kGeluA * x * x * x);
+    return 0.5f * x * (1.0f + tanhf(u));
+}
+
+__host__ __device__ inline float gelu_grad_f(float x) {
+    float u = kGeluK * (x + kGeluA * x * x * x);
+    float t = tanhf(u);
+    // d tanh(u)/du = 1 - tanh²(u); written this way it cannot overflow (1/cosh²(u) overflows cosh for |u| > 89).
+    float du_dx = kGeluK * (1.0f + 3.0f * kGeluA * x * x);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du_dx;
+}
+
+// ---- CPU reference -------------------------------------------------------------------------------------
+
+template <class T>
+static void gelu_forward_cpu(T* out, const T* in, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) out[i] = from_f32<T>(gelu_f(to_f32(in[i])));
+}
+
+template <class T>
+static void gelu_backward_cpu(T* din, const T* in, const T* dout, int64_t n) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) din[i] = from_f32<T>(gelu_grad_f(to_f32(in[i])) * to_f32(dout[i]));
+}
+
+// ---- CUDA kernels (grid-stride loops: any n with a bounded grid) ---------------------------------------
+
+template <class T>
+__global__ void gelu_forward_kernel(T* out, const T* in, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = from_f32<T>(gelu_f(to_f32(in[i])));
+}
+
+template <class T>
+__global__ void gelu_backward_kernel(T* din, const T* in, const T* dout, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        din[i] = from_f32<T>(gelu_grad_f(to_f32(in[i])) * to_f32(dout[i]));
+}
+
+// ---- dispatch ------------------------------------------------------------------------------------------
+
+static void check_tensor(const Ctx& ctx, const Tensor& t, DType dtype, int64_t n, const char* op,
+                         const char* name) {
+    if (t.device != ctx.device || t.dtype != dtype || t.n < n)
+        mm_fatal("%s: %s must be %s on %s with >= %lld elements (got %s on %s, %lld)", op, name,
+                 dtype_name(dtype), device_name(ctx.device), (long long)n, dtype_name(t.dtype),
+                 device_name(t.device), (long long)t.n);
+}
+
+static unsigned grid_for(int64_t n, int threads) {
+    int64_t blocks = (n + threads - 1) / threads;
+    return (unsigned)(blocks < 65536 ? blocks : 65536);
+}
+
+void gelu_forward(Ctx& ctx, Tensor out, Tensor in, int64_t n) {
+    check_tensor(ctx, out, in.dtype, n, "gelu_forward", "out");
+    check_tensor(ctx, in, in.dtype, n, "gelu_forward", "in");
+    if (n == 0) return;
+    MM_DISPATCH_ACT(in.dtype, {
+        if (ctx.device == Device::CPU) {
+            gelu_forward_cpu<T>(out.as<T>(), in.as<T>(), n);
+        } else {
+            gelu_forward_kernel<T><<<grid_for(n, 256), 256, 0, ctx.stream>>>(out.as<T>(), in.as<T>(), n);
+            CUDA_CHECK_LAST();
+        }
+    });
+}
+
+void gelu_backward(Ctx& ctx, Tensor din, Tensor in, Tensor dout, int64_t n) {
+    check_tensor(ctx, din, in.dtype, n, "gelu_backward", "din");
+    check_tensor(ctx, in, in.dtype, n, "gelu_backward", "in");
+    check_tensor(ctx, dout, in.dtype, n, "gelu_backward", "dout");
+    if (n == 0) return;
+    MM_DISPATCH_ACT(in.dtype, {
+        if (ctx.device == Device::CPU) {
+            gelu_backward_cpu<T>(din.as<T>(), in.as<T>(), dout.as<T>(), n);
+        } else {
+            gelu_backward_kernel<T><<<grid_for(n, 256), 256, 0, ctx.stream>>>(din.as<T>(), in.as<T>(),
+                                                                              dout.as<T>(), n);
+            CUDA_CHECK_LAST();
+        }
+    });
+}
