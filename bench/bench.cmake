@@ -1,0 +1,49 @@
+# Benchmarks (bench/): the paper's Table 4 on one layer (layer_bench) and Table 5-style end-to-end training
+# throughput with MFU / HFU (e2e_bench). Both binaries go to the top of the build folder, as train_gpt does,
+# so that bench/gpu_suite.sh and the Makefile find them at build-dir/layer_bench and build-dir/e2e_bench.
+mm_executable(layer_bench SOURCES ${CMAKE_SOURCE_DIR}/bench/layer_bench.cu)
+mm_executable(e2e_bench SOURCES ${CMAKE_SOURCE_DIR}/bench/e2e_bench.cu)
+set_target_properties(layer_bench e2e_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+
+# CPU smoke tests on tiny shapes (label unit: they run anywhere, in seconds). --device cpu even on a GPU
+# machine, so that the unit suite never depends on a GPU. The mpirun variant exercises the MPI grid and the
+# fake-communicator emulation of sequence parallelism; the plain one the MPI-free path and the derived one.
+set(MM_BENCH_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+set(MM_LAYER_TINY --device cpu --hidden 64 --heads 8 --seq 64 --batch 2 --tp-emulated 8 --reps 3 --warmup 1)
+add_test(NAME bench_layer_cpu_tiny
+         COMMAND $<TARGET_FILE:layer_bench> ${MM_LAYER_TINY} --mpi off --json ${CMAKE_BINARY_DIR}/bench_layer_tiny.json)
+add_test(NAME bench_layer_cpu_tiny_mpi
+         COMMAND ${MM_MPIRUN} -np 1 $<TARGET_FILE:layer_bench> ${MM_LAYER_TINY} --dtype f32 --sp-emulation fake-comm)
+set(MM_E2E_TINY --device cpu --layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 256 --warmup 1 --steps 2
+    --gemm-size 256)
+add_test(NAME bench_e2e_cpu_tiny
+         COMMAND $<TARGET_FILE:e2e_bench> ${MM_E2E_TINY} --json ${CMAKE_BINARY_DIR}/bench_e2e_tiny.json)
+add_test(NAME bench_bad_flag COMMAND $<TARGET_FILE:layer_bench> --no-such-flag)
+set_tests_properties(bench_layer_cpu_tiny bench_layer_cpu_tiny_mpi bench_e2e_cpu_tiny bench_bad_flag
+                     PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "${MM_BENCH_ENV}")
+set_tests_properties(bench_bad_flag PROPERTIES WILL_FAIL TRUE)
+# What each smoke run must print: the five Table 4 rows, the no-communication note, and MFU/HFU per policy.
+set_tests_properties(bench_layer_cpu_tiny PROPERTIES
+                     PASS_REGULAR_EXPRESSION "selective \\+ sequence parallel.*derived.*wrote")
+set_tests_properties(bench_layer_cpu_tiny_mpi PROPERTIES
+                     PASS_REGULAR_EXPRESSION "selective \\+ sequence parallel +fake-comm")
+set_tests_properties(bench_e2e_cpu_tiny PROPERTIES PASS_REGULAR_EXPRESSION "full.*selective.*none.*wrote")
+
+# bench/gpu_suite.sh: the plan on any machine (--dry-run), and its whole flow on this machine's CPU with a
+# stand-in nvidia-smi, the binaries of this build as PREBUILT and the benchmarks' tiny CPU shapes (the later
+# flags override the GPU shapes). Needs layer_bench and e2e_bench built.
+add_test(NAME bench_gpu_suite_dry_run
+         COMMAND bash ${CMAKE_SOURCE_DIR}/bench/gpu_suite.sh --dry-run ${CMAKE_BINARY_DIR}/gpu_suite_dry)
+set_tests_properties(bench_gpu_suite_dry_run PROPERTIES LABELS unit TIMEOUT 60
+                     PASS_REGULAR_EXPRESSION "layer_bench --device cuda.*plan printed")
+file(WRITE ${CMAKE_BINARY_DIR}/fake_gpu/nvidia-smi
+     "#!/bin/sh\ncase \"$*\" in\n  -L) echo 'GPU 0: stand-in GPU (bench_gpu_suite_flow)' ;;\n  *) echo 'stand-in, 0' ;;\nesac\n")
+file(CHMOD ${CMAKE_BINARY_DIR}/fake_gpu/nvidia-smi PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ
+     GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+string(REPLACE ";" " " MM_LAYER_TINY_STR "${MM_LAYER_TINY}")  # a CMake list would split ENVIRONMENT
+string(REPLACE ";" " " MM_E2E_TINY_STR "${MM_E2E_TINY}")
+add_test(NAME bench_gpu_suite_flow
+         COMMAND bash ${CMAKE_SOURCE_DIR}/bench/gpu_suite.sh ${CMAKE_BINARY_DIR}/gpu_suite_flow)
+set_tests_properties(bench_gpu_suite_flow PROPERTIES LABELS unit TIMEOUT 120
+  ENVIRONMENT "PATH=${CMAKE_BINARY_DIR}/fake_gpu:$ENV{PATH};PREBUILT=${CMAKE_BINARY_DIR};SUITE_SKIP_TESTS=1;OMP_NUM_THREADS=1;LAYER_ARGS=${MM_LAYER_TINY_STR};E2E_ARGS=${MM_E2E_TINY_STR}"
+  PASS_REGULAR_EXPRESSION "layer_bench.*: ok.*selective \\+ sequence parallel.*e2e_bench.*: ok.*none ")
