@@ -17,8 +17,8 @@ export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
 DEB_PACKAGES = cmake g++ make openmpi-bin libopenmpi-dev libopenblas-dev libstb-dev python3
 
 TRAIN_ARGS ?= --tp 2 --sp --recompute selective --memory-report --layers 4 --heads 4 --hidden 128 --seq 64 \
-              --batch 8 --steps 300 --lr 1e-3 --warmup 20 --dropout 0.0 --val-every 100 --log-every 25 \
-              --sample 300 --temperature 0.8 --top-k 40 --save $(BUILD)/model.bin --log $(BUILD)/train.jsonl
+              --batch 16 --steps 600 --lr 2e-3 --warmup 50 --dropout 0.0 --val-every 200 --log-every 50 \
+              --sample 400 --temperature 0.7 --top-k 20 --save $(BUILD)/model.bin --log $(BUILD)/train.jsonl
 
 .PHONY: all build train test bench paper memory deps data clean
 

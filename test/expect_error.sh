@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# expect_error.sh REGEX COMMAND...: passes when COMMAND exits non-zero within 60 s (no rank hangs) and its
+# expect_error.sh [--gpu] REGEX COMMAND...: passes when COMMAND exits non-zero within 60 s (no rank hangs) and its
 # output matches REGEX (the message names the problem).
+# With --gpu first: a GPU test, skipped (exit 77) when no GPU is visible.
+if [ "$1" = "--gpu" ]; then
+  shift
+  nvidia-smi -L >/dev/null 2>&1 || { echo "no GPU visible: skipped"; exit 77; }
+fi
 regex="$1"; shift
 out=$(timeout 60 "$@" 2>&1); rc=$?
 echo "$out" | tail -5
