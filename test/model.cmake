@@ -59,3 +59,8 @@ add_test(NAME cli_checkpoint_tp_roundtrip COMMAND bash ${CMAKE_SOURCE_DIR}/test/
          $<TARGET_FILE:train_gpt> $<TARGET_FILE:prepare_data> ${CMAKE_SOURCE_DIR} "${MPIEXEC_EXECUTABLE}")
 set_tests_properties(cli_checkpoint_tp_roundtrip PROPERTIES LABELS mpi TIMEOUT 300
                      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
+
+# f / f̄ / g / ḡ, column- and row-parallel linear (with and without SP) against the unsplit linear; weight slices.
+mm_test(test_tensor_parallel_np2 SOURCES test/test_tensor_parallel.cu LABELS mpi NP 2)
+mm_test(test_tensor_parallel_np4 EXE test_tensor_parallel_np2 LABELS mpi NP 4)
+mm_test(test_tensor_parallel_np1 EXE test_tensor_parallel_np2 LABELS mpi NP 1)
