@@ -24,6 +24,7 @@
 #include <cmath>
 #include "matmul.h"
 #include "philox.h"
+#include "vec8.h"
 
 static inline const void* elem_ptr(const Tensor& t, int64_t offset) {
     return static_cast<const char*>(t.data) + (size_t)offset * dtype_size(t.dtype);
@@ -86,6 +87,8 @@ static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_drop, const So
 // ---------------------------------------------------------------------------------------------------------
 // CUDA: one warp per row. Lane l handles keys l, l+32, ...; the max and the sum are combined with an xor
 // butterfly, which is a fixed order (and gives every lane the same bits), so the result is reproducible.
+// These scalar kernels read the row once per pass; they now serve only rows longer than the vectorized
+// kernels below hold in registers (S > 2048 in bf16, S > 1024 in f32).
 // ---------------------------------------------------------------------------------------------------------
 
 __device__ inline float warp_max(float v) {
@@ -187,6 +190,143 @@ __global__ void softmax_dropout_backward_kernel(T* d, const T* probs, const uint
     }
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// CUDA, vectorized (rows of up to 2048 keys; the common case). Still one warp per row, but the row is cut into
+// packs of 8 keys (vec8.h): lane l owns packs l, l + 32, ... and keeps them in registers (kSlots packs, a
+// compile-time bound so the arrays stay in registers). Compared with the scalar kernels above:
+//  - the row is read from memory once (not once per pass), with 16-byte loads in bf16 (vec);
+//  - packs entirely after the query (c0 > q, about half of a causal row) are never read: their
+//    probabilities are 0; only their dropout mask bytes are computed (the mask is stored for every k);
+//  - probs, mask and probs_drop are written in the same pass, 16 / 8 / 16 bytes per pack.
+// The sums run in a fixed order that depends only on S (each lane over its packs in order, then the xor
+// butterfly), so loading with vector or scalar accesses (vec false: S % 8 != 0 or misaligned) gives the same
+// bits. Each element keeps its own Philox call: the mask bits equal the CPU reference's.
+// ---------------------------------------------------------------------------------------------------------
+
+template <class T, int kSlots>
+__global__ void __launch_bounds__(kRowsPerBlock * 32)
+    softmax_dropout_vec_kernel(T* probs, uint8_t* mask, T* probs_drop, SoftmaxDropoutArgs a, bool vec) {
+    const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= a.rows) return;  // whole warps exit together: the shuffles below see full warps
+    const int S = a.S;
+    const int q = (int)(row % S);
+    const int64_t bn = row / S;
+    const int64_t n = bn % a.NH, b = bn / a.NH;
+    T* x = probs + row * S;
+    // Global dropout index of key 0 of this row; key k is g0 + k (attn_dropout_index is linear in k).
+    const uint64_t g0 = attn_dropout_index(a.b_offset + b, a.head_offset + n, a.NH_total, S, q, 0);
+
+    Pack8<T> xs[kSlots];
+    float m = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kSlots; i++) {
+        const int c0 = (lane + 32 * i) * 8;
+        if (c0 <= q) {  // q < S, so the pack exists; keys after q are not needed
+            xs[i] = load8(x + c0, S - c0 < 8 ? S - c0 : 8, vec);
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                if (c0 + k <= q) m = fmaxf(m, to_f32(xs[i].v[k]) * a.scale);
+        }
+    }
+    m = warp_max(m);
+    float sum = 0.f;
+#pragma unroll
+    for (int i = 0; i < kSlots; i++) {
+        const int c0 = (lane + 32 * i) * 8;
+        if (c0 <= q) {
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                if (c0 + k <= q) sum += expf(to_f32(xs[i].v[k]) * a.scale - m);
+        }
+    }
+    sum = warp_sum(sum);
+    const float inv_sum = 1.f / sum;
+#pragma unroll
+    for (int i = 0; i < kSlots; i++) {
+        const int c0 = (lane + 32 * i) * 8;
+        if (c0 < S) {
+            const int count = S - c0 < 8 ? S - c0 : 8;
+            Pack8<T> pv, dv;
+            uint64_t mbits = 0;
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                // Keys after the query are masked: probability exactly 0 (the causal mask of GPT-2).
+                const float pk = c0 + k <= q ? expf(to_f32(xs[i].v[k]) * a.scale - m) * inv_sum : 0.f;
+                const bool keep = dropout_keep(a.seed, a.stream, g0 + (uint64_t)(c0 + k), a.threshold);
+                pv.v[k] = from_f32<T>(pk);
+                dv.v[k] = from_f32<T>(keep ? pk * a.inv_keep : 0.f);
+                mbits |= (uint64_t)(keep ? 1 : 0) << (8 * k);
+            }
+            store8(x + c0, pv, count, vec);  // in place: this lane read these keys above
+            store_mask8(mask + row * S + c0, mbits, count, vec);
+            store8(probs_drop + row * S + c0, dv, count, vec);
+        }
+    }
+}
+
+// Backward of dropout + softmax, vectorized like the forward: the lane's packs of dP_d, P and the mask are
+// loaded once into registers (only packs with keys <= q: the others have dS = 0 and are just written).
+template <class T, int kSlots>
+__global__ void __launch_bounds__(kRowsPerBlock * 32)
+    softmax_dropout_backward_vec_kernel(T* d, const T* probs, const uint8_t* mask, SoftmaxBackArgs a, bool vec) {
+    const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= a.rows) return;
+    const int S = a.S;
+    const int q = (int)(row % S);
+    T* dr = d + row * S;
+    const T* pr = probs + row * S;
+    const uint8_t* mr = mask + row * S;
+
+    Pack8<T> ds[kSlots], ps[kSlots];
+    uint64_t ms[kSlots];
+    float dot = 0.f;
+#pragma unroll
+    for (int i = 0; i < kSlots; i++) {
+        const int c0 = (lane + 32 * i) * 8;
+        if (c0 <= q) {
+            const int count = S - c0 < 8 ? S - c0 : 8;
+            ds[i] = load8(dr + c0, count, vec);
+            ps[i] = load8(pr + c0, count, vec);
+            ms[i] = load_mask8(mr + c0, count, vec);
+#pragma unroll
+            for (int k = 0; k < 8; k++)
+                if (c0 + k <= q)
+                    dot += (mask8_get(ms[i], k) ? to_f32(ds[i].v[k]) * a.inv_keep : 0.f) * to_f32(ps[i].v[k]);
+        }
+    }
+    dot = warp_sum(dot);
+#pragma unroll
+    for (int i = 0; i < kSlots; i++) {
+        const int c0 = (lane + 32 * i) * 8;
+        if (c0 < S) {
+            Pack8<T> o;
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                float dsk = 0.f;
+                if (c0 + k <= q) {
+                    float dp = mask8_get(ms[i], k) ? to_f32(ds[i].v[k]) * a.inv_keep : 0.f;
+                    dsk = to_f32(ps[i].v[k]) * (dp - dot) * a.scale;
+                }
+                o.v[k] = from_f32<T>(dsk);
+            }
+            store8(dr + c0, o, S - c0 < 8 ? S - c0 : 8, vec);  // in place: this lane read these keys above
+        }
+    }
+}
+
+// Packs of 8 keys per lane for a row of S keys, or 0 when the row is too long for the vectorized kernels
+// (the scalar kernels then run). Up to 8 packs (S <= 2048) in bf16; up to 4 (S <= 1024) in f32, where a
+// pack takes twice the registers. Depends only on S and the dtype, never on alignment.
+template <class T>
+static int softmax_slots(int S) {
+    const int slots = ((S + 7) / 8 + 31) / 32;
+    const int max_slots = sizeof(T) == 2 ? 8 : 4;
+    if (slots > max_slots) return 0;
+    return slots <= 1 ? 1 : slots <= 2 ? 2 : slots <= 4 ? 4 : 8;
+}
+
 static unsigned row_blocks(int64_t rows) { return (unsigned)((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -240,8 +380,19 @@ void attention_probs_forward(Ctx& ctx, Tensor probs, Tensor mask, Tensor probs_d
     a.NH_total = sh.NH_total;
     MM_DISPATCH_ACT(qkv.dtype, {
         if (ctx.device == Device::CUDA) {
-            softmax_dropout_kernel<T><<<row_blocks(a.rows), 32 * kRowsPerBlock, 0, ctx.stream>>>(
-                probs.as<T>(), mask.as<uint8_t>(), probs_drop.as<T>(), a);
+            const bool vec = S % 8 == 0 && vec8_aligned(probs.data) && vec8_aligned(mask.data) &&
+                             vec8_aligned(probs_drop.data);
+            const unsigned blocks = row_blocks(a.rows), threads = 32 * kRowsPerBlock;
+            T* pp = probs.as<T>();
+            T* pd = probs_drop.as<T>();
+            uint8_t* pm = mask.as<uint8_t>();
+            switch (softmax_slots<T>(S)) {
+                case 1: softmax_dropout_vec_kernel<T, 1><<<blocks, threads, 0, ctx.stream>>>(pp, pm, pd, a, vec); break;
+                case 2: softmax_dropout_vec_kernel<T, 2><<<blocks, threads, 0, ctx.stream>>>(pp, pm, pd, a, vec); break;
+                case 4: softmax_dropout_vec_kernel<T, 4><<<blocks, threads, 0, ctx.stream>>>(pp, pm, pd, a, vec); break;
+                case 8: softmax_dropout_vec_kernel<T, 8><<<blocks, threads, 0, ctx.stream>>>(pp, pm, pd, a, vec); break;
+                default: softmax_dropout_kernel<T><<<blocks, threads, 0, ctx.stream>>>(pp, pm, pd, a); break;
+            }
             CUDA_CHECK_LAST();
         } else {
             softmax_dropout_cpu<T>(probs.as<T>(), mask.as<uint8_t>(), probs_drop.as<T>(), a);
@@ -296,8 +447,19 @@ void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor p
     a.inv_keep = 1.f / (1.f - p);
     MM_DISPATCH_ACT(dt, {
         if (ctx.device == Device::CUDA) {
-            softmax_dropout_backward_kernel<T><<<row_blocks(a.rows), 32 * kRowsPerBlock, 0, ctx.stream>>>(
-                scratch.as<T>(), probs.as<T>(), mask.as<uint8_t>(), a);
+            const bool vec = S % 8 == 0 && vec8_aligned(scratch.data) && vec8_aligned(probs.data) &&
+                             vec8_aligned(mask.data);
+            const unsigned blocks = row_blocks(a.rows), threads = 32 * kRowsPerBlock;
+            T* d = scratch.as<T>();
+            const T* pp = probs.as<T>();
+            const uint8_t* pm = mask.as<uint8_t>();
+            switch (softmax_slots<T>(S)) {
+                case 1: softmax_dropout_backward_vec_kernel<T, 1><<<blocks, threads, 0, ctx.stream>>>(d, pp, pm, a, vec); break;
+                case 2: softmax_dropout_backward_vec_kernel<T, 2><<<blocks, threads, 0, ctx.stream>>>(d, pp, pm, a, vec); break;
+                case 4: softmax_dropout_backward_vec_kernel<T, 4><<<blocks, threads, 0, ctx.stream>>>(d, pp, pm, a, vec); break;
+                case 8: softmax_dropout_backward_vec_kernel<T, 8><<<blocks, threads, 0, ctx.stream>>>(d, pp, pm, a, vec); break;
+                default: softmax_dropout_backward_kernel<T><<<blocks, threads, 0, ctx.stream>>>(d, pp, pm, a); break;
+            }
             CUDA_CHECK_LAST();
         } else {
             softmax_dropout_backward_cpu<T>(scratch.as<T>(), probs.as<T>(), mask.as<uint8_t>(), a);

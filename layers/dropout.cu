@@ -12,6 +12,7 @@
 // we keep that: the mask is always written (all ones when p == 0).
 #include "dropout.h"
 #include "philox.h"
+#include "vec8.h"
 
 // ---- shared by the CPU reference and the CUDA kernel ---------------------------------------------------
 
@@ -64,27 +65,69 @@ static void dropout_backward_cpu(T* dx, const T* dout, const uint8_t* mask, floa
 
 // ---- CUDA kernels --------------------------------------------------------------------------------------
 
-// Grid: x over the C channels (one thread per channel, consecutive threads -> consecutive addresses, so
-// loads and stores coalesce), y over rows (grid-stride, because S_loc·B_loc can exceed gridDim.y's 65535).
-// The row -> (s, b) division happens once per row, not once per element.
+// Forward: one thread per pack of 8 consecutive channels of one row (vec8.h). The packs are numbered row by
+// row, ceil(C/8) per row, so a pack never straddles two rows; the last pack of a row is partial when
+// C % 8 != 0. In bf16 a pack moves x, resid and out with one 16-byte access each and the 8 mask bytes with
+// one 8-byte store (vec); when C % 8 != 0 or a pointer is misaligned the same packs are moved element by
+// element. Each element still gets its own Philox call (dropout_keep of its global index): the mask bits
+// are exactly those of the CPU reference, whichever path ran.
 template <class T>
 __global__ void bias_dropout_residual_kernel(T* out, uint8_t* mask, const T* x, const T* bias, const T* resid,
                                              float scale, uint32_t threshold, uint64_t seed, uint32_t stream,
-                                             int S_loc, int B_loc, int C, DropoutCoords where) {
-    int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    const int64_t rows = (int64_t)S_loc * B_loc;
-    for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
-        int64_t s = row / B_loc, b = row % B_loc;
-        bias_dropout_residual_element(out, mask, x, bias, resid, row * C + c, c,
-                                      dropout_global_index(s, b, c, C, where), scale, threshold, seed, stream);
+                                             int S_loc, int B_loc, int C, DropoutCoords where, bool vec) {
+    const int64_t packs_per_row = (C + 7) / 8;
+    const int64_t packs = (int64_t)S_loc * B_loc * packs_per_row;
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < packs; j += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t row = j / packs_per_row;
+        const int64_t c0 = (j - row * packs_per_row) * 8;
+        const int count = C - c0 < 8 ? (int)(C - c0) : 8;
+        const int64_t i = row * C + c0;  // local flat index of the pack's first element
+        const int64_t s = row / B_loc, b = row % B_loc;
+        const uint64_t g0 = dropout_global_index(s, b, c0, C, where);  // the pack's elements are g0 .. g0 + 7
+
+        const Pack8<T> xv = load8(x + i, count, vec);
+        Pack8<T> bv, rv;
+        if (bias) bv = load8(bias + c0, count, vec);
+        if (resid) rv = load8(resid + i, count, vec);
+        Pack8<T> ov;
+        uint64_t mbits = 0;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            // The same arithmetic as bias_dropout_residual_element (the CPU reference).
+            const bool keep = dropout_keep(seed, stream, g0 + k, threshold);
+            float v = to_f32(xv.v[k]);
+            if (bias) v += to_f32(bv.v[k]);
+            v = keep ? v * scale : 0.0f;
+            if (resid) v += to_f32(rv.v[k]);
+            ov.v[k] = from_f32<T>(v);
+            mbits |= (uint64_t)(keep ? 1 : 0) << (8 * k);
+        }
+        store_mask8(mask + i, mbits, count, vec);
+        store8(out + i, ov, count, vec);  // out may alias x or resid: this thread read its pack above
     }
 }
 
+// Backward: a flat loop over packs of 8 (dx may alias dout: each thread reads its pack before writing it).
 template <class T>
-__global__ void dropout_backward_kernel(T* dx, const T* dout, const uint8_t* mask, float scale, int64_t n) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        dx[i] = from_f32<T>(mask[i] ? to_f32(dout[i]) * scale : 0.0f);
+__global__ void dropout_backward_kernel(T* dx, const T* dout, const uint8_t* mask, float scale, int64_t n,
+                                        bool vec) {
+    const int64_t packs = (n + 7) / 8;
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < packs; j += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t i = j * 8;
+        const int count = n - i < 8 ? (int)(n - i) : 8;
+        const Pack8<T> dy = load8(dout + i, count, vec);
+        const uint64_t mbits = load_mask8(mask + i, count, vec);
+        Pack8<T> d;
+#pragma unroll
+        for (int k = 0; k < 8; k++) d.v[k] = from_f32<T>(mask8_get(mbits, k) ? to_f32(dy.v[k]) * scale : 0.0f);
+        store8(dx + i, d, count, vec);
+    }
+}
+
+// Blocks for one thread per pack of 8 (capped: the kernels' grid-stride loops cover the rest).
+static unsigned pack_blocks(int64_t packs, int threads) {
+    int64_t blocks = (packs + threads - 1) / threads;
+    return (unsigned)(blocks < 65536 ? blocks : 65536);
 }
 
 // ---- dispatch ------------------------------------------------------------------------------------------
@@ -129,11 +172,13 @@ void bias_dropout_residual_forward(Ctx& ctx, Tensor out, Tensor mask, Tensor x, 
                                          seed, stream, S_loc, B_loc, C, where);
         } else {
             const int threads = 256;
-            int64_t rows = (int64_t)S_loc * B_loc;
-            dim3 grid((unsigned)((C + threads - 1) / threads), (unsigned)(rows < 65535 ? rows : 65535));
-            bias_dropout_residual_kernel<T><<<grid, threads, 0, ctx.stream>>>(
+            const int64_t packs = (int64_t)S_loc * B_loc * ((C + 7) / 8);
+            // Vector accesses need every row to start 16 bytes aligned: C % 8 == 0 and aligned bases.
+            const bool vec = C % 8 == 0 && vec8_aligned(out.data) && vec8_aligned(x.data) && vec8_aligned(b) &&
+                             vec8_aligned(r) && vec8_aligned(mask.data);
+            bias_dropout_residual_kernel<T><<<pack_blocks(packs, threads), threads, 0, ctx.stream>>>(
                 out.as<T>(), mask.as<uint8_t>(), x.as<T>(), b, r, scale, threshold, seed, stream, S_loc, B_loc,
-                C, where);
+                C, where, vec);
             CUDA_CHECK_LAST();
         }
     });
@@ -151,10 +196,9 @@ void dropout_backward(Ctx& ctx, Tensor dx, Tensor dout, Tensor mask, float p, in
             dropout_backward_cpu<T>(dx.as<T>(), dout.as<T>(), mask.as<uint8_t>(), scale, n);
         } else {
             const int threads = 256;
-            int64_t blocks = (n + threads - 1) / threads;
-            if (blocks > 65536) blocks = 65536;  // grid-stride loop covers the rest
-            dropout_backward_kernel<T><<<(unsigned)blocks, threads, 0, ctx.stream>>>(
-                dx.as<T>(), dout.as<T>(), mask.as<uint8_t>(), scale, n);
+            const bool vec = vec8_aligned(dx.data) && vec8_aligned(dout.data) && vec8_aligned(mask.data);
+            dropout_backward_kernel<T><<<pack_blocks((n + 7) / 8, threads), threads, 0, ctx.stream>>>(
+                dx.as<T>(), dout.as<T>(), mask.as<uint8_t>(), scale, n, vec);
             CUDA_CHECK_LAST();
         }
     });

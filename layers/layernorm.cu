@@ -14,6 +14,7 @@
 // recomputation policies, which run exactly these kernels on exactly these inputs, give bitwise identical
 // gradients.
 #include "layernorm.h"
+#include "vec8.h"
 
 // ---- CPU reference -------------------------------------------------------------------------------------
 
@@ -105,9 +106,11 @@ __device__ inline float warp_sum(float v) {
 
 constexpr int kWarpsPerBlock = 8;  // 256 threads: 8 rows per block, one row per warp
 
-// One warp per row: lane l handles channels l, l+32, l+64, ... (consecutive lanes touch consecutive
-// addresses, so every load is coalesced), then the warp combines its 32 partial sums with shuffles: no
-// shared memory and no __syncthreads. The second and third passes over the row hit L1/L2, not DRAM.
+// Forward for rows too wide to keep in registers (C above the largest kSlots instantiated below; no model
+// here has such rows, it keeps the op general). One warp per row: lane l handles channels l, l+32, l+64, ...
+// (consecutive lanes touch consecutive addresses, so every load is coalesced), then the warp combines its 32
+// partial sums with shuffles: no shared memory and no __syncthreads. The second and third passes over the
+// row hit L1/L2, not DRAM.
 template <class T>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* in, const T* weight,
                                          const T* bias, int N, int C) {
@@ -137,18 +140,93 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
     }
 }
 
-// din, one warp per row (same layout as the forward kernel).
-// __restrict__: din never aliases the inputs (it is its own accumulator). Without it the compiler must assume
-// the store to dx[c] may change x, dy or weight, so each iteration's loads wait for the previous store and the
-// kernel becomes latency-bound (measured on an H200, bf16 [8192 x 1024]: this kernel took 250 us without it;
-// the whole backward then dropped from 209 us to 50 us).
-template <class T>
-__global__ void layernorm_backward_din_kernel(T* __restrict__ din, const T* __restrict__ dout,
-                                              const T* __restrict__ in, const T* __restrict__ weight,
-                                              const float* __restrict__ mean, const float* __restrict__ rstd,
-                                              int N, int C) {
+// ---- CUDA kernels, vectorized (the common case) --------------------------------------------------------
+//
+// One warp per row, the row cut into packs of 8 consecutive channels (vec8.h): lane l owns packs
+// l, l + 32, l + 64, ... (so a warp's 32 lanes touch 32 consecutive 16-byte pieces: coalesced). In bf16 a
+// pack is one 16-byte load instead of eight 2-byte loads. The forward keeps the lane's packs in registers
+// (kSlots packs per lane, a compile-time bound so the array really stays in registers), so the input is
+// read from memory once, not three times. Sums run in a fixed order (each lane over its packs in order, then
+// the xor butterfly), and that order depends only on C: loading a pack with one vector access or eight
+// scalar ones (vec false: C % 8 != 0 or a misaligned view) gives the same bits.
+
+constexpr int kVecWarps = 4;  // rows per block of the vectorized kernels (128 threads)
+
+// Forward. kSlots * 32 * 8 >= C (the dispatch picks the smallest instantiated kSlots that fits).
+template <class T, int kSlots>
+__global__ void __launch_bounds__(kVecWarps * 32)
+    layernorm_forward_vec_kernel(T* out, float* mean, float* rstd, const T* in, const T* weight, const T* bias,
+                                 int N, int C, bool vec) {
     const int lane = threadIdx.x % 32;
-    const int64_t r = (int64_t)blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+    const int64_t r = (int64_t)blockIdx.x * kVecWarps + threadIdx.x / 32;
+    if (r >= N) return;  // whole warps leave together, so the shuffles below see all 32 lanes
+    const T* x = in + r * C;
+    T* y = out + r * C;
+
+    // Read the row once: slot i of this lane is pack lane + 32 i, channels c0 .. c0 + 7 (fewer at the end).
+    Pack8<T> xs[kSlots];
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kSlots; i++) {
+        const int c0 = (lane + 32 * i) * 8;
+        if (c0 < C) {
+            const int count = C - c0 < 8 ? C - c0 : 8;
+            xs[i] = load8(x + c0, count, vec);  // zero beyond count: adds nothing to the sum
+#pragma unroll
+            for (int k = 0; k < 8; k++) sum += to_f32(xs[i].v[k]);
+        }
+    }
+    const float m = warp_sum(sum) / C;
+    // Second pass (squared deviations, as the CPU reference) over the registers, not memory.
+    float sq = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kSlots; i++) {
+        const int c0 = (lane + 32 * i) * 8;
+        if (c0 < C) {
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                float d = to_f32(xs[i].v[k]) - m;
+                if (c0 + k < C) sq += d * d;  // padding elements are 0, and 0 - m is not: skip them
+            }
+        }
+    }
+    // 1/sqrtf rather than rsqrtf: rsqrtf is an approximation and would move the GPU away from the CPU oracle.
+    const float s = 1.0f / sqrtf(warp_sum(sq) / C + kLayerNormEps);
+#pragma unroll
+    for (int i = 0; i < kSlots; i++) {
+        const int c0 = (lane + 32 * i) * 8;
+        if (c0 < C) {
+            const int count = C - c0 < 8 ? C - c0 : 8;
+            const Pack8<T> w = load8(weight + c0, count, vec), b = load8(bias + c0, count, vec);
+            Pack8<T> o;
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                float n = (to_f32(xs[i].v[k]) - m) * s;
+                o.v[k] = from_f32<T>(n * to_f32(w.v[k]) + to_f32(b.v[k]));
+            }
+            store8(y + c0, o, count, vec);  // y may alias x: the whole row is in registers by now
+        }
+    }
+    if (lane == 0) {
+        if (mean) mean[r] = m;
+        if (rstd) rstd[r] = s;
+    }
+}
+
+// din, one warp per row with the same pack layout. The row would not fit in registers for the widest
+// layers (x and dout: 192 registers per lane at C = 6144), so the second pass reads the lane's packs
+// again; this warp read them a moment ago, so they mostly come from L1/L2, not DRAM.
+// __restrict__: din never aliases the inputs (it is its own accumulator). Without it the compiler must assume
+// the store to dx may change x, dy or weight, so each iteration's loads wait for the previous store and the
+// kernel becomes latency-bound (measured on an H200, bf16 [8192 x 1024], scalar version of this kernel:
+// 250 us without it; the whole backward then dropped from 209 us to 50 us).
+template <class T>
+__global__ void __launch_bounds__(kVecWarps * 32)
+    layernorm_backward_din_vec_kernel(T* __restrict__ din, const T* __restrict__ dout, const T* __restrict__ in,
+                                      const T* __restrict__ weight, const float* __restrict__ mean,
+                                      const float* __restrict__ rstd, int N, int C, bool vec) {
+    const int lane = threadIdx.x % 32;
+    const int64_t r = (int64_t)blockIdx.x * kVecWarps + threadIdx.x / 32;
     if (r >= N) return;
     const T* x = in + r * C;
     const T* dy = dout + r * C;
@@ -156,44 +234,72 @@ __global__ void layernorm_backward_din_kernel(T* __restrict__ din, const T* __re
     const float m = mean[r], s = rstd[r];
 
     float sum_g = 0.0f, sum_gn = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-        float n = (to_f32(x[c]) - m) * s;
-        float g = to_f32(dy[c]) * to_f32(weight[c]);
-        sum_g += g;
-        sum_gn += g * n;
+    for (int c0 = lane * 8; c0 < C; c0 += 32 * 8) {
+        const int count = C - c0 < 8 ? C - c0 : 8;
+        const Pack8<T> xv = load8(x + c0, count, vec), dyv = load8(dy + c0, count, vec),
+                       wv = load8(weight + c0, count, vec);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            // Padding elements have dy = w = 0, so g = 0 and they add nothing.
+            float n = (to_f32(xv.v[k]) - m) * s;
+            float g = to_f32(dyv.v[k]) * to_f32(wv.v[k]);
+            sum_g += g;
+            sum_gn += g * n;
+        }
     }
     const float mean_g = warp_sum(sum_g) / C, mean_gn = warp_sum(sum_gn) / C;
-    for (int c = lane; c < C; c += 32) {
-        float n = (to_f32(x[c]) - m) * s;
-        float g = to_f32(dy[c]) * to_f32(weight[c]);
-        dx[c] = from_f32<T>(to_f32(dx[c]) + (g - mean_g - n * mean_gn) * s);
+    for (int c0 = lane * 8; c0 < C; c0 += 32 * 8) {
+        const int count = C - c0 < 8 ? C - c0 : 8;
+        const Pack8<T> xv = load8(x + c0, count, vec), dyv = load8(dy + c0, count, vec),
+                       wv = load8(weight + c0, count, vec);
+        Pack8<T> d = load8(dx + c0, count, vec);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            float n = (to_f32(xv.v[k]) - m) * s;
+            float g = to_f32(dyv.v[k]) * to_f32(wv.v[k]);
+            d.v[k] = from_f32<T>(to_f32(d.v[k]) + (g - mean_g - n * mean_gn) * s);
+        }
+        store8(dx + c0, d, count, vec);
     }
 }
 
-// dweight / dbias, step 1 of 2: the rows are cut into `chunks` consecutive ranges; block (x, y) owns 256
-// columns (one per thread) of row range y and sums them over its rows in order. Each chunk writes its own
-// partial sums to scratch (partial_w[y][c], partial_b[y][c]): no two blocks ever add into the same address,
-// so no atomics and no run-to-run variation.
-constexpr int kColsPerBlock = 256;
+// dweight / dbias, step 1 of 2: the rows are cut into `chunks` consecutive ranges; block (x, y) owns
+// 64 packs of 8 columns (one pack per thread) of row range y and sums them over its rows in order. Each
+// chunk writes its own partial sums to scratch (partial_w[y][c], partial_b[y][c]): no two blocks ever add
+// into the same address, so no atomics and no run-to-run variation.
+constexpr int kPartialThreads = 64;  // 512 columns per block
 
 template <class T>
 __global__ void layernorm_backward_partials_kernel(float* __restrict__ partial_w, float* __restrict__ partial_b,
                                                    const T* __restrict__ dout, const T* __restrict__ in,
                                                    const float* __restrict__ mean, const float* __restrict__ rstd,
-                                                   int N, int C, int rows_per_chunk) {
-    const int c = blockIdx.x * kColsPerBlock + threadIdx.x;
-    if (c >= C) return;
+                                                   int N, int C, int rows_per_chunk, bool vec) {
+    const int c0 = (blockIdx.x * kPartialThreads + threadIdx.x) * 8;
+    if (c0 >= C) return;
+    const int count = C - c0 < 8 ? C - c0 : 8;
     const int64_t r0 = (int64_t)blockIdx.y * rows_per_chunk;
     const int64_t r1 = r0 + rows_per_chunk < N ? r0 + rows_per_chunk : N;
-    float acc_w = 0.0f, acc_b = 0.0f;
+    float acc_w[8], acc_b[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) acc_w[k] = acc_b[k] = 0.0f;
     for (int64_t r = r0; r < r1; r++) {
-        float n = (to_f32(in[r * C + c]) - mean[r]) * rstd[r];
-        float d = to_f32(dout[r * C + c]);
-        acc_w += d * n;
-        acc_b += d;
+        const Pack8<T> xv = load8(in + r * C + c0, count, vec), dv = load8(dout + r * C + c0, count, vec);
+        const float m = mean[r], s = rstd[r];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            float n = (to_f32(xv.v[k]) - m) * s;
+            float d = to_f32(dv.v[k]);
+            acc_w[k] += d * n;
+            acc_b[k] += d;
+        }
     }
-    partial_w[(int64_t)blockIdx.y * C + c] = acc_w;
-    partial_b[(int64_t)blockIdx.y * C + c] = acc_b;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        if (k < count) {
+            partial_w[(int64_t)blockIdx.y * C + c0 + k] = acc_w[k];
+            partial_b[(int64_t)blockIdx.y * C + c0 + k] = acc_b[k];
+        }
+    }
 }
 
 // Step 2 of 2: one thread per column adds the chunks' partial sums in chunk order and accumulates.
@@ -220,6 +326,35 @@ static void check_tensor(const Ctx& ctx, const Tensor& t, DType dtype, int64_t n
                  dtype_name(t.dtype), device_name(t.device), (long long)t.n);
 }
 
+// Launch the register-resident forward with the smallest kSlots (packs of 8 per lane) that holds a row:
+// kSlots = 4 covers C <= 1024, 8 C <= 2048, 16 C <= 4096, 24 C <= 6144 (bf16 only: 24 packs are 96
+// registers in bf16 but 192 in f32, which would spill). Returns false when the row is wider (the caller
+// then runs the scalar kernel). The choice depends only on C and the dtype, never on alignment.
+template <class T, int kSlots>
+static void launch_ln_forward_vec(Ctx& ctx, T* out, float* mean, float* rstd, const T* in, const T* weight,
+                                  const T* bias, int N, int C, bool vec) {
+    const int blocks = (N + kVecWarps - 1) / kVecWarps;
+    layernorm_forward_vec_kernel<T, kSlots><<<blocks, kVecWarps * 32, 0, ctx.stream>>>(out, mean, rstd, in, weight,
+                                                                                     bias, N, C, vec);
+    CUDA_CHECK_LAST();
+}
+
+template <class T>
+static bool layernorm_forward_vec(Ctx& ctx, T* out, float* mean, float* rstd, const T* in, const T* weight,
+                                  const T* bias, int N, int C) {
+    // 16-byte accesses need every row start aligned: C % 8 == 0 and aligned base pointers.
+    const bool vec = C % 8 == 0 && vec8_aligned(out) && vec8_aligned(in) && vec8_aligned(weight) &&
+                     vec8_aligned(bias);
+    const int slots = ((C + 7) / 8 + 31) / 32;  // packs per lane
+    if (slots <= 4) launch_ln_forward_vec<T, 4>(ctx, out, mean, rstd, in, weight, bias, N, C, vec);
+    else if (slots <= 8) launch_ln_forward_vec<T, 8>(ctx, out, mean, rstd, in, weight, bias, N, C, vec);
+    else if (slots <= 16) launch_ln_forward_vec<T, 16>(ctx, out, mean, rstd, in, weight, bias, N, C, vec);
+    else if (sizeof(T) == 2 && slots <= 24)  // (the template argument only avoids instantiating <float, 24>)
+        launch_ln_forward_vec<T, sizeof(T) == 2 ? 24 : 16>(ctx, out, mean, rstd, in, weight, bias, N, C, vec);
+    else return false;
+    return true;
+}
+
 void layernorm_forward(Ctx& ctx, Tensor out, Tensor mean, Tensor rstd, Tensor in, Tensor weight, Tensor bias,
                        int N, int C) {
     const char* op = "layernorm_forward";
@@ -236,7 +371,8 @@ void layernorm_forward(Ctx& ctx, Tensor out, Tensor mean, Tensor rstd, Tensor in
     MM_DISPATCH_ACT(dt, {
         if (ctx.device == Device::CPU) {
             layernorm_forward_cpu<T>(out.as<T>(), mp, rp, in.as<T>(), weight.as<T>(), bias.as<T>(), N, C);
-        } else {
+        } else if (!layernorm_forward_vec<T>(ctx, out.as<T>(), mp, rp, in.as<T>(), weight.as<T>(), bias.as<T>(),
+                                             N, C)) {
             int blocks = (N + kWarpsPerBlock - 1) / kWarpsPerBlock;
             layernorm_forward_kernel<T><<<blocks, kWarpsPerBlock * 32, 0, ctx.stream>>>(
                 out.as<T>(), mp, rp, in.as<T>(), weight.as<T>(), bias.as<T>(), N, C);
@@ -263,15 +399,20 @@ void layernorm_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tens
             layernorm_backward_cpu<T>(din.as<T>(), dweight.as<float>(), dbias.as<float>(), dout.as<T>(),
                                       in.as<T>(), weight.as<T>(), mean.as<float>(), rstd.as<float>(), N, C);
         } else {
-            int blocks = (N + kWarpsPerBlock - 1) / kWarpsPerBlock;
-            layernorm_backward_din_kernel<T><<<blocks, kWarpsPerBlock * 32, 0, ctx.stream>>>(
-                din.as<T>(), dout.as<T>(), in.as<T>(), weight.as<T>(), mean.as<float>(), rstd.as<float>(), N, C);
+            // 16-byte accesses need every row start aligned: C % 8 == 0 and aligned base pointers.
+            const bool vec = C % 8 == 0 && vec8_aligned(din.data) && vec8_aligned(dout.data) &&
+                             vec8_aligned(in.data) && vec8_aligned(weight.data);
+            int blocks = (N + kVecWarps - 1) / kVecWarps;
+            layernorm_backward_din_vec_kernel<T><<<blocks, kVecWarps * 32, 0, ctx.stream>>>(
+                din.as<T>(), dout.as<T>(), in.as<T>(), weight.as<T>(), mean.as<float>(), rstd.as<float>(), N, C,
+                vec);
             CUDA_CHECK_LAST();
 
-            // How many row chunks: enough blocks to fill the GPU (~1024 of 256 threads), derived only from
-            // N and C, so the same shapes always reduce in the same order (bitwise reproducible).
-            const int col_blocks = (C + kColsPerBlock - 1) / kColsPerBlock;
-            int chunks = 1024 / col_blocks;
+            // How many row chunks: enough blocks to keep ~4 MB of loads in flight (~2048 blocks of 64
+            // threads, 32 bytes each per row), derived only from N and C, so the same shapes always reduce
+            // in the same order (bitwise reproducible).
+            const int col_blocks = ((C + 7) / 8 + kPartialThreads - 1) / kPartialThreads;
+            int chunks = 2048 / col_blocks;
             if (chunks < 1) chunks = 1;
             if (chunks > N) chunks = N;
             const int rows_per_chunk = (N + chunks - 1) / chunks;
@@ -279,9 +420,9 @@ void layernorm_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tens
 
             float* partial_w = static_cast<float*>(ctx_scratch(ctx, 2 * sizeof(float) * (size_t)chunks * C));
             float* partial_b = partial_w + (size_t)chunks * C;
-            layernorm_backward_partials_kernel<T><<<dim3(col_blocks, chunks), kColsPerBlock, 0, ctx.stream>>>(
+            layernorm_backward_partials_kernel<T><<<dim3(col_blocks, chunks), kPartialThreads, 0, ctx.stream>>>(
                 partial_w, partial_b, dout.as<T>(), in.as<T>(), mean.as<float>(), rstd.as<float>(), N, C,
-                rows_per_chunk);
+                rows_per_chunk, vec);
             CUDA_CHECK_LAST();
             layernorm_backward_sum_partials_kernel<<<(C + 255) / 256, 256, 0, ctx.stream>>>(
                 dweight.as<float>(), dbias.as<float>(), partial_w, partial_b, chunks, C);

@@ -4,6 +4,7 @@
 // bias_dropout_residual_forward instead). Backward: the stream's gradient flows unchanged into both
 // operands, so the only op needed is "dst += src" where a branch's input gradient joins the stream's.
 #include "residual.h"
+#include "vec8.h"
 
 // ---- CPU reference -------------------------------------------------------------------------------------
 
@@ -19,18 +20,37 @@ static void accumulate_cpu(T* dst, const T* src, int64_t n) {
     for (int64_t i = 0; i < n; i++) dst[i] = from_f32<T>(to_f32(dst[i]) + to_f32(src[i]));
 }
 
-// ---- CUDA kernels (grid-stride loops) ------------------------------------------------------------------
+// ---- CUDA kernels ----------------------------------------------------------------------------------------
+// Grid-stride loops over packs of 8 elements (vec8.h): 16-byte accesses in bf16 when every pointer is
+// 16-byte aligned (`vec`), element by element otherwise; the last pack may be partial (`count`).
+// out may alias a or b: each thread reads its pack of both before writing it.
 
 template <class T>
-__global__ void residual_forward_kernel(T* out, const T* a, const T* b, int64_t n) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        out[i] = from_f32<T>(to_f32(a[i]) + to_f32(b[i]));
+__global__ void residual_forward_kernel(T* out, const T* a, const T* b, int64_t n, bool vec) {
+    const int64_t packs = (n + 7) / 8;
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < packs; j += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t i = j * 8;
+        const int count = n - i < 8 ? (int)(n - i) : 8;
+        const Pack8<T> x = load8(a + i, count, vec), y = load8(b + i, count, vec);
+        Pack8<T> z;
+#pragma unroll
+        for (int k = 0; k < 8; k++) z.v[k] = from_f32<T>(to_f32(x.v[k]) + to_f32(y.v[k]));
+        store8(out + i, z, count, vec);
+    }
 }
 
 template <class T>
-__global__ void accumulate_kernel(T* dst, const T* src, int64_t n) {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        dst[i] = from_f32<T>(to_f32(dst[i]) + to_f32(src[i]));
+__global__ void accumulate_kernel(T* dst, const T* src, int64_t n, bool vec) {
+    const int64_t packs = (n + 7) / 8;
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < packs; j += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t i = j * 8;
+        const int count = n - i < 8 ? (int)(n - i) : 8;
+        Pack8<T> d = load8(dst + i, count, vec);
+        const Pack8<T> s = load8(src + i, count, vec);
+#pragma unroll
+        for (int k = 0; k < 8; k++) d.v[k] = from_f32<T>(to_f32(d.v[k]) + to_f32(s.v[k]));
+        store8(dst + i, d, count, vec);
+    }
 }
 
 // ---- dispatch ------------------------------------------------------------------------------------------
@@ -43,8 +63,10 @@ static void check_tensor(const Ctx& ctx, const Tensor& t, DType dtype, int64_t n
                  device_name(t.device), (long long)t.n);
 }
 
+// Blocks for one thread per pack of 8 elements (capped: the kernels' grid-stride loops cover the rest).
 static unsigned grid_for(int64_t n, int threads) {
-    int64_t blocks = (n + threads - 1) / threads;
+    int64_t packs = (n + 7) / 8;
+    int64_t blocks = (packs + threads - 1) / threads;
     return (unsigned)(blocks < 65536 ? blocks : 65536);
 }
 
@@ -57,8 +79,9 @@ void residual_forward(Ctx& ctx, Tensor out, Tensor a, Tensor b, int64_t n) {
         if (ctx.device == Device::CPU) {
             residual_forward_cpu<T>(out.as<T>(), a.as<T>(), b.as<T>(), n);
         } else {
+            const bool vec = vec8_aligned(out.data) && vec8_aligned(a.data) && vec8_aligned(b.data);
             residual_forward_kernel<T><<<grid_for(n, 256), 256, 0, ctx.stream>>>(out.as<T>(), a.as<T>(),
-                                                                                 b.as<T>(), n);
+                                                                                 b.as<T>(), n, vec);
             CUDA_CHECK_LAST();
         }
     });
@@ -72,7 +95,8 @@ void accumulate(Ctx& ctx, Tensor dst, Tensor src, int64_t n) {
         if (ctx.device == Device::CPU) {
             accumulate_cpu<T>(dst.as<T>(), src.as<T>(), n);
         } else {
-            accumulate_kernel<T><<<grid_for(n, 256), 256, 0, ctx.stream>>>(dst.as<T>(), src.as<T>(), n);
+            const bool vec = vec8_aligned(dst.data) && vec8_aligned(src.data);
+            accumulate_kernel<T><<<grid_for(n, 256), 256, 0, ctx.stream>>>(dst.as<T>(), src.as<T>(), n, vec);
             CUDA_CHECK_LAST();
         }
     });

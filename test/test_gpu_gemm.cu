@@ -230,7 +230,10 @@ static void test_attention() {
         int64_t b_offset, B_total, head_offset, NH_total;
     };
     // The second case is a sub-range (a TP rank's heads of a DP rank's batches) with S > 32 * 4.
-    const Case cases[] = {{37, 3, 3, 24, 0, 3, 0, 3}, {133, 2, 3, 24, 1, 5, 2, 6}};
+    // S = 64 and 1024 take the aligned 16-byte paths of the row-in-registers softmax kernels; S = 2100 is
+    // longer than those kernels hold (2048 in bf16) and takes the general kernel.
+    const Case cases[] = {{37, 3, 3, 24, 0, 3, 0, 3}, {133, 2, 3, 24, 1, 5, 2, 6}, {64, 2, 2, 32, 0, 2, 0, 2},
+                          {1024, 1, 2, 16, 1, 2, 0, 2}, {2100, 1, 1, 16, 0, 1, 1, 2}};
     for (const Case& cs : cases)
         for (DType dt : {DType::F32, DType::BF16})
             for (float p : {0.f, 0.1f}) {

@@ -1,0 +1,84 @@
+// vec8.h — packs of 8 elements for the memory-bound CUDA kernels (layernorm, dropout, gelu, residual,
+// attention softmax).
+//
+// Why: an element-wise kernel that moves one bf16 (2 bytes) per thread per load issues 8× more memory
+// instructions than one that moves 16 bytes, and on an H100/H200 (3–5 TB/s) the instruction issue, not
+// DRAM, then becomes the limit. A Pack8 holds 8 consecutive elements: one 16-byte access for bf16, two for
+// f32 (HOPPER.md: "16-byte accesses per thread, coalesced across the warp").
+//
+// The vector access needs the address to be 16-byte aligned and all 8 elements to exist. Tensors can be
+// views at any element offset and rows can have any length (the GPU tests use C = 129), so every kernel
+// also has a scalar path: load8/store8 take `vec` (decided once per launch on the host from the real
+// pointers, see vec8_aligned) and the number of valid elements, and fall back to element-by-element
+// accesses. The *arithmetic* never depends on which path loaded the data: a kernel gives the same bits
+// whether its tensors happened to be aligned or not (recompute policies are compared bitwise).
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include "tensor.h"
+
+template <class T>
+struct alignas(16) Pack8 {
+    T v[8];
+};
+
+// True when p is 16-byte aligned (host side: decides whether a launch may use vector accesses).
+inline bool vec8_aligned(const void* p) { return p == nullptr || ((uintptr_t)p & 15u) == 0; }
+
+// Elements [0, count) of p (count <= 8); the rest of the pack is zero. One vector access when `vec` (the
+// launch's pointers are aligned, so p is 16-byte aligned) and the pack is full (count == 8); a partial pack
+// (the end of a row or tensor) is always read element by element.
+template <class T>
+__device__ inline Pack8<T> load8(const T* p, int count, bool vec) {
+    Pack8<T> r;
+    if (vec && count == 8) {
+        constexpr int kPer16 = 16 / (int)sizeof(T);  // elements per 16-byte access (8 bf16, 4 f32)
+#pragma unroll
+        for (int k = 0; k < 8 / kPer16; k++) {
+            uint4 bits = reinterpret_cast<const uint4*>(p)[k];
+            memcpy(&r.v[k * kPer16], &bits, 16);
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++) r.v[k] = k < count ? p[k] : from_f32<T>(0.0f);
+    }
+    return r;
+}
+
+// Store elements [0, count) of the pack to p (count <= 8), with the same vector / scalar rule as load8.
+template <class T>
+__device__ inline void store8(T* p, const Pack8<T>& r, int count, bool vec) {
+    if (vec && count == 8) {
+        constexpr int kPer16 = 16 / (int)sizeof(T);
+#pragma unroll
+        for (int k = 0; k < 8 / kPer16; k++) {
+            uint4 bits;
+            memcpy(&bits, &r.v[k * kPer16], 16);
+            reinterpret_cast<uint4*>(p)[k] = bits;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (k < count) p[k] = r.v[k];
+    }
+}
+
+// 8 one-byte dropout mask entries: one 8-byte access when vec (p then 8-byte aligned), else byte by byte.
+__device__ inline uint64_t load_mask8(const uint8_t* p, int count, bool vec) {
+    if (vec && count == 8) return *reinterpret_cast<const uint64_t*>(p);
+    uint64_t bits = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        if (k < count) bits |= (uint64_t)p[k] << (8 * k);
+    return bits;
+}
+__device__ inline void store_mask8(uint8_t* p, uint64_t bits, int count, bool vec) {
+    if (vec && count == 8) {
+        *reinterpret_cast<uint64_t*>(p) = bits;
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        if (k < count) p[k] = (uint8_t)(bits >> (8 * k));
+}
+__device__ inline bool mask8_get(uint64_t bits, int k) { return ((bits >> (8 * k)) & 0xFFu) != 0; }
