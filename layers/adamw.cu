@@ -114,14 +114,6 @@ __global__ void scale_kernel(float* x, float s, int64_t n) {
 
 // ---- dispatch ------------------------------------------------------------------------------------------
 
-static void check_tensor(const Ctx& ctx, const Tensor& t, DType dtype, int64_t n, const char* op,
-                         const char* name) {
-    if (t.device != ctx.device || t.dtype != dtype || t.n < n)
-        mm_fatal("%s: %s must be %s on %s with >= %lld elements (got %s on %s, %lld)", op, name,
-                 dtype_name(dtype), device_name(ctx.device), (long long)n, dtype_name(t.dtype),
-                 device_name(t.device), (long long)t.n);
-}
-
 static unsigned grid_for(int64_t n, int threads) {
     int64_t blocks = (n + threads - 1) / threads;
     return (unsigned)(blocks < 65536 ? blocks : 65536);

@@ -132,14 +132,6 @@ static unsigned pack_blocks(int64_t packs, int threads) {
 
 // ---- dispatch ------------------------------------------------------------------------------------------
 
-static void check_tensor(const Ctx& ctx, const Tensor& t, DType dtype, int64_t n, const char* op,
-                         const char* name) {
-    if (t.device != ctx.device || t.dtype != dtype || t.n < n)
-        mm_fatal("%s: %s must be %s on %s with >= %lld elements (got %s on %s, %lld)", op, name,
-                 dtype_name(dtype), device_name(ctx.device), (long long)n, dtype_name(t.dtype),
-                 device_name(t.device), (long long)t.n);
-}
-
 static float dropout_scale(float p, const char* op) {
     if (!(p >= 0.0f && p < 1.0f)) mm_fatal("%s: dropout probability must be in [0, 1), got %g", op, p);
     return 1.0f / (1.0f - p);

@@ -76,21 +76,6 @@ __global__ void gelu_backward_kernel(T* din, const T* in, const T* dout, int64_t
 
 // ---- dispatch ------------------------------------------------------------------------------------------
 
-static void check_tensor(const Ctx& ctx, const Tensor& t, DType dtype, int64_t n, const char* op,
-                         const char* name) {
-    if (t.device != ctx.device || t.dtype != dtype || t.n < n)
-        mm_fatal("%s: %s must be %s on %s with >= %lld elements (got %s on %s, %lld)", op, name,
-                 dtype_name(dtype), device_name(ctx.device), (long long)n, dtype_name(t.dtype),
-                 device_name(t.device), (long long)t.n);
-}
-
-// Blocks for one thread per pack of 8 elements (capped: the kernels' grid-stride loops cover the rest).
-static unsigned grid_for(int64_t n, int threads) {
-    int64_t packs = (n + 7) / 8;
-    int64_t blocks = (packs + threads - 1) / threads;
-    return (unsigned)(blocks < 65536 ? blocks : 65536);
-}
-
 void gelu_forward(Ctx& ctx, Tensor out, Tensor in, int64_t n) {
     check_tensor(ctx, out, in.dtype, n, "gelu_forward", "out");
     check_tensor(ctx, in, in.dtype, n, "gelu_forward", "in");
@@ -100,7 +85,7 @@ void gelu_forward(Ctx& ctx, Tensor out, Tensor in, int64_t n) {
             gelu_forward_cpu<T>(out.as<T>(), in.as<T>(), n);
         } else {
             const bool vec = vec8_aligned(out.data) && vec8_aligned(in.data);
-            gelu_forward_kernel<T><<<grid_for(n, 256), 256, 0, ctx.stream>>>(out.as<T>(), in.as<T>(), n, vec);
+            gelu_forward_kernel<T><<<grid_for_packs8(n, 256), 256, 0, ctx.stream>>>(out.as<T>(), in.as<T>(), n, vec);
             CUDA_CHECK_LAST();
         }
     });
@@ -116,7 +101,7 @@ void gelu_backward(Ctx& ctx, Tensor din, Tensor in, Tensor dout, int64_t n) {
             gelu_backward_cpu<T>(din.as<T>(), in.as<T>(), dout.as<T>(), n);
         } else {
             const bool vec = vec8_aligned(din.data) && vec8_aligned(in.data) && vec8_aligned(dout.data);
-            gelu_backward_kernel<T><<<grid_for(n, 256), 256, 0, ctx.stream>>>(din.as<T>(), in.as<T>(),
+            gelu_backward_kernel<T><<<grid_for_packs8(n, 256), 256, 0, ctx.stream>>>(din.as<T>(), in.as<T>(),
                                                                               dout.as<T>(), n, vec);
             CUDA_CHECK_LAST();
         }

@@ -318,14 +318,6 @@ __global__ void layernorm_backward_sum_partials_kernel(float* dweight, float* db
 
 // ---- dispatch ------------------------------------------------------------------------------------------
 
-static void check_tensor(const Ctx& ctx, const Tensor& t, DType dtype, int64_t n, const char* op,
-                         const char* name) {
-    if (t.empty() || t.device != ctx.device || t.dtype != dtype || t.n < n)
-        mm_fatal("%s: %s must be %s on %s with >= %lld elements (got %s%s on %s, %lld)", op, name,
-                 dtype_name(dtype), device_name(ctx.device), (long long)n, t.empty() ? "empty " : "",
-                 dtype_name(t.dtype), device_name(t.device), (long long)t.n);
-}
-
 // Launch the register-resident forward with the smallest kSlots (packs of 8 per lane) that holds a row:
 // kSlots = 4 covers C <= 1024, 8 C <= 2048, 16 C <= 4096, 24 C <= 6144 (bf16 only: 24 packs are 96
 // registers in bf16 but 192 in f32, which would spill). Returns false when the row is wider (the caller

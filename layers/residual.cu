@@ -55,21 +55,6 @@ __global__ void accumulate_kernel(T* dst, const T* src, int64_t n, bool vec) {
 
 // ---- dispatch ------------------------------------------------------------------------------------------
 
-static void check_tensor(const Ctx& ctx, const Tensor& t, DType dtype, int64_t n, const char* op,
-                         const char* name) {
-    if (t.device != ctx.device || t.dtype != dtype || t.n < n)
-        mm_fatal("%s: %s must be %s on %s with >= %lld elements (got %s on %s, %lld)", op, name,
-                 dtype_name(dtype), device_name(ctx.device), (long long)n, dtype_name(t.dtype),
-                 device_name(t.device), (long long)t.n);
-}
-
-// Blocks for one thread per pack of 8 elements (capped: the kernels' grid-stride loops cover the rest).
-static unsigned grid_for(int64_t n, int threads) {
-    int64_t packs = (n + 7) / 8;
-    int64_t blocks = (packs + threads - 1) / threads;
-    return (unsigned)(blocks < 65536 ? blocks : 65536);
-}
-
 void residual_forward(Ctx& ctx, Tensor out, Tensor a, Tensor b, int64_t n) {
     check_tensor(ctx, out, a.dtype, n, "residual_forward", "out");
     check_tensor(ctx, a, a.dtype, n, "residual_forward", "a");
@@ -80,7 +65,7 @@ void residual_forward(Ctx& ctx, Tensor out, Tensor a, Tensor b, int64_t n) {
             residual_forward_cpu<T>(out.as<T>(), a.as<T>(), b.as<T>(), n);
         } else {
             const bool vec = vec8_aligned(out.data) && vec8_aligned(a.data) && vec8_aligned(b.data);
-            residual_forward_kernel<T><<<grid_for(n, 256), 256, 0, ctx.stream>>>(out.as<T>(), a.as<T>(),
+            residual_forward_kernel<T><<<grid_for_packs8(n, 256), 256, 0, ctx.stream>>>(out.as<T>(), a.as<T>(),
                                                                                  b.as<T>(), n, vec);
             CUDA_CHECK_LAST();
         }
@@ -96,7 +81,7 @@ void accumulate(Ctx& ctx, Tensor dst, Tensor src, int64_t n) {
             accumulate_cpu<T>(dst.as<T>(), src.as<T>(), n);
         } else {
             const bool vec = vec8_aligned(dst.data) && vec8_aligned(src.data);
-            accumulate_kernel<T><<<grid_for(n, 256), 256, 0, ctx.stream>>>(dst.as<T>(), src.as<T>(), n, vec);
+            accumulate_kernel<T><<<grid_for_packs8(n, 256), 256, 0, ctx.stream>>>(dst.as<T>(), src.as<T>(), n, vec);
             CUDA_CHECK_LAST();
         }
     });

@@ -55,6 +55,14 @@ void ctx_destroy(Ctx& ctx);
 void* ctx_scratch(Ctx& ctx, size_t bytes);
 void ctx_sync(const Ctx& ctx);
 
+// An op's argument check: `t` must live on ctx's device, have `dtype` and hold at least n elements; else stop
+// with a message naming the op and the argument.
+inline void check_tensor(const Ctx& ctx, const Tensor& t, DType dtype, int64_t n, const char* op, const char* name) {
+    if (t.device != ctx.device || t.dtype != dtype || t.n < n)
+        mm_fatal("%s: %s must be %s on %s with >= %lld elements (got %s on %s, %lld)", op, name, dtype_name(dtype),
+                 device_name(ctx.device), (long long)n, dtype_name(t.dtype), device_name(t.device), (long long)t.n);
+}
+
 // ---- plain buffers (weights, gradients, optimizer state, scratch): not counted as activations ---------
 Tensor tensor_alloc(Device device, DType dtype, int64_t n);   // uninitialized
 Tensor tensor_zeros(Device device, DType dtype, int64_t n);

@@ -82,3 +82,10 @@ __device__ inline void store_mask8(uint8_t* p, uint64_t bits, int count, bool ve
         if (k < count) p[k] = (uint8_t)(bits >> (8 * k));
 }
 __device__ inline bool mask8_get(uint64_t bits, int k) { return ((bits >> (8 * k)) & 0xFFu) != 0; }
+
+// Blocks for one thread per pack of 8 elements (capped: the kernels' grid-stride loops cover the rest).
+inline unsigned grid_for_packs8(int64_t n, int threads) {
+    int64_t packs = (n + 7) / 8;
+    int64_t blocks = (packs + threads - 1) / threads;
+    return (unsigned)(blocks < 65536 ? blocks : 65536);
+}
