@@ -4,6 +4,7 @@
 #   make bench   layer and end-to-end benchmarks (tiny shapes on CPU; the paper's shapes on a GPU)
 #   make paper   the paper-scale calculator: Table 2, Figure 7 (docs/figure7.png), memory totals, MFU/HFU
 #   make memory  the Table 2 grid measured on a small model on CPU, next to the formulas
+#   make pictures  docs/loss.png and docs/memory.png from the last make train's log
 #   make deps    install missing Debian packages (as root), else print the command
 #   make clean
 BUILD ?= build
@@ -20,7 +21,7 @@ TRAIN_ARGS ?= --tp 2 --sp --recompute selective --memory-report --layers 4 --hea
               --batch 16 --steps 600 --lr 2e-3 --warmup 50 --dropout 0.0 --val-every 200 --log-every 50 \
               --sample 400 --temperature 0.7 --top-k 20 --save $(BUILD)/model.bin --log $(BUILD)/train.jsonl
 
-.PHONY: all build train test bench paper memory deps data clean
+.PHONY: all build train test bench paper memory pictures deps data clean
 
 all: build
 
@@ -61,8 +62,59 @@ paper: build
 memory: build data
 	@for tp in 1 2 4; do for sp in "" "--sp"; do for rc in none selective full; do \
 	  $(MPIRUN) -np $$tp $(BUILD)/train_gpt --device cpu --dtype bf16 --tp $$tp $$sp --recompute $$rc --layers 2 --heads 8 \
-	    --hidden 64 --seq 64 --batch 2 --steps 1 --val-batches 0 --memory-report | grep -E "^  (total|model) " | \
+	    --hidden 64 --seq 64 --batch 2 --steps 1 --val-batches 0 --memory-report | grep -E "^  (total|model) +[0-9]" | \
 	    sed "s/^/tp=$$tp $${sp:-   } $$rc: /"; done; done; done
+
+# Pictures of the last make train: the loss curve and the measured-vs-formula memory breakdown.
+pictures: build
+	@test -f $(BUILD)/train.jsonl || { echo "pictures: no $(BUILD)/train.jsonl yet: run make train first"; exit 1; }
+	@mkdir -p docs && $(BUILD)/plot_log $(BUILD)/train.jsonl --out-dir docs
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- reliability: sanitizers and fuzzers (test/reliability.cmake, docs/bad_inputs.md) ------------------------
+# make test-asan: the CPU tests (unit, and the mpi tests of the CLI, resume, crash and bad-input tables) built
+# with AddressSanitizer + UndefinedBehaviorSanitizer in $(ASAN_BUILD), one CUDA architecture (device code is
+# not what is being checked). ASAN_OPTIONS: protect_shadow_gap=0 lets the CUDA runtime reserve its address
+# range; detect_leaks=0 because every MPI program "leaks" ~120 KB at exit from OpenMPI/PMIx plugins that are
+# unloaded by then, so LeakSanitizer can neither name nor suppress them (the parsers get leak checking from
+# the fuzzers, which run without MPI). Out-of-bounds, use-after-free and undefined behaviour stay fatal.
+ASAN_BUILD ?= build-asan
+ASAN_ARCHS ?= 90
+ASAN_TESTS ?= ^(cli_|bad_|resume_|crash_during_save_|nan_stops_|test_recompute_tp2_sp|test_equivalence_sp_tp2$$)
+# Reports also go to files under $(ASAN_BUILD)/sanitizer-reports, so that one from a test that expects a
+# failure (the bad-input table) cannot hide behind the expected non-zero exit: any report fails the target.
+ASAN_REPORTS = $(CURDIR)/$(ASAN_BUILD)/sanitizer-reports
+ASAN_ENV = ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0:abort_on_error=1:log_path=$(ASAN_REPORTS)/asan \
+           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(ASAN_REPORTS)/ubsan
+# make fuzz: libFuzzer targets for the checkpoint, shard and training-state parsers, built with clang as host
+# C++ (ASan + UBSan), each run FUZZ_SECONDS from a small seed corpus. Not part of make test.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = checkpoint:model/checkpoint.cu shard:data/shard.cu \
+               train_state:model/train_state.cu,model/checkpoint.cu,model/atomic_file.cu
+.PHONY: test-asan fuzz
+
+test-asan: deps
+	@PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMM_SANITIZE=ON \
+	  "-DCMAKE_CUDA_ARCHITECTURES=$(ASAN_ARCHS)" >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS)
+	cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) --timeout 900 -L unit
+	cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) --timeout 900 -R '$(ASAN_TESTS)'
+	@if ls $(ASAN_REPORTS) | grep -q .; then echo "sanitizer reports:"; head -40 $(ASAN_REPORTS)/*; exit 1; fi
+	@echo "test-asan: no AddressSanitizer / UndefinedBehaviorSanitizer reports"
+
+fuzz:
+	@command -v clang++ >/dev/null || { echo "fuzz: clang++ not found: apt-get install clang (libFuzzer comes with it)"; exit 1; }
+	@mkdir -p $(FUZZ_BUILD) && python3 tools/fuzz_seeds.py $(FUZZ_BUILD)/seeds
+	@for t in $(FUZZ_TARGETS); do name=$${t%%:*}; srcs=$$(echo $${t#*:} | tr , ' '); \
+	  clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. \
+	    -I/usr/local/cuda/include -x c++ tools/fuzz_$$name.cu $$srcs -o $(FUZZ_BUILD)/fuzz_$$name || exit 1; done
+	@for t in $(FUZZ_TARGETS); do name=$${t%%:*}; mkdir -p $(FUZZ_BUILD)/corpus_$$name; \
+	  echo "fuzz_$$name: $(FUZZ_SECONDS) s"; \
+	  $(FUZZ_BUILD)/fuzz_$$name -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 \
+	    $(FUZZ_BUILD)/corpus_$$name $(FUZZ_BUILD)/seeds/$$name 2> $(FUZZ_BUILD)/fuzz_$$name.log || \
+	    { tail -40 $(FUZZ_BUILD)/fuzz_$$name.log; exit 1; }; \
+	  grep -E "stat::number_of_executed_units|Done [0-9]+ runs" $(FUZZ_BUILD)/fuzz_$$name.log; done

@@ -7,6 +7,7 @@
 #include <cblas.h>
 #include <cstdlib>
 #include <chrono>
+#include <climits>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +19,7 @@
 #include "model/checkpoint.h"
 #include "model/generate.h"
 #include "model/gpt.h"
+#include "model/train_state.h"
 #include "model/train_step.h"
 #include "recompute/memory_report.h"
 #include "train_options.h"
@@ -25,10 +27,14 @@
 static int g_rank = 0;
 #define LOG0(...) do { if (g_rank == 0) { printf(__VA_ARGS__); fflush(stdout); } } while (0)
 
-// Every rank reaches the same verdict on a bad configuration: rank 0 explains, all exit cleanly.
+// Refuse a bad input on every rank together. Collective: every rank calls it at the same point, with ""
+// when it sees no problem; if any rank has one, the lowest such rank explains and all exit(1) cleanly
+// (a problem seen by one rank only, e.g. a file unreadable on one node, cannot leave the others waiting).
 static void refuse_if(const std::string& problem) {
-    if (problem.empty()) return;
-    if (g_rank == 0) fprintf(stderr, "error: %s\n", problem.c_str());
+    int mine = problem.empty() ? INT32_MAX : g_rank, first = mine;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first == INT32_MAX) return;
+    if (g_rank == first) fprintf(stderr, "error: %s\n", problem.c_str()), fflush(stderr);
     MPI_Finalize();
     exit(1);
 }
@@ -52,7 +58,7 @@ static Device choose_device(const TrainOptions& o, int local_rank, int local_siz
     bool have = cuda_available() && cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
     if (o.device == "cpu") return Device::CPU;
     if (o.device == "cuda") {
-        if (!have) refuse_if("--device cuda: no CUDA GPU is visible on this machine; use --device cpu");
+        refuse_if(have ? "" : "--device cuda: no CUDA GPU is visible on this machine; use --device cpu");
         *gpu = local_rank % n;
         return Device::CUDA;
     }
@@ -62,6 +68,72 @@ static Device choose_device(const TrainOptions& o, int local_rank, int local_siz
     }
     if (have) LOG0("note: %d GPU(s) for %d ranks on this node: running on CPU (use --device cuda --comm mpi to share a GPU)\n", n, local_size);
     return Device::CPU;
+}
+
+// The configuration a training state records (model/train_state.h): what must match to continue exactly.
+static TrainState describe_run(const TrainOptions& o, const GPTConfig& cfg, const ProcessGrid& g, DType dtype, Recompute rc, const DataLoader& train) {
+    TrainState s;
+    s.cfg = cfg;
+    s.tp = g.tp; s.dp = g.dp; s.sp = g.sp; s.dtype = dtype == DType::BF16; s.recompute = (int)rc;
+    s.seed = o.seed; s.shuffle = o.shuffle; s.batch = o.batch; s.seq = o.seq;
+    s.steps = o.steps; s.warmup = o.warmup; s.lr_schedule = o.lr_schedule == "cosine";
+    s.lr = o.lr; s.min_lr_frac = o.min_lr_frac; s.beta1 = o.beta1; s.beta2 = o.beta2; s.eps = o.eps;
+    s.weight_decay = o.weight_decay; s.grad_clip = o.grad_clip; s.dropout = o.dropout;
+    if (!o.checkpoint_dir.empty() || !o.resume.empty()) {
+        s.train_tokens = (int64_t)train.tokens.size();
+        s.train_hash = fnv1a64(train.tokens.data(), train.tokens.size() * sizeof(uint16_t));
+    }
+    return s;
+}
+
+// --resume: check the saved state against this run (collectively: every rank reaches the same verdict),
+// then restore the AdamW moments and the data position. Returns the first step to run.
+static int restore_training_state(TrainState& saved, const std::string& step_dir, const TrainState& run, GPT& model,
+                                  DataLoader& train, int64_t* skipped) {
+    const std::string state_file = step_dir + "/state.bin";
+    refuse_if(train_state_mismatch(saved, run, state_file));
+    refuse_if(saved.data_position < train.num_batches ? "" : state_file + ": data position " +
+              std::to_string(saved.data_position) + " is past the " + std::to_string(train.num_batches) + " batches of an epoch");
+    std::string note = train_state_layout_note(saved, run);
+    if (!note.empty()) LOG0("note: %s\n", note.c_str());
+    gpt_load_full_optimizer(model, saved.adam_m.data(), saved.adam_v.data());
+    train.set_state({saved.data_epoch, saved.data_position});
+    *skipped = saved.skipped_steps;
+    saved.adam_m = saved.adam_v = std::vector<float>();
+    LOG0("resumed from %s: step %lld done, data epoch %lld batch %lld\n", step_dir.c_str(), (long long)saved.step,
+         (long long)saved.data_epoch, (long long)saved.data_position);
+    return (int)saved.step + 1;
+}
+
+// Save the pair DIR/step_N/{model.bin,state.bin} (model/train_state.cu): the TP ranks gather the weights and
+// AdamW moments (consolidated), rank 0 writes.
+static void save_checkpoint(const std::string& dir, GPT& model, TrainState s, const DataLoader& train, int step, int64_t skipped) {
+    std::vector<float> params;
+    gpt_gather_full(model, params);
+    gpt_gather_full_optimizer(model, s.adam_m, s.adam_v);
+    s.step = step;
+    s.data_epoch = train.epoch;
+    s.data_position = train.position;
+    s.skipped_steps = skipped;
+    std::string err;
+    if (g_rank == 0 && !checkpoint_dir_save(dir, model.cfg, params.data(), s, err)) err = "checkpoint not saved: " + err;
+    refuse_if(err);
+    LOG0("saved checkpoint %s/%s\n", dir.c_str(), checkpoint_step_name(step).c_str());
+}
+
+// A step whose loss or gradient norm was NaN/Inf (its update was not applied): name the first bad gradient
+// tensor and stop -- or, with --skip-bad-steps, go on (at most 10 in a row). Returns the new run of bad steps.
+static int handle_bad_step(const TrainOptions& o, GPT& model, const StepStats& st, int step, int bad_in_a_row) {
+    std::string where = first_nonfinite_gradient(model);  // collective
+    char head[160];
+    snprintf(head, sizeof head, "step %d: the loss (%g) or the gradient norm (%g) is not finite; first non-finite gradient: ", step, st.loss, st.grad_norm);
+    std::string what = head + (where.empty() ? std::string("none (the loss itself)") : where);
+    if (!o.skip_bad_steps)
+        refuse_if(what + "; stopped before the update (weights and checkpoints hold step " + std::to_string(step - 1) +
+                  "); lower --lr, keep --grad-clip on, or pass --skip-bad-steps");
+    if (bad_in_a_row + 1 >= 10) refuse_if(what + "; 10 steps in a row were not finite: stopping despite --skip-bad-steps");
+    LOG0("warning: %s; update skipped (--skip-bad-steps)\n", what.c_str());
+    return bad_in_a_row + 1;
 }
 
 int main(int argc, char** argv) {
@@ -86,16 +158,21 @@ int main(int argc, char** argv) {
     if (!getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(1);
     DType dtype = opt.dtype == "bf16" ? DType::BF16 : DType::F32;
     CommBackend backend = (opt.comm == "nccl" || (opt.comm == "auto" && device == Device::CUDA)) ? CommBackend::NCCL : CommBackend::MPI;
-    if (backend == CommBackend::NCCL && device == Device::CPU) refuse_if("--comm nccl needs --device cuda");
+    refuse_if(backend == CommBackend::NCCL && device == Device::CPU ? "--comm nccl needs --device cuda" : "");
     Recompute recompute;
     parse_recompute(opt.recompute.c_str(), &recompute);
 
-    // ---- the model's shape (model/config.h, model/checkpoint.cu) ------------------------------------------
+    // ---- the model's shape (model/config.h, model/checkpoint.cu), or a checkpoint to resume ---------------
     GPTConfig cfg;
     std::vector<float> init_params;
-    if (!opt.init.empty()) {
+    TrainState resumed;      // model/train_state.h: AdamW moments, step, data position, configuration
+    std::string resumed_dir;
+    if (!opt.resume.empty()) {
         std::string err;
-        if (!checkpoint_read(opt.init, cfg, init_params, err)) refuse_if(err);
+        refuse_if(checkpoint_dir_load(opt.resume, cfg, init_params, resumed, resumed_dir, err) ? "" : err);
+    } else if (!opt.init.empty()) {
+        std::string err;
+        refuse_if(checkpoint_read(opt.init, cfg, init_params, err) ? "" : err);
     } else {
         cfg.layers = opt.layers;
         cfg.heads = opt.heads;
@@ -108,7 +185,7 @@ int main(int argc, char** argv) {
     // ---- the process grid (parallel/process_grid.cu): refuse an impossible layout before allocating ----
     refuse_if(grid_validate(world, opt.tp, opt.sp, cfg, opt.batch, opt.seq));
     int dp = world / opt.tp;
-    if (opt.micro_batch && opt.micro_batch * dp != opt.batch)
+    if (opt.micro_batch && opt.micro_batch * dp != opt.batch)  // (the same on every rank)
         refuse_if("--micro-batch-size " + std::to_string(opt.micro_batch) + " times data-parallel size " + std::to_string(dp) +
                   " must equal the global batch " + std::to_string(opt.batch) + " (no gradient accumulation)");
     Ctx ctx = ctx_create(device, gpu);
@@ -126,16 +203,20 @@ int main(int argc, char** argv) {
 
     DataLoader train, val;
     std::string err;
-    if (!train.init(opt.train_file, opt.batch, opt.seq, grid.dp, grid.dp_rank, opt.shuffle, opt.seed, cfg.vocab, err))
-        refuse_if(err + (opt.train_file.find("data/generated/default") != std::string::npos ? " (run 'make data' first)" : ""));
+    bool train_ok = train.init(opt.train_file, opt.batch, opt.seq, grid.dp, grid.dp_rank, opt.shuffle, opt.seed, cfg.vocab, err);
+    refuse_if(train_ok ? "" : err + (opt.train_file.find("data/generated/default") != std::string::npos ? " (run 'make data' first)" : ""));
     bool have_val = val.init(opt.val_file, opt.batch, opt.seq, grid.dp, grid.dp_rank, false, 0, cfg.vocab, err);
     if (!have_val) LOG0("note: no validation (%s)\n", err.c_str());
 
+    // ---- exact resume (model/train_state.h): check the saved state against this run, restore it -----------
+    TrainState run = describe_run(opt, cfg, grid, dtype, recompute, train);
+    int start_step = 1;
+    int64_t skipped_steps = 0;
+    if (!opt.resume.empty()) start_step = restore_training_state(resumed, resumed_dir, run, model, train, &skipped_steps);
+
     FILE* logf = nullptr;
-    if (g_rank == 0 && !opt.log.empty()) {
-        logf = fopen(opt.log.c_str(), "w");
-        if (!logf) refuse_if("cannot open --log file " + opt.log + " for writing");
-    }
+    if (g_rank == 0 && !opt.log.empty()) logf = fopen(opt.log.c_str(), opt.resume.empty() ? "w" : "a");  // a resumed run appends
+    refuse_if(g_rank == 0 && !opt.log.empty() && !logf ? "cannot open --log file " + opt.log + " for writing" : "");
 
     // ---- start-up summary ---------------------------------------------------------------------------------
     ModelFormulaInput shape;
@@ -169,18 +250,24 @@ int main(int argc, char** argv) {
     // ---- training ---------------------------------------------------------------------------------------------
     OptimConfig oc;
     oc.beta1 = opt.beta1; oc.beta2 = opt.beta2; oc.eps = opt.eps; oc.weight_decay = opt.weight_decay; oc.grad_clip = opt.grad_clip;
+    // Numerical-fault injection for tests (hidden flag): a NaN in one gradient, after the synchronization.
+    int step = 0;
+    oc.after_sync = [&]() {
+        if (step == opt.inject_nan_at_step) tensor_fill_f32(gpt_grad(model, P_ATTPROJW, cfg.layers - 1).slice(0, 1), NAN);
+    };
     float best_val = INFINITY, first_loss = NAN, last_loss = NAN;
-    if (opt.val_every > 0) {
+    int bad_in_a_row = 0;
+    if (opt.val_every > 0 && start_step == 1) {
         float v0 = validate(0);
         if (v0 >= 0) best_val = v0;
     }
     double t_start = now_s(), t_steps = 0;
     const double tokens_per_step = (double)opt.batch * opt.seq;
-    for (int step = 1; step <= opt.steps; step++) {
+    for (step = start_step; step <= opt.steps; step++) {
         train.next_batch();
         float lr = learning_rate(opt, step);
         auto report = [&]() {  // recompute/memory_report.cu: measured vs formula, right after the forward pass
-            if (!(opt.memory_report && step == 1)) return;
+            if (!(opt.memory_report && step == start_step)) return;
             ctx_sync(ctx);
             MemoryReport r = build_memory_report(alloc.live(), shape);
             if (device == Device::CUDA) {
@@ -194,14 +281,19 @@ int main(int argc, char** argv) {
         StepStats st = train_step(model, train.inputs.data(), train.targets.data(), train.B_local, opt.seq, oc, step, lr, report);
         ctx_sync(ctx);
         double dt = now_s() - t0;
-        if (step > 1 || opt.steps == 1) t_steps += dt;
-        if (std::isnan(first_loss)) first_loss = st.loss;
-        last_loss = st.loss;
-        if (!std::isfinite(st.loss) || !std::isfinite(st.grad_norm))
-            refuse_if("step " + std::to_string(step) + ": the loss or gradient norm is not finite (loss " + std::to_string(st.loss) +
-                      ", grad norm " + std::to_string(st.grad_norm) + "); lower --lr or enable --grad-clip");
-        if (step % opt.log_every == 0 || step == opt.steps || step == 1) {
-            double avg = step > 1 ? t_steps / (step - 1) : dt;
+        if (step > start_step || opt.steps == start_step) t_steps += dt;
+        // Numerical faults (model/train_step.cu): a non-finite step was not applied; stop, naming the first bad
+        // gradient, before anything reaches a checkpoint -- or skip it with --skip-bad-steps.
+        if (!st.applied) {
+            skipped_steps++;
+            bad_in_a_row = handle_bad_step(opt, model, st, step, bad_in_a_row);
+        } else {
+            bad_in_a_row = 0;
+            if (std::isnan(first_loss)) first_loss = st.loss;
+            last_loss = st.loss;
+        }
+        if (step % opt.log_every == 0 || step == opt.steps || step == start_step) {
+            double avg = step > start_step ? t_steps / (step - start_step) : dt;
             double eta = avg * (opt.steps - step);
             char mfu[64] = "";
             if (device == Device::CUDA) {
@@ -211,8 +303,19 @@ int main(int argc, char** argv) {
             LOG0("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s%s | ETA %.0fs\n", step, opt.steps, st.loss,
                  lr, st.grad_norm, dt * 1e3, tokens_per_step / dt, mfu, eta);
         }
-        if (logf) fprintf(logf, "{\"step\":%d,\"train_loss\":%.6f,\"lr\":%.6e,\"grad_norm\":%.6f,\"ms\":%.3f}\n", step, st.loss, lr,
-                          st.grad_norm, dt * 1e3), fflush(logf);
+        // %.9g: a float's exact value (resume tests compare losses bitwise)
+        if (logf) fprintf(logf, "{\"step\":%d,\"train_loss\":%.9g,\"lr\":%.6e,\"grad_norm\":%.9g,\"ms\":%.3f%s}\n", step, st.loss, lr,
+                          st.grad_norm, dt * 1e3, st.applied ? "" : ",\"skipped\":true"), fflush(logf);
+        // Checkpoint for exact resume (model/train_state.cu): every --save-every steps and at the end.
+        const bool exit_now = opt.exit_interval > 0 && step % opt.exit_interval == 0 && step < opt.steps;
+        if (!opt.checkpoint_dir.empty() && ((opt.save_every > 0 && step % opt.save_every == 0) || step == opt.steps || exit_now))
+            save_checkpoint(opt.checkpoint_dir, model, run, train, step, skipped_steps);
+        if (exit_now) {
+            LOG0("exit: --exit-interval %d reached at step %d%s\n", opt.exit_interval, step,
+                 opt.checkpoint_dir.empty() ? " (no --checkpoint-dir: nothing saved)" : "; continue with --resume");
+            opt.steps = step;  // end here: the final validation, --save and --sample still run
+            break;
+        }
         if (opt.val_every > 0 && step % opt.val_every == 0 && step != opt.steps) {
             float vl = validate(step);
             if (vl >= 0) best_val = std::min(best_val, vl);

@@ -43,6 +43,15 @@ void print_train_usage() {
         "  --log-every K               print every K-th step (default 1)\n"
         "  --memory-report             print measured vs formula activation memory after the first step\n"
         "  --sample N                  generate N tokens after training (--prompt TEXT --temperature X --top-k K)\n"
+        "Reliability\n"
+        "  --checkpoint-dir DIR        write DIR/step_NNNNNNNN/{model.bin,state.bin} atomically, DIR/latest last;\n"
+        "                              only the newest complete pair is kept (model.bin is an llm.c file)\n"
+        "  --save-every K              save every K steps and at the end (needs --checkpoint-dir or --resume)\n"
+        "  --exit-interval K           stop after a step divisible by K, saving a checkpoint first (time-limited jobs)\n"
+        "  --resume DIR                continue exactly where DIR/latest left off (same flags; saves go to DIR\n"
+        "                              unless --checkpoint-dir says otherwise)\n"
+        "  --skip-bad-steps            a NaN/Inf loss or gradient norm skips that step's update (default: stop\n"
+        "                              and name the first non-finite gradient tensor)\n"
         "  --help\n"
         "\n"
         "Megatron-LM spellings accepted: --tensor-model-parallel-size, --sequence-parallel,\n"
@@ -96,6 +105,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         if (flag({"--sp", "--sequence-parallel"})) { o.sp = true; continue; }
         if (flag({"--no-shuffle"})) { o.shuffle = false; continue; }
         if (flag({"--memory-report"})) { o.memory_report = true; continue; }
+        if (flag({"--skip-bad-steps"})) { o.skip_bad_steps = true; continue; }
         if (i + 1 >= argc) bad(print, "unknown flag or missing value: " + a);
         const char* v = argv[++i];
         const char* f = a.c_str();
@@ -136,7 +146,20 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--temperature"})) o.temperature = to_float(print, f, v, 1e-3, 100);
         else if (flag({"--top-k"})) o.top_k = (int)to_int(print, f, v, 0, 1 << 20);
         else if (flag({"--prompt"})) o.prompt = v;
+        else if (flag({"--checkpoint-dir"})) o.checkpoint_dir = v;
+        else if (flag({"--save-every"})) o.save_every = (int)to_int(print, f, v, 1, big);
+        else if (flag({"--resume"})) o.resume = v;
+        else if (flag({"--exit-interval"})) o.exit_interval = (int)to_int(print, f, v, 1, big);
+        else if (flag({"--inject-nan-at-step"})) o.inject_nan_at_step = (int)to_int(print, f, v, 1, big);
         else bad(print, "unknown flag " + a);
     }
+    // Combinations that cannot mean anything.
+    if (!o.resume.empty() && !o.init.empty())
+        bad(print, "--init " + o.init + " and --resume " + o.resume + " both set the starting weights: give one");
+    if (o.checkpoint_dir.empty()) o.checkpoint_dir = o.resume;  // a resumed run keeps saving where it was
+    if (o.save_every > 0 && o.checkpoint_dir.empty())
+        bad(print, "--save-every " + std::to_string(o.save_every) + " needs --checkpoint-dir DIR (where to save)");
+    if (o.checkpoint_dir.empty() == false && o.checkpoint_dir == o.save)
+        bad(print, "--save " + o.save + " is the --checkpoint-dir too: --save writes one file, the checkpoint dir a directory");
     return o;
 }

@@ -37,6 +37,13 @@ struct TrainOptions {
     int top_k = 0;
     std::string prompt;
     int log_every = 1;
+    // reliability: checkpoints for exact resume, numerical faults
+    std::string checkpoint_dir;  // DIR/step_NNNNNNNN/{model.bin,state.bin} + DIR/latest (model/train_state.h)
+    int save_every = 0;          // save every K steps (and at the end); 0: only at the end when a dir is given
+    int exit_interval = 0;       // Megatron's --exit-interval: stop (after saving) once step % K == 0
+    std::string resume;          // continue from DIR/latest
+    bool skip_bad_steps = false; // a non-finite loss or gradient norm skips the update instead of stopping
+    int inject_nan_at_step = 0;  // tests (hidden): poison a gradient at this step
 };
 
 // Parse argv. On --help prints usage and exits 0; on a bad flag or value prints the problem and exits 2.

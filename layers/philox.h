@@ -48,6 +48,15 @@ inline uint32_t dropout_threshold(float p) {
     return (uint32_t)(t + 0.5);
 }
 
+// The key of one training step's masks: every step draws fresh masks, while a recompute within the step
+// (selective or full) regenerates exactly the same ones. splitmix64 of the run's seed and the step.
+inline uint64_t dropout_step_seed(uint64_t seed, uint64_t step) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull * (step + 1);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
 // The one random number for element `index` (its position in the *global* tensor) of mask `stream`.
 __host__ __device__ inline uint32_t dropout_random(uint64_t seed, uint32_t stream, uint64_t index) {
     PhiloxOut o = philox4x32_10((uint32_t)index, (uint32_t)(index >> 32), stream, 0x6d6d6567u /*"mmeg"*/,

@@ -131,10 +131,8 @@ bool checkpoint_read(const std::string& path, GPTConfig& cfg, std::vector<float>
     return true;
 }
 
-void checkpoint_write(const std::string& path, const GPTConfig& cfg, const float* params, bool as_bf16) {
-    std::string bad = validate_config(cfg);
-    if (!bad.empty()) mm_fatal("cannot write checkpoint %s: invalid model configuration: %s", path.c_str(), bad.c_str());
-    int32_t h[kCheckpointHeaderInts] = {0};
+void checkpoint_make_header(const GPTConfig& cfg, bool as_bf16, int32_t h[kCheckpointHeaderInts]) {
+    memset(h, 0, sizeof(int32_t) * kCheckpointHeaderInts);
     h[0] = kCheckpointMagic;
     h[1] = as_bf16 ? kCheckpointVersionBF16 : kCheckpointVersionF32;
     h[2] = cfg.max_seq;
@@ -143,6 +141,13 @@ void checkpoint_write(const std::string& path, const GPTConfig& cfg, const float
     h[5] = cfg.heads;
     h[6] = cfg.channels;
     h[7] = cfg.padded_vocab;
+}
+
+void checkpoint_write(const std::string& path, const GPTConfig& cfg, const float* params, bool as_bf16) {
+    std::string bad = validate_config(cfg);
+    if (!bad.empty()) mm_fatal("cannot write checkpoint %s: invalid model configuration: %s", path.c_str(), bad.c_str());
+    int32_t h[kCheckpointHeaderInts];
+    checkpoint_make_header(cfg, as_bf16, h);
     const size_t n = (size_t)param_count(cfg);
 
     // Temporary file beside the target (same filesystem, so rename is atomic): a crash while saving leaves

@@ -121,6 +121,18 @@ static void gather_full(GPT& m, Tensor flat, std::vector<float>& full) {
 }
 void gpt_gather_full(GPT& m, std::vector<float>& full) { gather_full(m, m.master, full); }
 void gpt_gather_full_grads(GPT& m, std::vector<float>& full) { gather_full(m, m.grads, full); }
+void gpt_gather_full_optimizer(GPT& m, std::vector<float>& adam_m, std::vector<float>& adam_v) {
+    gather_full(m, m.adam_m, adam_m);
+    gather_full(m, m.adam_v, adam_v);
+}
+void gpt_load_full_optimizer(GPT& m, const float* adam_m, const float* adam_v) {
+    std::vector<float> local((size_t)m.n_params);
+    shard_params(m.cfg, m.grid->tp, m.grid->tp_rank, adam_m, local.data());
+    tensor_from_host_f32(m.adam_m, local.data());
+    shard_params(m.cfg, m.grid->tp, m.grid->tp_rank, adam_v, local.data());
+    tensor_from_host_f32(m.adam_v, local.data());
+    ctx_sync(*m.ctx);
+}
 
 void gpt_zero_grad(GPT& m) { tensor_zero(*m.ctx, m.grads); }
 
@@ -155,7 +167,7 @@ LayerRun gpt_layer_run(GPT& m, int l) {
     r.where.b_offset = r.attn.b_offset;
     r.where.B_total = r.attn.B_total;
     r.dropout = m.dropout;
-    r.seed = m.seed;
+    r.seed = dropout_step_seed(m.seed, (uint64_t)m.step);
     Tensor* w[] = {&r.w.ln1w, &r.w.ln1b, &r.w.qkvw, &r.w.qkvb, &r.w.attprojw, &r.w.attprojb,
                    &r.w.ln2w, &r.w.ln2b, &r.w.fcw,  &r.w.fcb,  &r.w.fcprojw,  &r.w.fcprojb};
     Tensor* gr[] = {&r.g.ln1w, &r.g.ln1b, &r.g.qkvw, &r.g.qkvb, &r.g.attprojw, &r.g.attprojb,
@@ -220,7 +232,7 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
     vocab_parallel_embedding_forward(region, ctx, x, m.tokens, gpt_param(m, P_WTE), v_begin, V_local, N, C);
     position_embedding_forward(ctx, x, gpt_param(m, P_WPE), first.where.s_offset, S_loc, B_local, C);
     m.embed_drop_mask = A.alloc(DType::U8, (int64_t)rows * C, kModelLevel, "embed_drop_mask");
-    bias_dropout_residual_forward(ctx, x, m.embed_drop_mask, x, Tensor(), Tensor(), m.dropout, m.seed, kEmbeddingStream,
+    bias_dropout_residual_forward(ctx, x, m.embed_drop_mask, x, Tensor(), Tensor(), m.dropout, first.seed, kEmbeddingStream,
                                   S_loc, B_local, C, first.where);
 
     for (int l = 0; l < cfg.layers; l++) {

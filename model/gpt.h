@@ -20,6 +20,7 @@ struct GPT {
     Recompute recompute = Recompute::None;
     float dropout = 0.f;
     uint64_t seed = 1337;
+    int64_t step = 0;  // the optimizer step in flight: dropout masks are keyed by (seed, step) (layers/philox.h)
 
     int64_t sizes[NUM_PARAM_TENSORS] = {};    // local element counts
     int64_t offsets[NUM_PARAM_TENSORS] = {};  // local offsets in the flat buffers
@@ -51,6 +52,10 @@ void gpt_load_full(GPT& m, const float* full);
 void gpt_gather_full(GPT& m, std::vector<float>& full);
 // Same for the gradients (tests: compare with a single-rank run).
 void gpt_gather_full_grads(GPT& m, std::vector<float>& full);
+// AdamW's moments, gathered like the weights (full model, llm.c order; exact resume, model/train_state.h),
+// and loaded back into this rank's slice.
+void gpt_gather_full_optimizer(GPT& m, std::vector<float>& adam_m, std::vector<float>& adam_v);
+void gpt_load_full_optimizer(GPT& m, const float* adam_m, const float* adam_v);
 
 Tensor gpt_param(GPT& m, int id, int layer = -1);  // view (activation dtype weights); layer -1: whole tensor
 Tensor gpt_grad(GPT& m, int id, int layer = -1);   // view (f32)

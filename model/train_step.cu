@@ -1,7 +1,9 @@
 // train_step.cu — forward, backward, gradient synchronization, clipping, AdamW.
 #include "train_step.h"
 
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include "../layers/adamw.h"
 #include "../parallel/data_parallel.h"
 #include "../parallel/sequence_parallel.h"
@@ -39,14 +41,27 @@ static bool decays(int id) {  // weight decay on matrices and embeddings, not on
 StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
                      const OptimConfig& opt, int step, float lr, const std::function<void()>& after_forward) {
     StepStats st;
+    m.step = step;
     gpt_zero_grad(m);
     float local_loss = gpt_forward(m, inputs, targets, B_local, S, true);
     if (after_forward) after_forward();
     gpt_backward(m);
     sync_gradients(m);
+    if (opt.after_sync) opt.after_sync();
     st.loss = (float)average_scalar(m.grid->dp_comm, local_loss);
     double norm = gradient_norm(m);
     st.grad_norm = (float)norm;
+    // A NaN or Inf never reaches the weights or the moments: every rank sees the same (all-reduced) loss and
+    // norm, so every rank skips together, and the caller decides whether to stop or go on.
+    // (The verdict is also agreed on explicitly, so that a fault on one rank alone cannot split the job.)
+    int bad = !std::isfinite(st.loss) || !std::isfinite(norm), any_tp = bad, any = bad;
+    if (m.grid->tp > 1) MPI_CHECK(MPI_Allreduce(&bad, &any_tp, 1, MPI_INT, MPI_LOR, m.grid->tp_comm.mpi));
+    if (m.grid->dp > 1) MPI_CHECK(MPI_Allreduce(&any_tp, &any, 1, MPI_INT, MPI_LOR, m.grid->dp_comm.mpi));
+    else any = any_tp;
+    if (any) {
+        st.applied = false;
+        return st;
+    }
     float scale = 1.0f;
     if (opt.grad_clip > 0 && norm > opt.grad_clip) scale = (float)(opt.grad_clip / (norm + 1e-6));
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
@@ -59,7 +74,38 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
     return st;
 }
 
+std::string first_nonfinite_gradient(GPT& m) {
+    // Ordinal of a (tensor, layer) pair in llm.c order: per-layer tensors count once per layer.
+    int ordinal = 0, first = INT32_MAX;
+    for (int id = 0; id < NUM_PARAM_TENSORS && first == INT32_MAX; id++) {
+        bool per_layer = id >= P_LN1W && id <= P_FCPROJB;
+        for (int l = 0; l < (per_layer ? m.cfg.layers : 1); l++, ordinal++)
+            if (!std::isfinite(sum_of_squares(*m.ctx, gpt_grad(m, id, per_layer ? l : -1)))) {
+                first = ordinal;
+                break;
+            }
+    }
+    // The smallest ordinal over the grid, and the lowest rank holding it (MINLOC over TP, then DP).
+    struct { int value, rank; } mine = {first, m.grid->rank}, tp_min, all_min;
+    MPI_CHECK(MPI_Allreduce(&mine, &tp_min, 1, MPI_2INT, MPI_MINLOC, m.grid->tp_comm.mpi));
+    MPI_CHECK(MPI_Allreduce(&tp_min, &all_min, 1, MPI_2INT, MPI_MINLOC, m.grid->dp_comm.mpi));
+    if (all_min.value == INT32_MAX) return "";
+    ordinal = 0;
+    for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
+        bool per_layer = id >= P_LN1W && id <= P_FCPROJB;
+        for (int l = 0; l < (per_layer ? m.cfg.layers : 1); l++, ordinal++)
+            if (ordinal == all_min.value)
+                return std::string(param_name(id)) + (per_layer ? " (layer " + std::to_string(l) + ")" : "") + " on rank " +
+                       std::to_string(all_min.rank);
+    }
+    return "";
+}
+
 float eval_loss(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S) {
+    // Evaluation runs the model without dropout (a deterministic estimate of the loss).
+    float dropout = m.dropout;
+    m.dropout = 0.f;
     float local = gpt_forward(m, inputs, targets, B_local, S, false);
+    m.dropout = dropout;
     return (float)average_scalar(m.grid->dp_comm, local);
 }

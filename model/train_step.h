@@ -2,16 +2,22 @@
 // group, the average over the DP group), global-norm clipping, AdamW, and the bf16 weight refresh.
 #pragma once
 #include <functional>
+#include <string>
 #include "gpt.h"
 
 struct OptimConfig {
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f;
     float grad_clip = 1.0f;  // max global gradient norm; 0 disables clipping
+    // Tests only: runs after the gradient synchronization, before the norm (e.g. to poison a gradient).
+    std::function<void()> after_sync;
 };
 
 struct StepStats {
     float loss = 0;       // mean over the global batch
     float grad_norm = 0;  // global norm before clipping
+    // False when the loss or the gradient norm was not finite: the optimizer update was NOT applied (the
+    // weights and moments are those of the previous step; the gradients are left for inspection).
+    bool applied = true;
 };
 
 // inputs/targets: this rank's host batch [B_local, S]. step counts from 1. after_forward (optional) runs
@@ -25,5 +31,9 @@ void sync_gradients(GPT& m, bool sum_sequence_parallel = true);
 // Global L2 norm of the (synchronized) gradients over the whole model (all TP slices, replicated tensors
 // counted once).
 double gradient_norm(GPT& m);
+// After a step with a non-finite gradient: the first gradient tensor, in llm.c order and per layer, that
+// holds a NaN or Inf on any rank, e.g. "qkvw (layer 1) on rank 0"; "" when every gradient is finite.
+// Collective: every rank of the grid must call it.
+std::string first_nonfinite_gradient(GPT& m);
 // Evaluation: mean loss of a batch, no backward.
 float eval_loss(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S);

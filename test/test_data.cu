@@ -473,7 +473,8 @@ static std::vector<uint16_t> read_shard_or_fail(const std::string& path) {
 
 static void test_prepare_data_cli(const std::string& exe) {
     const std::string a = "hello world\nsecond line\n";
-    const std::string b = std::string("bytes: \x00\xff\xe2\x82\xac end", 18);
+    static const char kB[] = "bytes: \x00\xff\xe2\x82\xac end";  // 16 bytes, one of them NUL
+    const std::string b = std::string(kB, sizeof kB - 1);
     write_bytes(tmp_path("a.txt"), a);
     write_bytes(tmp_path("b.txt"), b);
     const std::string out = tmp_path("out");

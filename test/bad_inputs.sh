@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# bad_inputs.sh TRAIN_GPT PREPARE_DATA MPIEXEC FIXTURE_DIR CASE: one row of the bad-input table.
+#   CASE "setup" builds the fixture (token shards and a valid checkpoint directory after 2 steps).
+#   Any other CASE copies what it breaks into a temporary directory, breaks it, and runs the trainer through
+#   test/expect_error.sh: non-zero exit within 60 s (no rank hangs) and a message matching the case's regex.
+# docs/bad_inputs.md lists every case with the message it prints (test/bad_inputs_table.sh makes it).
+set -uo pipefail
+train="$1"; prep="$2"; mpirun="$3 --oversubscribe --bind-to none"; fix="$4"; case="$5"
+here="$(cd "$(dirname "$0")" && pwd)"
+T="--device cpu --layers 2 --heads 4 --hidden 32 --max-seq 32 --seq 16 --batch 4 --val-batches 0 --steps 4 --val none"
+
+if [ "$case" = setup ]; then
+  set -e
+  rm -rf "$fix"; mkdir -p "$fix"
+  cat "$here/expect_error.sh" "$here/test_resume.sh" "$here/test_crash_save.sh" > "$fix/text.txt"
+  "$prep" --out-dir "$fix" "$fix/text.txt" > /dev/null
+  $mpirun -np 1 "$train" $T --train "$fix/train.bin" --checkpoint-dir "$fix/ck" --save-every 2 --exit-interval 2 > "$fix/setup.txt"
+  test "$(cat "$fix/ck/latest")" = step_00000002
+  echo "fixture ready: $fix"
+  exit 0
+fi
+
+w=$(mktemp -d); trap 'rm -rf "$w"' EXIT
+cp "$fix/train.bin" "$w/train.bin"; cp -r "$fix/ck" "$w/ck"
+model="$w/ck/step_00000002/model.bin"; state="$w/ck/step_00000002/state.bin"
+cp "$model" "$w/model.bin"
+# put FILE OFFSET STRUCT-FORMAT VALUE: overwrite bytes in place (little-endian)
+put() { python3 -c "import struct,sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); f.write(struct.pack(sys.argv[3], int(sys.argv[4])))" "$@"; }
+cut_to() { python3 -c "import sys; p=sys.argv[1]; d=open(p,'rb').read(); open(p,'wb').write(d[:int(sys.argv[2])] if int(sys.argv[2])>=0 else d[:int(sys.argv[2])])" "$@"; }
+append() { printf '\0\0\0\0' | head -c "$2" >> "$1"; }
+size() { stat -c %s "$1"; }
+run1() { exec bash "$here/expect_error.sh" "$1" $mpirun -np 1 "$train" $T "${@:2}"; }
+init() { run1 "$1" --train "$w/train.bin" --init "$w/model.bin"; }
+shard() { run1 "$1" --train "$w/train.bin"; }
+resume() { run1 "$1" --train "$w/train.bin" --resume "$w/ck" "${@:2}"; }
+
+case "$case" in
+  # ---- llm.c model checkpoint (--init; the same reader loads DIR/step_N/model.bin on --resume)
+  ckpt_truncated_header) cut_to "$w/model.bin" 100; init "checkpoint .*model.bin is truncated: expected at least a header of 1024 bytes, the file has 100" ;;
+  ckpt_truncated_params) cut_to "$w/model.bin" -4; init "checkpoint .*model.bin has [0-9]+ bytes, expected [0-9]+ .*truncated" ;;
+  ckpt_trailing_bytes) append "$w/model.bin" 4; init "checkpoint .*model.bin has [0-9]+ bytes, expected [0-9]+ .*oversized" ;;
+  ckpt_wrong_magic) put "$w/model.bin" 0 '<i' 12345; init "checkpoint .*model.bin has magic 12345, expected 20240326" ;;
+  ckpt_wrong_version) put "$w/model.bin" 4 '<i' 4; init "checkpoint .*model.bin has version 4, expected 3 \(fp32\) or 5 \(bf16\)" ;;
+  ckpt_oversized_hidden) put "$w/model.bin" 24 '<i' 1073741824; init "checkpoint .*model.bin has an invalid model configuration: model too large" ;;
+  ckpt_negative_hidden) put "$w/model.bin" 24 '<i' -32; init "invalid model configuration: hidden size \(C\) must be positive, got -32" ;;
+  ckpt_heads_not_dividing) put "$w/model.bin" 20 '<i' 5; init "invalid model configuration: hidden 32 is not divisible by 5 heads" ;;
+  ckpt_padded_vocab_small) put "$w/model.bin" 28 '<i' 100; init "padded vocabulary 100 is smaller than the vocabulary 257" ;;
+  # ---- llm.c token shard (--train)
+  shard_truncated_header) cut_to "$w/train.bin" 10; shard "token shard .*train.bin is truncated: expected a header of 1024 bytes, the file has 10" ;;
+  shard_wrong_magic) put "$w/train.bin" 0 '<i' 1; shard "token shard .*train.bin has magic 1, expected 20240520" ;;
+  shard_wrong_version) put "$w/train.bin" 4 '<i' 2; shard "token shard .*train.bin has version 2, expected 1" ;;
+  shard_count_past_end) n=$(( ($(size "$w/train.bin") - 1024) / 2 + 10 )); put "$w/train.bin" 8 '<i' $n
+                        shard "token shard .*train.bin: header says $n tokens, so expected [0-9]+ bytes, but the file has [0-9]+ bytes \(truncated\)" ;;
+  shard_negative_count) put "$w/train.bin" 8 '<i' -5; shard "token shard .*train.bin: header says -5 tokens" ;;
+  shard_trailing_bytes) append "$w/train.bin" 2; shard "token shard .*train.bin: .*\(trailing data\)" ;;
+  shard_token_out_of_range) put "$w/train.bin" 1100 '<H' 300; shard "token shard .*train.bin: token 300 at position 38 is not below the vocabulary size 257" ;;
+  shard_too_few_tokens) python3 -c "import struct; open('$w/train.bin','wb').write(struct.pack('<256i',20240520,1,10,*[0]*253)+bytes(20))"
+                        shard "token shard .*train.bin holds 10 tokens, but one batch of B=4 sequences of T=16 tokens needs at least B\*T\+1 = 65" ;;
+  # ---- resume: the checkpoint directory and the training state (--resume)
+  resume_missing_dir) run1 "--resume $w/nowhere: no checkpoint there \(cannot open $w/nowhere/latest" --train "$w/train.bin" --resume "$w/nowhere" ;;
+  resume_bad_latest) echo "../../etc" > "$w/ck/latest"; resume "checkpoint pointer .*latest should hold one line 'step_' \+ digits" ;;
+  resume_latest_names_missing) echo "step_00000099" > "$w/ck/latest"; resume "cannot open checkpoint .*step_00000099/model.bin" ;;
+  state_truncated_header) cut_to "$state" 500; resume "training state .*state.bin: truncated: expected at least a header of 1024 bytes, the file has 500" ;;
+  state_truncated_moments) cut_to "$state" -8; resume "training state .*state.bin: has [0-9]+ bytes, expected [0-9]+ \(header \+ AdamW m and v of [0-9]+ parameters\): truncated" ;;
+  state_trailing_bytes) append "$state" 4; resume "training state .*state.bin: has [0-9]+ bytes, expected [0-9]+ .*oversized" ;;
+  state_wrong_magic) put "$state" 0 '<q' 7; resume "training state .*state.bin: wrong magic 7, expected 4995689717091814733" ;;
+  state_wrong_version) put "$state" 8 '<q' 7; resume "training state .*state.bin: version 7, expected 1" ;;
+  state_oversized_field) put "$state" 32 '<q' 1099511627776; resume "training state .*state.bin: model size field 4 = 1099511627776 is out of range" ;;
+  state_bad_layout_field) put "$state" 96 '<q' 3; resume "training state .*state.bin: sp = 3 is out of range \[0, 1\]" ;;
+  state_corrupt_moments) put "$state" 2000 '<i' 123456789; resume "training state .*state.bin: the AdamW moments do not match the header's checksum" ;;
+  state_data_position_past_end) put "$state" 136 '<q' 1000000; resume "state.bin: data position 1000000 is past the [0-9]+ batches of an epoch" ;;
+  state_model_from_elsewhere) put "$model" 5000 '<i' 1065353216; resume "model.bin is not the model that .*state.bin was saved with" ;;
+  state_step_not_directory) mv "$w/ck/step_00000002" "$w/ck/step_00000003"; echo step_00000003 > "$w/ck/latest"
+                            resume "state.bin holds step 2, but its directory is step_00000003" ;;
+  resume_batch_mismatch) resume "--batch 8 differs from the checkpoint's 4 .*state.bin\); an exact continuation needs the same value" --batch 8 ;;
+  resume_seq_mismatch) resume "--seq 8 differs from the checkpoint's 16" --seq 8 ;;
+  resume_seed_mismatch) resume "--seed 7 differs from the checkpoint's 1337" --seed 7 ;;
+  resume_lr_mismatch) resume "--lr 0.00999999978 differs from the checkpoint's 0.000300000014" --lr 0.01 ;;
+  resume_steps_cosine) resume "--steps 6 differs from the checkpoint's 4 .*the cosine schedule depends on it" --steps 6 ;;
+  resume_shuffle_mismatch) resume "--no-shuffle 1 differs from the checkpoint's 0" --no-shuffle ;;
+  resume_other_data) cp "$fix/val.bin" "$w/other.bin"; run1 "--train: the training data \([0-9]+ tokens\) is not the data the checkpoint" --train "$w/other.bin" --resume "$w/ck" ;;
+  resume_mismatch_two_ranks) exec bash "$here/expect_error.sh" "--batch 8 differs from the checkpoint's 4" \
+                               $mpirun -np 2 "$train" $T --tp 2 --sp --train "$w/train.bin" --resume "$w/ck" --batch 8 ;;
+  # ---- flag combinations
+  flag_save_every_without_dir) run1 "--save-every 2 needs --checkpoint-dir DIR" --train "$w/train.bin" --save-every 2 ;;
+  flag_save_every_zero) run1 "--save-every 0 is out of range \[1, " --train "$w/train.bin" --save-every 0 --checkpoint-dir "$w/c" ;;
+  flag_init_and_resume) run1 "--init .* and --resume .* both set the starting weights: give one" --train "$w/train.bin" --init "$w/model.bin" --resume "$w/ck" ;;
+  flag_checkpoint_dir_is_file) run1 "checkpoint not saved: .*train.bin exists and is not a directory" --train "$w/train.bin" --checkpoint-dir "$w/train.bin" --save-every 1 ;;
+  flag_save_is_checkpoint_dir) run1 "--save .* is the --checkpoint-dir too" --train "$w/train.bin" --checkpoint-dir "$w/x" --save "$w/x" ;;
+  flag_exit_interval_zero) run1 "--exit-interval 0 is out of range \[1, " --train "$w/train.bin" --exit-interval 0 ;;
+  *) echo "unknown case $case"; exit 2 ;;
+esac

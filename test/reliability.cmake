@@ -1,0 +1,45 @@
+# Reliability: exact resume, crash-safe checkpoints, numerical faults, and the table of bad inputs
+# (docs/bad_inputs.md). Every test runs the real trainer on CPU ranks under mpirun.
+set(MM_REL_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+set(MM_REL_TOOLS $<TARGET_FILE:train_gpt> $<TARGET_FILE:prepare_data> ${CMAKE_SOURCE_DIR} "${MPIEXEC_EXECUTABLE}")
+function(mm_reliability_test name script)
+  add_test(NAME ${name} COMMAND bash ${CMAKE_SOURCE_DIR}/test/${script} ${MM_REL_TOOLS} ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS mpi TIMEOUT 300 ENVIRONMENT "${MM_REL_ENV}")
+endfunction()
+
+# 20 steps straight == 10 steps, stop, --resume to 20: identical losses (bitwise) and final parameters.
+mm_reliability_test(resume_bitwise_tp1 test_resume.sh 1)
+mm_reliability_test(resume_bitwise_tp2_sp test_resume.sh 2 --tp 2 --sp --recompute selective)
+mm_reliability_test(resume_bitwise_dp2 test_resume.sh 2 --tp 1)
+# SIGKILL while writing the second checkpoint (fault injection at a chosen byte): the previous checkpoint
+# still loads, and resuming from it ends where the uninterrupted run ends.
+foreach(where start model state latest)
+  mm_reliability_test(crash_during_save_${where} test_crash_save.sh 1 ${where})
+endforeach()
+mm_reliability_test(crash_during_save_state_tp2 test_crash_save.sh 2 state --tp 2 --sp)
+# NaN in a gradient: stop naming the step and the first bad tensor, before any checkpoint; or skip.
+mm_reliability_test(nan_stops_tp1 test_nan.sh 1)
+mm_reliability_test(nan_stops_tp2_sp test_nan.sh 2 --tp 2 --sp)
+
+# The bad-input table: one test per case of test/bad_inputs.sh, sharing one fixture (shards + checkpoint).
+set(MM_BAD ${CMAKE_SOURCE_DIR}/test/bad_inputs.sh $<TARGET_FILE:train_gpt> $<TARGET_FILE:prepare_data>
+    "${MPIEXEC_EXECUTABLE}" ${CMAKE_BINARY_DIR}/bad_inputs_fixture)
+add_test(NAME bad_inputs_setup COMMAND bash ${MM_BAD} setup)
+set_tests_properties(bad_inputs_setup PROPERTIES LABELS mpi FIXTURES_SETUP bad_inputs ENVIRONMENT "${MM_REL_ENV}")
+set(MM_BAD_CASES
+  ckpt_truncated_header ckpt_truncated_params ckpt_trailing_bytes ckpt_wrong_magic ckpt_wrong_version
+  ckpt_oversized_hidden ckpt_negative_hidden ckpt_heads_not_dividing ckpt_padded_vocab_small
+  shard_truncated_header shard_wrong_magic shard_wrong_version shard_count_past_end shard_negative_count
+  shard_trailing_bytes shard_token_out_of_range shard_too_few_tokens
+  resume_missing_dir resume_bad_latest resume_latest_names_missing
+  state_truncated_header state_truncated_moments state_trailing_bytes state_wrong_magic state_wrong_version
+  state_oversized_field state_bad_layout_field state_corrupt_moments state_data_position_past_end
+  state_model_from_elsewhere state_step_not_directory
+  resume_batch_mismatch resume_seq_mismatch resume_seed_mismatch resume_lr_mismatch resume_steps_cosine
+  resume_shuffle_mismatch resume_other_data resume_mismatch_two_ranks
+  flag_save_every_without_dir flag_save_every_zero flag_init_and_resume flag_checkpoint_dir_is_file
+  flag_save_is_checkpoint_dir flag_exit_interval_zero)
+foreach(c ${MM_BAD_CASES})
+  add_test(NAME bad_${c} COMMAND bash ${MM_BAD} ${c})
+  set_tests_properties(bad_${c} PROPERTIES LABELS mpi FIXTURES_REQUIRED bad_inputs TIMEOUT 120 ENVIRONMENT "${MM_REL_ENV}")
+endforeach()
