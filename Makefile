@@ -92,8 +92,8 @@ ASAN_ENV = ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0:abort_on_error=1:log
 # C++ (ASan + UBSan), each run FUZZ_SECONDS from a small seed corpus. Not part of make test.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = checkpoint:model/checkpoint.cu shard:data/shard.cu \
-               train_state:model/train_state.cu,model/checkpoint.cu,model/atomic_file.cu
+FUZZ_TARGETS = checkpoint:model/checkpoint.cu,data/atomic_file.cu shard:data/shard.cu,data/atomic_file.cu \
+               train_state:model/train_state.cu,model/checkpoint.cu,data/atomic_file.cu
 .PHONY: test-asan fuzz
 
 test-asan: deps

@@ -1,5 +1,6 @@
 // shard.cu — reading and writing llm.c token shards (see shard.h for the format).
 #include "shard.h"
+#include "atomic_file.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -78,30 +79,11 @@ void write_token_shard(const std::string& path, const uint16_t* tokens, size_t n
     header[1] = kShardVersion;
     header[2] = (int32_t)n;
 
-    // Temporary file beside the target (same directory, so rename is atomic on one filesystem); the pid
-    // keeps concurrent writers from sharing a temporary name.
-    const std::string tmp = path + ".tmp." + std::to_string((long)getpid());
-    FILE* f = fopen(tmp.c_str(), "wb");
-    if (!f) mm_fatal("cannot create %s (for token shard %s): %s", tmp.c_str(), path.c_str(), strerror(errno));
-    bool ok = fwrite(header, sizeof(int32_t), kShardHeaderInts, f) == (size_t)kShardHeaderInts;
-    if (ok && n > 0) ok = fwrite(tokens, sizeof(uint16_t), n, f) == n;
-    // fflush moves the data from stdio's buffer to the kernel, fsync from the kernel to the disk: only then
-    // is the rename a promise that the complete file is there.
-    if (ok) ok = fflush(f) == 0;
-    if (ok) ok = fsync(fileno(f)) == 0;
-    int saved_errno = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = false;
-        saved_errno = errno;
-    }
-    if (!ok) {
-        unlink(tmp.c_str());
-        mm_fatal("error writing token shard %s (temporary %s): %s", path.c_str(), tmp.c_str(),
-                 strerror(saved_errno));
-    }
-    if (rename(tmp.c_str(), path.c_str()) != 0) {
-        saved_errno = errno;
-        unlink(tmp.c_str());
-        mm_fatal("cannot rename %s to %s: %s", tmp.c_str(), path.c_str(), strerror(saved_errno));
-    }
+    // Written whole or not at all (atomic_file.h): a reader, or a crash, never sees a half-written shard.
+    AtomicFile f;
+    std::string err;
+    if (!f.open(path, err)) mm_fatal("cannot write token shard: %s", err.c_str());
+    f.write(header, sizeof header);
+    if (n > 0) f.write(tokens, n * sizeof(uint16_t));  // a write error is remembered and reported by commit
+    if (!f.commit(err)) mm_fatal("error writing token shard: %s", err.c_str());
 }

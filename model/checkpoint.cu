@@ -1,5 +1,6 @@
 // checkpoint.cu — llm.c checkpoint files (see checkpoint.h for the format).
 #include "checkpoint.h"
+#include "../data/atomic_file.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -150,39 +151,23 @@ void checkpoint_write(const std::string& path, const GPTConfig& cfg, const float
     checkpoint_make_header(cfg, as_bf16, h);
     const size_t n = (size_t)param_count(cfg);
 
-    // Temporary file beside the target (same filesystem, so rename is atomic): a crash while saving leaves
-    // the previous checkpoint intact instead of a truncated one.
-    const std::string tmp = path + ".tmp." + std::to_string((long)getpid());
-    FILE* f = fopen(tmp.c_str(), "wb");
-    if (!f) mm_fatal("cannot create %s (for checkpoint %s): %s", tmp.c_str(), path.c_str(), strerror(errno));
-    bool ok = fwrite(h, sizeof(int32_t), kCheckpointHeaderInts, f) == (size_t)kCheckpointHeaderInts;
+    // Written whole or not at all (data/atomic_file.h): a crash while saving leaves the previous checkpoint
+    // intact instead of a truncated one.
+    AtomicFile f;
+    std::string err;
+    if (!f.open(path, err)) mm_fatal("cannot write checkpoint: %s", err.c_str());
+    bool ok = f.write(h, sizeof h);
     if (ok && !as_bf16) {
-        ok = fwrite(params, sizeof(float), n, f) == n;
+        ok = f.write(params, n * sizeof(float));
     } else if (ok) {
         // Round to bf16 with the project's one conversion (nearest even, tensor.h), in chunks.
         std::vector<bf16> buf(1 << 20);
         for (size_t done = 0; ok && done < n;) {
             size_t k = std::min(buf.size(), n - done);
             for (size_t i = 0; i < k; i++) buf[i] = from_f32<bf16>(params[done + i]);
-            ok = fwrite(buf.data(), sizeof(bf16), k, f) == k;
+            ok = f.write(buf.data(), k * sizeof(bf16));
             done += k;
         }
     }
-    // fflush: stdio buffer -> kernel; fsync: kernel -> disk. Only then does the rename publish a whole file.
-    if (ok) ok = fflush(f) == 0;
-    if (ok) ok = fsync(fileno(f)) == 0;
-    int saved_errno = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = false;
-        saved_errno = errno;
-    }
-    if (!ok) {
-        unlink(tmp.c_str());
-        mm_fatal("error writing checkpoint %s (temporary %s): %s", path.c_str(), tmp.c_str(), strerror(saved_errno));
-    }
-    if (rename(tmp.c_str(), path.c_str()) != 0) {
-        saved_errno = errno;
-        unlink(tmp.c_str());
-        mm_fatal("cannot rename %s to %s: %s", tmp.c_str(), path.c_str(), strerror(saved_errno));
-    }
+    if (!f.commit(err)) mm_fatal("error writing checkpoint: %s", err.c_str());
 }

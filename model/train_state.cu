@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "atomic_file.h"
+#include "../data/atomic_file.h"
 #include "checkpoint.h"
 
 uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h) {

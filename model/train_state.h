@@ -6,7 +6,7 @@
 //   state.bin   this file format (below): the configuration, the layout, the step, the data loader's
 //               position, the seed, and AdamW's first and second moments of the full model.
 // plus DIR/latest, a one-line text file naming the newest complete step directory. A save writes both
-// files (each atomically, model/atomic_file.h), fsyncs the step directory, and only then replaces `latest`
+// files (each atomically, data/atomic_file.h), fsyncs the step directory, and only then replaces `latest`
 // (atomically); older step directories are deleted after that. So `latest` always names a complete pair.
 //
 // CONSOLIDATED, not per rank: the moments are gathered from the tensor-parallel ranks into the llm.c order
