@@ -277,6 +277,7 @@ int main(int argc, char** argv) {
             if (g_rank == 0) print_memory_report(stdout, r);
             if (logf) fprintf(logf, "{\"step\":%d,\"memory_report\":%s}\n", step, memory_report_json(r).c_str());
         };
+        grid.tp_comm.counters.reset();  // parallel/comm.h: bytes each collective kind moves, per step
         double t0 = now_s();
         StepStats st = train_step(model, train.inputs.data(), train.targets.data(), train.B_local, opt.seq, oc, step, lr, report);
         ctx_sync(ctx);
@@ -346,6 +347,15 @@ int main(int argc, char** argv) {
              opt.prompt.c_str(), tokenizer::decode(out).c_str());
     }
     double total = now_s() - t_start;
+    // Communication of the TP group in the last step (parallel/comm.h ring model): under SP the all-gathers and
+    // reduce-scatters move what TP's all-reduces move; the backward re-gathers of saved shards come on top.
+    const CommCounters& cc = grid.tp_comm.counters;
+    if (grid.tp > 1)
+        LOG0("TP communication per step (bytes sent per rank): all-reduce %llu calls %.2f MB | all-gather %llu calls %.2f MB "
+             "(of which backward re-gathers %.2f MB) | reduce-scatter %llu calls %.2f MB\n",
+             (unsigned long long)cc.calls[kAllReduce], cc.bytes[kAllReduce] / 1e6, (unsigned long long)cc.calls[kAllGather],
+             cc.bytes[kAllGather] / 1e6, cc.regather_bytes / 1e6, (unsigned long long)cc.calls[kReduceScatter],
+             cc.bytes[kReduceScatter] / 1e6);
     LOG0("done: %d steps in %.1f s | loss %.4f -> %.4f | best val %.4f | activation peak %.2f MB (allocator, this rank)\n", opt.steps,
          total, first_loss, last_loss, std::isfinite(best_val) ? best_val : NAN, alloc.peak_live_bytes() / 1e6);
     if (logf) fclose(logf);
