@@ -263,6 +263,7 @@ int main(int argc, char** argv) {
     }
     double t_start = now_s(), t_steps = 0;
     const double tokens_per_step = (double)opt.batch * opt.seq;
+    CommCounters step_comm;  // the TP group's collectives of the last training step
     for (step = start_step; step <= opt.steps; step++) {
         train.next_batch();
         float lr = learning_rate(opt, step);
@@ -282,6 +283,7 @@ int main(int argc, char** argv) {
         StepStats st = train_step(model, train.inputs.data(), train.targets.data(), train.B_local, opt.seq, oc, step, lr, report);
         ctx_sync(ctx);
         double dt = now_s() - t0;
+        step_comm = grid.tp_comm.counters;
         if (step > start_step || opt.steps == start_step) t_steps += dt;
         // Numerical faults (model/train_step.cu): a non-finite step was not applied; stop, naming the first bad
         // gradient, before anything reaches a checkpoint -- or skip it with --skip-bad-steps.
@@ -349,7 +351,7 @@ int main(int argc, char** argv) {
     double total = now_s() - t_start;
     // Communication of the TP group in the last step (parallel/comm.h ring model): under SP the all-gathers and
     // reduce-scatters move what TP's all-reduces move; the backward re-gathers of saved shards come on top.
-    const CommCounters& cc = grid.tp_comm.counters;
+    const CommCounters& cc = step_comm;
     if (grid.tp > 1)
         LOG0("TP communication per step (bytes sent per rank): all-reduce %llu calls %.2f MB | all-gather %llu calls %.2f MB "
              "(of which backward re-gathers %.2f MB) | reduce-scatter %llu calls %.2f MB\n",
