@@ -52,9 +52,10 @@ test: build
 
 bench: build
 	@if nvidia-smi -L >/dev/null 2>&1; then bash bench/gpu_suite.sh $(BUILD)/bench-results; \
-	else echo "no GPU visible: tiny CPU shapes (timings are CPU timings)"; \
-	  $(BUILD)/layer_bench --device cpu --hidden 64 --heads 8 --seq 64 --batch 2 --reps 3 --warmup 1 && \
-	  $(BUILD)/e2e_bench --device cpu --layers 2 --hidden 64 --heads 4 --seq 64 --batch 4 --steps 3 --warmup 1; fi
+	else echo "no GPU visible: tiny shapes on the CPU (CPU timings; the paper's shapes need a GPU)"; \
+	  $(BUILD)/layer_bench --device cpu --dtype f32 --hidden 64 --heads 8 --seq 64 --batch 2 --tp-emulated 8 --reps 3 --warmup 1 && \
+	  $(BUILD)/e2e_bench --device cpu --dtype f32 --layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 256 \
+	    --warmup 1 --steps 2 --gemm-size 256; fi
 
 paper: build
 	@mkdir -p docs && $(BUILD)/memory_calculator --chart docs/figure7.png && echo "chart: docs/figure7.png"
