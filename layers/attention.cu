@@ -249,11 +249,12 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
             const int count = S - c0 < 8 ? S - c0 : 8;
             Pack8<T> pv, dv;
             uint64_t mbits = 0;
+            const uint32_t keep8 = dropout_keep8(a.seed, a.stream, g0 + (uint64_t)c0, a.threshold);  // philox.h
 #pragma unroll
             for (int k = 0; k < 8; k++) {
                 // Keys after the query are masked: probability exactly 0 (the causal mask of GPT-2).
                 const float pk = c0 + k <= q ? expf(to_f32(xs[i].v[k]) * a.scale - m) * inv_sum : 0.f;
-                const bool keep = dropout_keep(a.seed, a.stream, g0 + (uint64_t)(c0 + k), a.threshold);
+                const bool keep = (keep8 >> k) & 1u;
                 pv.v[k] = from_f32<T>(pk);
                 dv.v[k] = from_f32<T>(keep ? pk * a.inv_keep : 0.f);
                 mbits |= (uint64_t)(keep ? 1 : 0) << (8 * k);

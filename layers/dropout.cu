@@ -69,7 +69,8 @@ static void dropout_backward_cpu(T* dx, const T* dout, const uint8_t* mask, floa
 // row, ceil(C/8) per row, so a pack never straddles two rows; the last pack of a row is partial when
 // C % 8 != 0. In bf16 a pack moves x, resid and out with one 16-byte access each and the 8 mask bytes with
 // one 8-byte store (vec); when C % 8 != 0 or a pointer is misaligned the same packs are moved element by
-// element. Each element still gets its own Philox call (dropout_keep of its global index): the mask bits
+// element. The mask bits are those of dropout_keep of each element's global index (dropout_keep8 draws them
+// one Philox block of four at a time): the mask bits
 // are exactly those of the CPU reference, whichever path ran.
 template <class T>
 __global__ void bias_dropout_residual_kernel(T* out, uint8_t* mask, const T* x, const T* bias, const T* resid,
@@ -91,10 +92,11 @@ __global__ void bias_dropout_residual_kernel(T* out, uint8_t* mask, const T* x, 
         if (resid) rv = load8(resid + i, count, vec);
         Pack8<T> ov;
         uint64_t mbits = 0;
+        const uint32_t keep8 = dropout_keep8(seed, stream, g0, threshold);  // one Philox call per 4 elements
 #pragma unroll
         for (int k = 0; k < 8; k++) {
             // The same arithmetic as bias_dropout_residual_element (the CPU reference).
-            const bool keep = dropout_keep(seed, stream, g0 + k, threshold);
+            const bool keep = (keep8 >> k) & 1u;
             float v = to_f32(xv.v[k]);
             if (bias) v += to_f32(bv.v[k]);
             v = keep ? v * scale : 0.0f;

@@ -528,10 +528,26 @@ static void test_thread_independence(std::mt19937& rng) {
     tensor_free(tb);
 }
 
+// dropout_keep8 (one Philox block per four elements, used by the GPU kernels) gives exactly the bits of
+// dropout_keep element by element, at any alignment of the first index.
+static void test_dropout_keep8() {
+    const uint32_t thr = dropout_threshold(0.3f);
+    int mismatches = 0;
+    for (uint64_t first = 0; first < 40; first++)
+        for (uint64_t base : {0ull, 1ull << 33, 123456789ull}) {
+            uint32_t bits = dropout_keep8(77, 5, base + first, thr);
+            for (int k = 0; k < 8; k++)
+                if (((bits >> k) & 1u) != (dropout_keep(77, 5, base + first + k, thr) ? 1u : 0u)) mismatches++;
+        }
+    CHECK(mismatches == 0, "dropout_keep8 differs from dropout_keep in %d bits", mismatches);
+    CHECK(dropout_keep8(77, 5, 3, 0) == 0xFFu, "p = 0 keeps everything");
+}
+
 int main() {
     g_cpu = ctx_create(Device::CPU);
     std::mt19937 rng(1234);
     test_philox_kat();
+    test_dropout_keep8();
     test_layernorm_forward_values(rng);
     test_layernorm_gradients(rng);
     test_layernorm_bf16(rng);
