@@ -132,7 +132,8 @@ bool checkpoint_read(const std::string& path, GPTConfig& cfg, std::vector<float>
     return true;
 }
 
-void checkpoint_make_header(const GPTConfig& cfg, bool as_bf16, int32_t h[kCheckpointHeaderInts]) {
+// The 256-int32 llm.c header in front of the parameters.
+static void checkpoint_make_header(const GPTConfig& cfg, bool as_bf16, int32_t h[kCheckpointHeaderInts]) {
     memset(h, 0, sizeof(int32_t) * kCheckpointHeaderInts);
     h[0] = kCheckpointMagic;
     h[1] = as_bf16 ? kCheckpointVersionBF16 : kCheckpointVersionF32;
@@ -144,9 +145,13 @@ void checkpoint_make_header(const GPTConfig& cfg, bool as_bf16, int32_t h[kCheck
     h[7] = cfg.padded_vocab;
 }
 
-void checkpoint_write(const std::string& path, const GPTConfig& cfg, const float* params, bool as_bf16) {
+bool checkpoint_try_write(const std::string& path, const GPTConfig& cfg, const float* params, bool as_bf16,
+                          std::string& err) {
     std::string bad = validate_config(cfg);
-    if (!bad.empty()) mm_fatal("cannot write checkpoint %s: invalid model configuration: %s", path.c_str(), bad.c_str());
+    if (!bad.empty()) {
+        err = "cannot write checkpoint " + path + ": invalid model configuration: " + bad;
+        return false;
+    }
     int32_t h[kCheckpointHeaderInts];
     checkpoint_make_header(cfg, as_bf16, h);
     const size_t n = (size_t)param_count(cfg);
@@ -154,8 +159,7 @@ void checkpoint_write(const std::string& path, const GPTConfig& cfg, const float
     // Written whole or not at all (data/atomic_file.h): a crash while saving leaves the previous checkpoint
     // intact instead of a truncated one.
     AtomicFile f;
-    std::string err;
-    if (!f.open(path, err)) mm_fatal("cannot write checkpoint: %s", err.c_str());
+    if (!f.open(path, err)) return false;
     bool ok = f.write(h, sizeof h);
     if (ok && !as_bf16) {
         ok = f.write(params, n * sizeof(float));
@@ -169,5 +173,10 @@ void checkpoint_write(const std::string& path, const GPTConfig& cfg, const float
             done += k;
         }
     }
-    if (!f.commit(err)) mm_fatal("error writing checkpoint: %s", err.c_str());
+    return f.commit(err);
+}
+
+void checkpoint_write(const std::string& path, const GPTConfig& cfg, const float* params, bool as_bf16) {
+    std::string err;
+    if (!checkpoint_try_write(path, cfg, params, as_bf16, err)) mm_fatal("error writing checkpoint: %s", err.c_str());
 }

@@ -35,7 +35,7 @@ bool checkpoint_read(const std::string& path, GPTConfig& cfg, std::vector<float>
 // (each value rounded to nearest even bf16). Atomic: temporary file in the same directory, fsync, rename.
 // An invalid configuration or any I/O error is fatal (mm_fatal) and names the file.
 void checkpoint_write(const std::string& path, const GPTConfig& cfg, const float* params, bool as_bf16);
+// The same, returning false with `err` (naming the file and the problem) instead of stopping the job.
+bool checkpoint_try_write(const std::string& path, const GPTConfig& cfg, const float* params, bool as_bf16,
+                          std::string& err);
 
-// The 256-int32 header checkpoint_write puts in front of the parameters (for writers that stream the file
-// themselves, e.g. the training checkpoint directory, model/train_state.h).
-void checkpoint_make_header(const GPTConfig& cfg, bool as_bf16, int32_t h[kCheckpointHeaderInts]);

@@ -296,17 +296,11 @@ bool checkpoint_dir_save(const std::string& dir, const GPTConfig& cfg, const flo
     if (current != name) remove_step_dir(step_dir);
     if (!make_dir(step_dir, err)) return false;
 
-    // model.bin: an llm.c fp32 checkpoint, written through AtomicFile (durable, fault-injectable)
+    // model.bin: an llm.c fp32 checkpoint (checkpoint.cu writes it through AtomicFile: durable, fault-injectable)
     const size_t n = (size_t)param_count(cfg);
-    int32_t mh[kCheckpointHeaderInts];
-    checkpoint_make_header(cfg, false, mh);
     s.cfg = cfg;
     s.model_hash = fnv1a64(params, n * sizeof(float));
-    AtomicFile model;
-    if (!model.open(step_dir + "/model.bin", err)) return false;
-    model.write(mh, sizeof mh);
-    model.write(params, n * sizeof(float));
-    if (!model.commit(err)) return false;
+    if (!checkpoint_try_write(step_dir + "/model.bin", cfg, params, false, err)) return false;
     if (!train_state_write(step_dir + "/state.bin", s, err)) return false;
     if (!fsync_dir(step_dir, err) || !fsync_dir(dir, err)) return false;
 
