@@ -2,7 +2,7 @@
 //
 //   scores = Q Kᵀ                                   per (batch, head): an S×S GEMM
 //   probs  = softmax(causal_mask(scores / sqrt(HD)))  one fused kernel, which also applies dropout:
-//   mask   = keep(seed, stream, global index),  probs_drop = probs ⊙ mask / (1 - p)
+//   mask   = keep(seed, stream, global index) for k <= q, 0 for k > q;   probs_drop = probs ⊙ mask / (1 - p)
 //   out    = probs_drop · V                         per (batch, head): an S×HD GEMM
 //
 // The s×s tensors (probs, mask, probs_drop) are what Korthikanti et al. count as the 5as²b bytes of a layer
@@ -10,6 +10,10 @@
 // recomputation* (§5) drops and rebuilds in backward by calling attention_probs_forward again. Because the
 // dropout mask is a pure function of (seed, stream, global index) (philox.h), that rebuild reproduces the
 // forward bits exactly, with no RNG state to save.
+//
+// The stored mask also carries the causal mask: entries with k > q are 0 ("dropped") without drawing a random
+// number. Their probability is 0 anyway, so nothing downstream changes, but about half of the random numbers
+// of the s×s tensor (the softmax kernel's main cost, paid again by selective recompute) are never generated.
 //
 // Layout. qkv is [S·B, 3·NH·HD] with row s·B + b. For batch b and head n, Q is the S×HD matrix starting at
 // element b·3·NH·HD + n·HD with row stride R = B·3·NH·HD (consecutive s are B rows apart); K and V are the
@@ -74,9 +78,9 @@ static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_drop, const So
         for (int k = 0; k < S; k++) {
             // Keys after the query are masked: probability exactly 0 (the causal mask of GPT-2).
             float pk = k <= q ? expf(to_f32(x[k]) * a.scale - m) * inv_sum : 0.f;
-            bool keep = dropout_keep(a.seed, a.stream,
-                                     attn_dropout_index(a.b_offset + b, a.head_offset + n, a.NH_total, S, q, k),
-                                     a.threshold);
+            bool keep = k <= q && dropout_keep(a.seed, a.stream,
+                                               attn_dropout_index(a.b_offset + b, a.head_offset + n, a.NH_total, S, q, k),
+                                               a.threshold);
             x[k] = from_f32<T>(pk);
             mask[row * S + k] = keep ? 1 : 0;
             probs_drop[row * S + k] = from_f32<T>(keep ? pk * a.inv_keep : 0.f);
@@ -122,9 +126,9 @@ __global__ void softmax_dropout_kernel(T* probs, uint8_t* mask, T* probs_drop, S
     // Each element is read and then overwritten by the same lane, so working in place is safe.
     for (int k = lane; k < S; k += 32) {
         float pk = k <= q ? expf(to_f32(x[k]) * a.scale - m) * inv_sum : 0.f;
-        bool keep = dropout_keep(a.seed, a.stream,
-                                 attn_dropout_index(a.b_offset + b, a.head_offset + n, a.NH_total, S, q, k),
-                                 a.threshold);
+        bool keep = k <= q && dropout_keep(a.seed, a.stream,
+                                           attn_dropout_index(a.b_offset + b, a.head_offset + n, a.NH_total, S, q, k),
+                                           a.threshold);
         x[k] = from_f32<T>(pk);
         mask[row * S + k] = keep ? 1 : 0;
         probs_drop[row * S + k] = from_f32<T>(keep ? pk * a.inv_keep : 0.f);
@@ -195,12 +199,13 @@ __global__ void softmax_dropout_backward_kernel(T* d, const T* probs, const uint
 // packs of 8 keys (vec8.h): lane l owns packs l, l + 32, ... and keeps them in registers (kSlots packs, a
 // compile-time bound so the arrays stay in registers). Compared with the scalar kernels above:
 //  - the row is read from memory once (not once per pass), with 16-byte loads in bf16 (vec);
-//  - packs entirely after the query (c0 > q, about half of a causal row) are never read: their
-//    probabilities are 0; only their dropout mask bytes are computed (the mask is stored for every k);
+//  - packs entirely after the query (c0 > q, about half of a causal row) are never read and draw no random
+//    numbers: their probabilities and mask bytes are 0, just written;
 //  - probs, mask and probs_drop are written in the same pass, 16 / 8 / 16 bytes per pack.
 // The sums run in a fixed order that depends only on S (each lane over its packs in order, then the xor
 // butterfly), so loading with vector or scalar accesses (vec false: S % 8 != 0 or misaligned) gives the same
-// bits. Each element keeps its own Philox call: the mask bits equal the CPU reference's.
+// bits. The keep bits come from the same Philox words as dropout_keep (philox.h: dropout_keep8), so the mask
+// equals the CPU reference's bit for bit.
 // ---------------------------------------------------------------------------------------------------------
 
 template <class T, int kSlots>
@@ -249,7 +254,13 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
             const int count = S - c0 < 8 ? S - c0 : 8;
             Pack8<T> pv, dv;
             uint64_t mbits = 0;
-            const uint32_t keep8 = dropout_keep8(a.seed, a.stream, g0 + (uint64_t)c0, a.threshold);  // philox.h
+            // Keys k <= q only: the pack straddling the diagonal keeps its first q - c0 + 1 bits, a pack after it
+            // none (and skips Philox altogether).
+            uint32_t keep8 = 0;
+            if (c0 <= q) {
+                keep8 = dropout_keep8(a.seed, a.stream, g0 + (uint64_t)c0, a.threshold);  // philox.h
+                if (q - c0 < 7) keep8 &= (1u << (q - c0 + 1)) - 1u;
+            }
 #pragma unroll
             for (int k = 0; k < 8; k++) {
                 // Keys after the query are masked: probability exactly 0 (the causal mask of GPT-2).

@@ -16,8 +16,9 @@ struct AttnShape {
 };
 
 // The part selective recompute reruns: probs = softmax(mask_causal(Q Kᵀ / sqrt(HD))), then dropout:
-// mask[i] = keep(seed, stream, ((b_glob·NH_total + h_glob)·S + q)·S + k), probs_drop = probs ⊙ mask/(1-p).
-// probs, probs_drop: activation dtype; mask: u8. Entries above the diagonal are exactly 0.
+// mask[i] = keep(seed, stream, ((b_glob·NH_total + h_glob)·S + q)·S + k) for k <= q, 0 for k > q (no random
+// number is drawn for masked keys); probs_drop = probs ⊙ mask/(1-p).
+// probs, probs_drop: activation dtype; mask: u8. Entries above the diagonal are exactly 0 in all three.
 void attention_probs_forward(Ctx& ctx, Tensor probs, Tensor mask, Tensor probs_drop, Tensor qkv,
                              const AttnShape& sh, float p, uint64_t seed, uint32_t stream);
 

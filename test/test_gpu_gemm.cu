@@ -267,9 +267,9 @@ static void test_attention() {
                     for (int q = 0; q < sh.S; q++)
                         for (int k = q + 1; k < sh.S; k++) {
                             size_t i = ((size_t)bn * sh.S + q) * sh.S + k;
-                            causal &= g.probs[i] == 0.f && g.probs_drop[i] == 0.f;
+                            causal &= g.probs[i] == 0.f && g.probs_drop[i] == 0.f && g.mask[i] == 0.f;
                         }
-                CHECK(causal, "%s: GPU probs exactly 0 above the diagonal [%s]", what, dtype_name(dt));
+                CHECK(causal, "%s: GPU probs, probs_drop and mask exactly 0 above the diagonal [%s]", what, dtype_name(dt));
                 // Forward again: identical bits (selective recompute relies on it).
                 AttnRun g2 = attention_run(Device::CUDA, dt, qkv, G, sh, p, seed, stream);
                 CHECK(bitwise_equal(g2.probs, g.probs) && bitwise_equal(g2.probs_drop, g.probs_drop) &&
