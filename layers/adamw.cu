@@ -145,30 +145,51 @@ void adamw_update(Ctx& ctx, Tensor param, Tensor grad, Tensor m, Tensor v, int64
     });
 }
 
-double sum_of_squares(Ctx& ctx, Tensor x) {
-    if (x.device != ctx.device) mm_fatal("sum_of_squares: tensor on %s, context on %s", device_name(x.device),
-                                         device_name(ctx.device));
-    if (x.n == 0) return 0.0;
-    double result = 0.0;
-    MM_DISPATCH_ACT(x.dtype, {
-        if (ctx.device == Device::CPU) {
-            result = sum_of_squares_cpu<T>(x.as<T>(), x.n);
-        } else {
-            // The grid size depends only on n, so a given tensor always reduces in the same order.
-            int64_t blocks64 = (x.n + kSsqThreads - 1) / kSsqThreads;
-            const int blocks = (int)(blocks64 < kSsqMaxBlocks ? blocks64 : kSsqMaxBlocks);
-            double* partial = static_cast<double*>(ctx_scratch(ctx, sizeof(double) * (size_t)(blocks + 1)));
-            double* device_result = partial + blocks;
+// Blocks of the partial-sum kernel for n elements: depends only on n, so a tensor always reduces in the
+// same order.
+static int ssq_blocks(int64_t n) {
+    const int64_t blocks = (n + kSsqThreads - 1) / kSsqThreads;
+    return (int)(blocks < kSsqMaxBlocks ? blocks : kSsqMaxBlocks);
+}
+
+std::vector<double> sums_of_squares(Ctx& ctx, const std::vector<Tensor>& xs) {
+    std::vector<double> result(xs.size(), 0.0);
+    size_t partial_count = 0;
+    for (const Tensor& x : xs) {
+        if (x.device != ctx.device)
+            mm_fatal("sum_of_squares: tensor on %s, context on %s", device_name(x.device), device_name(ctx.device));
+        if (ctx.device == Device::CUDA && x.n > 0) partial_count += (size_t)ssq_blocks(x.n);
+    }
+    if (ctx.device == Device::CPU) {
+        for (size_t i = 0; i < xs.size(); i++)
+            if (xs[i].n > 0) MM_DISPATCH_ACT(xs[i].dtype, { result[i] = sum_of_squares_cpu<T>(xs[i].as<T>(), xs[i].n); });
+        return result;
+    }
+    // One scratch buffer: the per-block partials of every tensor, then one result slot per tensor. Every
+    // reduction is queued on the stream; a single copy brings the results back.
+    double* scratch = static_cast<double*>(ctx_scratch(ctx, sizeof(double) * (partial_count + xs.size())));
+    double* device_results = scratch + partial_count;
+    CUDA_CHECK(cudaMemsetAsync(device_results, 0, sizeof(double) * xs.size(), ctx.stream));  // empty tensors: 0
+    double* partial = scratch;
+    for (size_t i = 0; i < xs.size(); i++) {
+        const Tensor& x = xs[i];
+        if (x.n == 0) continue;
+        const int blocks = ssq_blocks(x.n);
+        MM_DISPATCH_ACT(x.dtype, {
             sum_of_squares_partials_kernel<T><<<blocks, kSsqThreads, 0, ctx.stream>>>(partial, x.as<T>(), x.n);
-            CUDA_CHECK_LAST();
-            sum_of_squares_final_kernel<<<1, kSsqThreads, 0, ctx.stream>>>(device_result, partial, blocks);
-            CUDA_CHECK_LAST();
-            CUDA_CHECK(cudaMemcpyAsync(&result, device_result, sizeof(double), cudaMemcpyDeviceToHost, ctx.stream));
-            CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-        }
-    });
+        });
+        CUDA_CHECK_LAST();
+        sum_of_squares_final_kernel<<<1, kSsqThreads, 0, ctx.stream>>>(device_results + i, partial, blocks);
+        CUDA_CHECK_LAST();
+        partial += blocks;
+    }
+    CUDA_CHECK(cudaMemcpyAsync(result.data(), device_results, sizeof(double) * xs.size(), cudaMemcpyDeviceToHost,
+                               ctx.stream));
+    CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
     return result;
 }
+
+double sum_of_squares(Ctx& ctx, Tensor x) { return sums_of_squares(ctx, {x})[0]; }
 
 void scale_inplace(Ctx& ctx, Tensor x, float s) {
     check_tensor(ctx, x, DType::F32, x.n, "scale_inplace", "x");

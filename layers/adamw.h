@@ -1,6 +1,7 @@
 // adamw.h — AdamW on fp32 master weights and fp32 moments (llm.c's update rule), plus the reductions the
 // optimizer step needs (gradient norm for clipping).
 #pragma once
+#include <vector>
 #include "runtime.h"
 
 // m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g²;  g = grad · grad_scale (the clipping factor)
@@ -8,7 +9,11 @@
 void adamw_update(Ctx& ctx, Tensor param, Tensor grad, Tensor m, Tensor v, int64_t n, float lr, float beta1,
                   float beta2, float eps, float weight_decay, int t, float grad_scale);
 
-// Σ x² of an f32 tensor, in a fixed order (deterministic), returned on the host (synchronizes).
+// Σ x² of a tensor (f32 or bf16 storage), in double and in a fixed order (deterministic), returned on the host
+// (synchronizes).
 double sum_of_squares(Ctx& ctx, Tensor x);
+// The same sums for several tensors, each bit-identical to sum_of_squares of it alone, with ONE host
+// synchronization for all of them (the gradient norm of a step needs 16 tensors).
+std::vector<double> sums_of_squares(Ctx& ctx, const std::vector<Tensor>& xs);
 // x *= s (f32)
 void scale_inplace(Ctx& ctx, Tensor x, float s);

@@ -22,11 +22,14 @@ void sync_gradients(GPT& m, bool sum_sequence_parallel) {
 }
 
 double gradient_norm(GPT& m) {
+    // All 16 sums are reduced on the device and come back together: one host synchronization per step.
+    std::vector<Tensor> grads;
+    for (int id = 0; id < NUM_PARAM_TENSORS; id++) grads.push_back(gpt_grad(m, id));
+    const std::vector<double> ss = sums_of_squares(*m.ctx, grads);
     double split = 0, replicated = 0;
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
-        double ss = sum_of_squares(*m.ctx, gpt_grad(m, id));
-        if (param_shard_kind(id) == ShardKind::Replicated) replicated += ss;
-        else split += ss;
+        if (param_shard_kind(id) == ShardKind::Replicated) replicated += ss[id];
+        else split += ss[id];
     }
     // Slices add up over the TP group; replicated tensors are identical on every rank: count them once.
     double total = split;

@@ -2,7 +2,7 @@
 //
 // For f32 and bf16 storage and for shapes that are not multiples of any block size: layernorm forward and
 // backward, GeLU forward and backward, residual add and accumulate, bias+dropout+residual forward (masks bit
-// for bit, with global-coordinate offsets), dropout backward, AdamW (3 steps), sum_of_squares, scale_inplace.
+// for bit, with global-coordinate offsets), dropout backward, AdamW (3 steps), sum_of_squares (single and batched), scale_inplace.
 // GPU outputs are poisoned with NaN before each call (and u8 masks with 7), so an element a kernel forgets
 // to write fails the comparison; accumulating outputs (din, dweight, dbias, accumulate's dst) are prefilled
 // with the same random values on both devices. Determinism: layernorm_backward and sum_of_squares run twice
@@ -206,6 +206,17 @@ static void test_adamw_and_reductions(DType grad_dt, int64_t n, std::mt19937& rn
     double sc = sum_of_squares(g_cpu, x.c), sg1 = sum_of_squares(g_gpu, x.g), sg2 = sum_of_squares(g_gpu, x.g);
     CHECK(std::fabs(sg1 - sc) <= 1e-12 * sc, "sum_of_squares [%s n=%lld]: gpu %.17g cpu %.17g", dn, (long long)n, sg1, sc);
     CHECK(memcmp(&sg1, &sg2, sizeof(double)) == 0, "sum_of_squares not bitwise reproducible on GPU");
+    // the batched form (one synchronization for the step's gradient norm): each sum bit-identical to the
+    // single-tensor call, an empty tensor giving 0, mixed dtypes and sizes in one call
+    Pair small = both(DType::F32, random_vec(1000, rng));
+    Tensor empty = tensor_alloc(Device::CUDA, grad_dt, 0);
+    std::vector<double> batch = sums_of_squares(g_gpu, {x.g, empty, small.g, x.g});
+    const double s_small = sum_of_squares(g_gpu, small.g);
+    CHECK(batch.size() == 4 && memcmp(&batch[0], &sg1, sizeof(double)) == 0 && batch[1] == 0.0 &&
+              memcmp(&batch[2], &s_small, sizeof(double)) == 0 && memcmp(&batch[3], &sg1, sizeof(double)) == 0,
+          "sums_of_squares [%s n=%lld]: batched sums differ from single calls", dn, (long long)n);
+    tensor_free(empty);
+    free_pairs({&small});
     // scale_inplace (f32 parameters/gradients)
     scale_inplace(g_cpu, p.c, 0.3f);
     scale_inplace(g_gpu, p.g, 0.3f);

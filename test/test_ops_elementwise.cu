@@ -505,6 +505,18 @@ static void test_sum_of_squares_and_scale(std::mt19937& rng) {
     tensor_free(t);
     Tensor e = tensor_alloc(Device::CPU, DType::F32, 0);
     CHECK(sum_of_squares(g_cpu, e) == 0.0, "sum_of_squares of an empty tensor");
+    // Batched (the gradient norm's form): the same bits as one call per tensor, mixed dtypes, empty ones 0.
+    vf y = random_vec(70001, rng);
+    Tensor ty = host(DType::F32, y), tyb = host(DType::BF16, y), tx = host(DType::F32, x);
+    const double s_x = sum_of_squares(g_cpu, tx), s_y = sum_of_squares(g_cpu, ty), s_yb = sum_of_squares(g_cpu, tyb);
+    std::vector<double> batch = sums_of_squares(g_cpu, {tx, e, ty, tyb});
+    CHECK(batch.size() == 4 && memcmp(&batch[0], &s_x, sizeof(double)) == 0 && batch[1] == 0.0 &&
+              memcmp(&batch[2], &s_y, sizeof(double)) == 0 && memcmp(&batch[3], &s_yb, sizeof(double)) == 0,
+          "sums_of_squares: batched sums differ from single calls");
+    CHECK(s_yb != s_y, "bf16 storage rounds (the batched check saw two different dtypes)");
+    tensor_free(ty);
+    tensor_free(tyb);
+    tensor_free(tx);
 }
 
 // Reductions give the same bits with 1 and with 3 OpenMP threads (fixed order, not thread-count order).
