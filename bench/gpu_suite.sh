@@ -3,7 +3,8 @@
 #   1. the machine: GPU, driver, nvcc, NCCL, MPI, OpenBLAS (what is missing is said plainly);
 #   2. the binaries: prebuilt ones (PREBUILT=DIR) or a CMake build for sm_90 into build-gpu/;
 #   3. the GPU tests (ctest -L gpu; with prebuilt binaries, each test of label gpu from test/*.cmake);
-#   4. bench/layer_bench.cu: paper Table 4, one layer of the 22B model at its t = 8 per-rank shape, bf16;
+#   4. bench/layer_bench.cu: paper Table 4, one layer of the 22B model at its t = 8 per-rank shape, bf16,
+#      then one layer of the GPT-2 XL model of step 5; each with the time of every op of the layer;
 #   5. bench/e2e_bench.cu: GPT-2 XL class training steps per recompute policy, tokens/s, MFU, HFU, memory.
 # Every step has a timeout taken from a global budget, so the script always finishes and always writes its
 # summary. Results: at most 8 flat files in DIR; a short table is printed last.
@@ -128,6 +129,7 @@ PY
 }
 
 LAYER_CMD="layer_bench --device cuda --dtype bf16 --hidden 6144 --heads 64 --seq 2048 --batch 4 --tp-emulated 8 --reps 20 --warmup 5 ${LAYER_ARGS:-}"
+LAYER_XL_CMD="layer_bench --device cuda --dtype bf16 --hidden 1600 --heads 25 --seq 1024 --batch 8 --tp-emulated 1 --sp-emulation derived --reps 20 --warmup 5 ${LAYER_ARGS:-}"
 E2E_CMD="e2e_bench --device cuda --dtype bf16 --layers 48 --hidden 1600 --heads 25 --seq 1024 --batch 8 --warmup 2 --steps 5 ${E2E_ARGS:-}"
 
 if [ $DRY = 1 ]; then
@@ -137,6 +139,7 @@ if [ $DRY = 1 ]; then
   say "tests (label gpu): ctest --test-dir build-gpu -L gpu, or with prebuilt binaries:"
   gpu_test_list | while IFS='|' read -r n e np to a; do say "  $n: ${e} np=$np timeout=${to}s args='$a'"; done
   say "bench: $LAYER_CMD --json $LAYER_JSON"
+  say "bench: $LAYER_XL_CMD (log appended to layer_bench.log)"
   say "bench: $E2E_CMD --json $E2E_JSON"
   echo "dry run: GPU $GPU_NAME, driver $DRIVER; plan printed (env.txt in $OUT)" | tee "$SUMMARY"
   exit 0
@@ -237,10 +240,12 @@ fi
 echo "tests: $TESTS_STATUS"
 
 # ---- 4. layer benchmark (Table 4) -------------------------------------------------------------------------------
-run_bench() {  # log json timeout reserve program flags...
+run_bench() {  # log json("" = none) timeout reserve program flags...
   local log=$1 json=$2 to=$3 reserve=$4 exe=$5; shift 5
   echo "== $exe $* ($(elapsed) s)" | tee -a "$log"
-  timeout "$(budget_for "$to" "$reserve")" "$BIN/$exe" "$@" --json "$json" >>"$log" 2>&1
+  local json_flag=()
+  [ -n "$json" ] && json_flag=(--json "$json")
+  timeout "$(budget_for "$to" "$reserve")" "$BIN/$exe" "$@" "${json_flag[@]}" >>"$log" 2>&1
   local rc=$?
   echo "== exit $rc ($(elapsed) s)" >>"$log"
   return $rc
@@ -259,6 +264,16 @@ if [ -x "$BIN/layer_bench" ]; then
   fi
 fi
 echo "layer_bench: $LAYER_STATUS"
+# The same benchmark at the GPT-2 XL layer shape of step 5 (t = 1): its per-op breakdown says where an
+# end-to-end step's time goes. Logged apart, then appended to layer_bench.log (the tool returns 8 files).
+XL_LOG=$OUT/layer_xl.tmp
+: >"$XL_LOG"
+LAYER_XL_STATUS="not run"
+if [ -x "$BIN/layer_bench" ]; then
+  # shellcheck disable=SC2086
+  if run_bench "$XL_LOG" "" 90 240 $LAYER_XL_CMD; then LAYER_XL_STATUS=ok; else LAYER_XL_STATUS="failed (rc $?)"; fi
+fi
+echo "layer_bench (XL layer): $LAYER_XL_STATUS"
 
 # ---- 5. end-to-end benchmark (Table 5 style) --------------------------------------------------------------------
 : >"$E2E_LOG"
@@ -278,9 +293,12 @@ echo "e2e_bench: $E2E_STATUS"
   echo "layer_bench (Table 4, 22B layer at t=8 per-rank shape, bf16, NO communication): $LAYER_STATUS"
   sed -n '/^experiment (Table 4)/,/^element-wise/p' "$LAYER_LOG" | grep -v "^element-wise"
   grep -E "^baseline layer:|^fake-comm: per layer" "$LAYER_LOG" | tail -2
+  echo "layer_bench, GPT-2 XL layer (h 1600, 25 heads, s 1024, b 8, t 1): $LAYER_XL_STATUS"
+  sed -n '/^experiment (Table 4)/,/^element-wise/p' "$XL_LOG" | grep -v -E "^element-wise|^cross-check|^  (sequence|selective) |derived"
   echo "e2e_bench (GPT-2 XL class, 8 x 1024 tokens/step, bf16): $E2E_STATUS"
   sed -n '/^recompute /,$p' "$E2E_LOG" | grep -v -E "^wrote|^== "
   grep -E "out of memory|error" "$E2E_LOG" | head -3
-  echo "files: $(cd "$OUT" && ls | tr '\n' ' ')"
 } | tee "$SUMMARY"
+cat "$XL_LOG" >>"$LAYER_LOG" && rm -f "$XL_LOG"
+echo "files: $(cd "$OUT" && ls | tr '\n' ' ')" | tee -a "$SUMMARY"
 exit 0

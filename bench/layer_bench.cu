@@ -35,8 +35,10 @@
 #include "bench_common.h"
 
 #include "../layers/dropout.h"
+#include "../layers/gelu.h"
 #include "../layers/layernorm.h"
 #include "../layers/linear.h"
+#include "../layers/matmul.h"
 #include "../model/transformer_layer.h"
 #include "../recompute/formulas.h"
 
@@ -46,6 +48,7 @@ struct Options {
     int reps = 10, warmup = 3;
     float dropout = 0.1f;
     std::string dtype = "bf16", device = "auto", json, mpi = "auto", sp_emulation = "auto";
+    bool breakdown = true;  // time every op of the layer alone as well (--breakdown off to skip)
 };
 
 static void usage() {
@@ -58,7 +61,8 @@ static void usage() {
         "  --dtype bf16|f32 activation and weight storage (bf16)      --dropout P (0.1)\n"
         "  --device auto|cpu|cuda (auto)   --json FILE  write every number as JSON\n"
         "  --sp-emulation auto|fake-comm|derived   how sequence parallelism is emulated (auto: both)\n"
-        "  --mpi auto|on|off   bring MPI up (auto: only under mpirun; one process either way)\n");
+        "  --mpi auto|on|off   bring MPI up (auto: only under mpirun; one process either way)\n"
+        "  --breakdown on|off  also time each op of the baseline layer alone: where the time goes (on)\n");
 }
 
 static Options parse(int argc, char** argv) {
@@ -79,6 +83,13 @@ static Options parse(int argc, char** argv) {
         else if (bench_flag(argc, argv, i, "--json", v)) o.json = v;
         else if (bench_flag(argc, argv, i, "--mpi", v)) o.mpi = v;
         else if (bench_flag(argc, argv, i, "--sp-emulation", v)) o.sp_emulation = v;
+        else if (bench_flag(argc, argv, i, "--breakdown", v)) {
+            if (v != "on" && v != "off") {
+                fprintf(stderr, "error: --breakdown expects on or off, got '%s'\n", v.c_str());
+                exit(2);
+            }
+            o.breakdown = v == "on";
+        }
         else {
             fprintf(stderr, "error: unknown flag '%s' (--help lists them)\n", argv[i]);
             exit(2);
@@ -300,6 +311,182 @@ static ElemTiming time_elementwise(const Options& o, BenchLayer& L, int64_t rows
     return ElemTiming{median_of(fwd), median_of(bwd)};
 }
 
+// ---- where the time of one layer goes: every op timed on its own (--breakdown) -----------------------------
+// The op sequence of layer_forward / layer_backward (model/transformer_layer.cu) for the baseline policy at
+// plain TP shapes, written out here with a timer point after each op. It is a copy of the layer's sequence,
+// so the report prints its sum next to the measured layer time: if the two drift apart, the layer changed
+// and this list must follow. Recomputation adds no new op: selective reruns "attention probs" (QKᵀ GEMM +
+// softmax + dropout), full reruns the whole forward column.
+struct OpTime {
+    const char* name;
+    bool backward;
+    double flops;  // matmul FLOPs of the op (0: element-wise)
+    std::vector<double> all_ms;
+    double ms() const { return median_of(all_ms); }
+};
+
+static std::vector<OpTime> time_ops(const Options& o, BenchLayer& L, Tensor x_src, Tensor dy_src, double& qk_gemm_ms) {
+    LayerRun& run = L.run;
+    Ctx& ctx = *run.ctx;
+    ActivationAllocator& A = *run.alloc;
+    const int C = run.C, N = run.S * run.B, rows = N, S = run.S, B = run.B;
+    const int NH = run.attn.NH, HD = run.attn.HD, C_loc = run.C_loc, F_loc = run.F_loc;
+    const DType dt = run.dtype;
+    const LayerWeights& w = run.w;
+    const LayerGrads& g = run.g;
+    const int64_t n_act = (int64_t)rows * C, s2 = (int64_t)B * NH * S * S;
+    const double attn_gemm = 2.0 * B * NH * (double)S * S * HD;  // one of the core-attention GEMMs
+    std::vector<OpTime> ops = {
+        {"LN1", false, 0},
+        {"QKV linear (+bias epilogue)", false, 2.0 * N * C * 3.0 * C_loc},
+        {"attention probs (QK^T + softmax + dropout)", false, attn_gemm},
+        {"attention context (P_d V)", false, attn_gemm},
+        {"attention proj linear", false, 2.0 * N * (double)C_loc * C},
+        {"bias + dropout + residual", false, 0},
+        {"LN2", false, 0},
+        {"fc1 linear (+bias epilogue)", false, 2.0 * N * (double)C * F_loc},
+        {"GeLU", false, 0},
+        {"fc2 linear", false, 2.0 * N * (double)F_loc * C},
+        {"bias + dropout + residual", false, 0},
+        {"dropout backward (MLP)", true, 0},
+        {"bias grad fc2", true, 0},
+        {"fc2 backward (dX, dW)", true, 4.0 * N * (double)F_loc * C},
+        {"GeLU backward", true, 0},
+        {"fc1 backward (dX, dW, db)", true, 4.0 * N * (double)C * F_loc},
+        {"LN2 backward", true, 0},
+        {"dropout backward (attn)", true, 0},
+        {"bias grad proj", true, 0},
+        {"attention proj backward (dX, dW)", true, 4.0 * N * (double)C_loc * C},
+        {"attention backward (4 GEMMs + softmax bwd)", true, 4 * attn_gemm},
+        {"QKV backward (dX, dW, db)", true, 4.0 * N * C * 3.0 * C_loc},
+        {"LN1 backward", true, 0},
+    };
+    const int points = (int)ops.size() + 1;
+    BenchTimer timer(ctx, points);
+    std::vector<double> qk_all;
+    for (int it = 0; it < o.warmup + o.reps; it++) {
+        Tensor x = A.alloc(dt, n_act, 0, "tmp:x"), dres = A.alloc(dt, n_act, 0, "tmp:dres");
+        tensor_convert(ctx, x, x_src.slice(0, n_act));
+        tensor_convert(ctx, dres, dy_src.slice(0, n_act));
+        Tensor mean1 = A.alloc(DType::F32, rows, 0, "tmp:mean1"), rstd1 = A.alloc(DType::F32, rows, 0, "tmp:rstd1");
+        Tensor mean2 = A.alloc(DType::F32, rows, 0, "tmp:mean2"), rstd2 = A.alloc(DType::F32, rows, 0, "tmp:rstd2");
+        Tensor h1 = A.alloc(dt, n_act, 0, "tmp:h1"), qkv = A.alloc(dt, (int64_t)N * 3 * C_loc, 0, "tmp:qkv");
+        Tensor probs = A.alloc(dt, s2, 0, "tmp:probs"), mask = A.alloc(DType::U8, s2, 0, "tmp:mask");
+        Tensor pdrop = A.alloc(dt, s2, 0, "tmp:pdrop"), ctxo = A.alloc(dt, (int64_t)N * C_loc, 0, "tmp:ctx");
+        Tensor y = A.alloc(dt, n_act, 0, "tmp:y"), m1 = A.alloc(DType::U8, n_act, 0, "tmp:m1");
+        Tensor r1 = A.alloc(dt, n_act, 0, "tmp:r1"), h2 = A.alloc(dt, n_act, 0, "tmp:h2");
+        Tensor f1 = A.alloc(dt, (int64_t)N * F_loc, 0, "tmp:f1"), f2 = A.alloc(dt, (int64_t)N * F_loc, 0, "tmp:f2");
+        Tensor m2 = A.alloc(DType::U8, n_act, 0, "tmp:m2"), out = A.alloc(dt, n_act, 0, "tmp:out");
+        int k = 0;
+        timer.mark(k++);
+        layernorm_forward(ctx, h1, mean1, rstd1, x, w.ln1w, w.ln1b, rows, C);
+        timer.mark(k++);
+        column_parallel_forward(run.region, ctx, qkv, h1, w.qkvw, w.qkvb, N, C, 3 * C_loc);
+        timer.mark(k++);
+        attention_probs_forward(ctx, probs, mask, pdrop, qkv, run.attn, run.dropout, run.seed, 0);
+        timer.mark(k++);
+        attention_context_forward(ctx, ctxo, pdrop, qkv, run.attn);
+        timer.mark(k++);
+        row_parallel_forward(run.region, ctx, y, ctxo, w.attprojw, N, C_loc, C);
+        timer.mark(k++);
+        bias_dropout_residual_forward(ctx, r1, m1, y, w.attprojb, x, run.dropout, run.seed, 1, S, B, C, run.where);
+        timer.mark(k++);
+        layernorm_forward(ctx, h2, mean2, rstd2, r1, w.ln2w, w.ln2b, rows, C);
+        timer.mark(k++);
+        column_parallel_forward(run.region, ctx, f1, h2, w.fcw, w.fcb, N, C, F_loc);
+        timer.mark(k++);
+        gelu_forward(ctx, f2, f1, (int64_t)N * F_loc);
+        timer.mark(k++);
+        row_parallel_forward(run.region, ctx, y, f2, w.fcprojw, N, F_loc, C);
+        timer.mark(k++);
+        bias_dropout_residual_forward(ctx, out, m2, y, w.fcprojb, r1, run.dropout, run.seed, 2, S, B, C, run.where);
+        timer.mark(k++);
+        // backward (y is reused for the dropout gradients once its forward value is consumed)
+        Tensor dy2 = y, dh = A.alloc(dt, (int64_t)N * F_loc, 0, "tmp:dh"), dln = A.alloc(dt, n_act, 0, "tmp:dln");
+        dropout_backward(ctx, dy2, dres, m2, run.dropout, n_act);
+        timer.mark(k++);
+        bias_backward(ctx, g.fcprojb, dy2, rows, C);
+        timer.mark(k++);
+        row_parallel_backward(run.region, ctx, dh, g.fcprojw, dy2, f2, w.fcprojw, N, F_loc, C);
+        timer.mark(k++);
+        gelu_backward(ctx, dh, f1, dh, (int64_t)N * F_loc);
+        timer.mark(k++);
+        column_parallel_backward(run.region, ctx, dln, g.fcw, g.fcb, dh, h2, w.fcw, N, C, F_loc);
+        timer.mark(k++);
+        layernorm_backward(ctx, dres, g.ln2w, g.ln2b, dln, r1, w.ln2w, mean2, rstd2, rows, C);
+        timer.mark(k++);
+        dropout_backward(ctx, dy2, dres, m1, run.dropout, n_act);
+        timer.mark(k++);
+        bias_backward(ctx, g.attprojb, dy2, rows, C);
+        timer.mark(k++);
+        Tensor dctx = A.alloc(dt, (int64_t)N * C_loc, 0, "tmp:dctx"), dqkv = A.alloc(dt, (int64_t)N * 3 * C_loc, 0, "tmp:dqkv");
+        Tensor dprobs = A.alloc(dt, s2, 0, "tmp:dprobs");
+        row_parallel_backward(run.region, ctx, dctx, g.attprojw, dy2, ctxo, w.attprojw, N, C_loc, C);
+        timer.mark(k++);
+        attention_backward(ctx, dqkv, dctx, qkv, probs, mask, pdrop, dprobs, run.attn, run.dropout);
+        timer.mark(k++);
+        column_parallel_backward(run.region, ctx, dln, g.qkvw, g.qkvb, dqkv, h1, w.qkvw, N, C, 3 * C_loc);
+        timer.mark(k++);
+        layernorm_backward(ctx, dres, g.ln1w, g.ln1b, dln, x, w.ln1w, mean1, rstd1, rows, C);
+        timer.mark(k++);
+        // The QKᵀ GEMMs alone (the same calls as attention_probs_forward), to split "attention probs".
+        BenchTimer qk(ctx, 2);
+        qk.mark(0);
+        const int64_t R = (int64_t)B * 3 * NH * HD, SS = (int64_t)S * S;
+        for (int b = 0; b < B; b++) {
+            const char* q0 = static_cast<const char*>(qkv.data) + (size_t)b * 3 * NH * HD * dtype_size(dt);
+            gemm(ctx, false, true, S, S, HD, 1.f, GemmOperand{q0, R, HD},
+                 GemmOperand{q0 + (size_t)NH * HD * dtype_size(dt), R, HD}, 0.f,
+                 static_cast<char*>(probs.data) + (size_t)b * NH * SS * dtype_size(dt), S, SS, dt, dt, NH);
+        }
+        qk.mark(1);
+        if (it >= o.warmup) {
+            for (size_t i = 0; i < ops.size(); i++) ops[i].all_ms.push_back(timer.ms((int)i, (int)i + 1));
+            qk_all.push_back(qk.ms(0, 1));
+        }
+        Tensor* all[] = {&x, &dres, &mean1, &rstd1, &mean2, &rstd2, &h1, &qkv, &probs, &mask, &pdrop, &ctxo,
+                         &y, &m1, &r1, &h2, &f1, &f2, &m2, &out, &dh, &dln, &dctx, &dqkv, &dprobs};
+        for (Tensor* t : all) A.release(*t);
+    }
+    qk_gemm_ms = median_of(qk_all);
+    return ops;
+}
+
+static void print_ops(const std::vector<OpTime>& ops, double qk_ms, double layer_fwd, double layer_bwd) {
+    double fwd = 0, bwd = 0;
+    for (const OpTime& op : ops) (op.backward ? bwd : fwd) += op.ms();
+    printf("\nwhere one layer's time goes (baseline, each op timed alone; median of the runs):\n");
+    printf("  %-44s %9s %7s %11s\n", "op", "ms", "share", "matmul TF/s");
+    for (const OpTime& op : ops) {
+        char rate[32] = "";
+        if (op.flops > 0) snprintf(rate, sizeof rate, "%.3g", op.flops / (op.ms() * 1e-3) / 1e12);
+        printf("  %s %-42s %9.3f %6.1f%% %11s\n", op.backward ? "B" : "F", op.name, op.ms(), 100 * op.ms() / (fwd + bwd), rate);
+        if (!strcmp(op.name, "attention probs (QK^T + softmax + dropout)"))
+            printf("      of which the QK^T GEMMs %.3f ms (%.3g TF/s), softmax + dropout kernel %.3f ms\n", qk_ms,
+                   op.flops / (qk_ms * 1e-3) / 1e12, op.ms() - qk_ms);
+    }
+    printf("  sum of ops: fwd %.3f ms, bwd %.3f ms; the layer measured as a whole: fwd %.3f, bwd %.3f ms\n", fwd,
+           bwd, layer_fwd, layer_bwd);
+}
+
+static void json_ops(JsonOut& j, const std::vector<OpTime>& ops, double qk_ms) {
+    j.key("breakdown");
+    j.open('{');
+    j.kv("qk_gemm_ms", qk_ms);
+    j.key("ops");
+    j.open('[');
+    for (const OpTime& op : ops) {
+        j.open('{');
+        j.kv("name", op.name);
+        j.kv("phase", op.backward ? "backward" : "forward");
+        j.kv("ms", op.ms());
+        j.kv("matmul_flops", op.flops);
+        j.close('}');
+    }
+    j.close(']');
+    j.close('}');
+}
+
 // ---- the fake t-rank communicator (the "fake-comm" emulation of SP) -----------------------------------------
 // A Comm whose `size` says t but whose backend is a ONE-rank group: on GPU a NCCL communicator over this
 // device alone (ncclCommInitAll, no MPI needed), on CPU a one-rank MPI communicator (MPI_COMM_SELF). The
@@ -412,6 +599,12 @@ int main(int argc, char** argv) {
     rows[3] = time_layer(o, L, Recompute::Selective, x_src, dy_src, kTable4[3].name, "measured");
     progress(rows[3]);
     const double base = rows[0].combined();
+    std::vector<OpTime> ops;
+    double qk_ms = NAN;
+    if (o.breakdown) {
+        ops = time_ops(o, L, x_src, dy_src, qk_ms);
+        printf("  done: per-op breakdown of the baseline layer (%zu ops)\n", ops.size());
+    }
 
     // ---- SP, derived: subtract the element-wise work SP removes -------------------------------------------
     ElemTiming e_full = time_elementwise(o, L, (int64_t)S * B, x_src, dy_src);
@@ -484,6 +677,7 @@ int main(int argc, char** argv) {
     } else {
         printf("fake-comm SP emulation not run: %s\n", o.sp_emulation == "derived" ? "--sp-emulation derived" : fake_why.c_str());
     }
+    if (o.breakdown) print_ops(ops, qk_ms, rows[0].fwd_ms, rows[0].bwd_ms);
     printf("element-wise work outside the TP regions: fwd %.3f ms / bwd %.3f ms on %d rows, %.3f / %.3f ms on %d rows\n",
            e_full.fwd_ms, e_full.bwd_ms, S * B, e_shard.fwd_ms, e_shard.bwd_ms, S / t * B);
     printf("baseline layer: %.4g model TFLOP/s (3 x forward matmul FLOPs %.3g per rank / combined time)\n",
@@ -543,6 +737,7 @@ int main(int argc, char** argv) {
             j.kv("reduce_scatter_calls", (double)per_layer.calls[kReduceScatter]);
             j.close('}');
         }
+        if (o.breakdown) json_ops(j, ops, qk_ms);
         j.kv("device_used_gb", device_used_gb(device));
         j.kv("allocator_peak_reserved_gb", A.peak_reserved_bytes() / 1e9);
         j.close('}');
