@@ -2,7 +2,7 @@
 // share: where to run, whether to bring MPI up, a timer that is right on both devices, random fills,
 // medians and a tiny JSON writer.
 //
-// Timing method (see /work/.library/device/METHOD.md): warm-up runs first (cuBLAS heuristics, the caching
+// Timing method (docs/design.md, "Benchmarks"): warm-up runs first (cuBLAS heuristics, the caching
 // activation allocator and lazy module loading stay out of the numbers), then N timed repetitions, and the
 // MEDIAN is reported. On CUDA the timer records events on the context's stream, so it measures GPU time of
 // exactly the work queued between two marks (and of the second stream's work joined back into it); on CPU
@@ -167,7 +167,7 @@ inline double median_of(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-// ---- random data (never zeros: zeros make GEMMs run faster than real data, METHOD.md) ---------------------
+// ---- random data (never zeros: zeros make GEMMs run faster than real data) ---------------------
 // A standard normal for element i of stream `stream`: counter-based, so any thread order gives the same data.
 inline float bench_normal(uint64_t seed, uint32_t stream, uint64_t i) {
     PhiloxOut o = philox4x32_10((uint32_t)i, (uint32_t)(i >> 32), stream, 0x62656e63u /*"benc"*/, (uint32_t)seed,

@@ -102,7 +102,7 @@ static std::vector<Recompute> parse_policies(const std::string& list) {
 }
 
 // ---- the attainable matmul rate: an n×n×n GEMM through the project's gemm() ----------------------------------
-// Random operands (never zeros: METHOD.md), 3 warm-ups, median of 10; C = A·Bᵀ in the run's dtype.
+// Random operands (never zeros: zero operands make GEMMs run faster than real data), 3 warm-ups, median of 10; C = A·Bᵀ in the run's dtype.
 static double measure_gemm_flops(Ctx& ctx, DType dt, int n) {
     if (n <= 0) return NAN;
     Tensor a = tensor_alloc(ctx.device, dt, (int64_t)n * n), b = tensor_alloc(ctx.device, dt, (int64_t)n * n);

@@ -123,7 +123,7 @@ static const PaperRow kTable4[5] = {
 // rank's shapes. Gradients: one flat f32 buffer.
 struct BenchLayer {
     Tensor wflat, gflat;
-    LayerRun run;
+    LayerContext run;
 };
 
 static BenchLayer make_layer(const Options& o, Ctx& ctx, ActivationAllocator& A, DType dt, uint64_t seed) {
@@ -156,7 +156,7 @@ static BenchLayer make_layer(const Options& o, Ctx& ctx, ActivationAllocator& A,
     }
     tensor_from_host_f32(L.wflat, host.data());
 
-    LayerRun& r = L.run;
+    LayerContext& r = L.run;
     r.ctx = &ctx;
     r.alloc = &A;
     r.region.alloc = &A;
@@ -185,7 +185,7 @@ static BenchLayer make_layer(const Options& o, Ctx& ctx, ActivationAllocator& A,
 }
 
 // Switch the run between plain TP (S_loc = S) and TP + SP (S_loc = S/t) on communicator `tp`.
-static void set_region(LayerRun& r, Comm* tp, bool sp, int t) {
+static void set_region(LayerContext& r, Comm* tp, bool sp, int t) {
     r.region.tp = tp;
     r.region.sp = sp;
     r.S_loc = sp ? r.S / t : r.S;
@@ -209,7 +209,7 @@ struct Result {
 // layer_backward includes what the policy recomputes (Table 4 puts recomputation in the backward column).
 static Result time_layer(const Options& o, BenchLayer& L, Recompute policy, Tensor x_src, Tensor dy_src,
                          const char* name, const char* method) {
-    LayerRun& run = L.run;
+    LayerContext& run = L.run;
     Ctx& ctx = *run.ctx;
     ActivationAllocator& A = *run.alloc;
     const int64_t rows = (int64_t)run.S_loc * run.B;
@@ -266,7 +266,7 @@ static Result time_layer(const Options& o, BenchLayer& L, Recompute policy, Tens
 struct ElemTiming { double fwd_ms = NAN, bwd_ms = NAN; };
 
 static ElemTiming time_elementwise(const Options& o, BenchLayer& L, int64_t rows, Tensor x_src, Tensor dy_src) {
-    LayerRun& run = L.run;
+    LayerContext& run = L.run;
     Ctx& ctx = *run.ctx;
     ActivationAllocator& A = *run.alloc;
     const int C = run.C;
@@ -326,7 +326,7 @@ struct OpTime {
 };
 
 static std::vector<OpTime> time_ops(const Options& o, BenchLayer& L, Tensor x_src, Tensor dy_src, double& qk_gemm_ms) {
-    LayerRun& run = L.run;
+    LayerContext& run = L.run;
     Ctx& ctx = *run.ctx;
     ActivationAllocator& A = *run.alloc;
     const int C = run.C, N = run.S * run.B, rows = N, S = run.S, B = run.B;

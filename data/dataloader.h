@@ -18,7 +18,7 @@
 // (seed, epoch)).
 //
 // Output: int32 inputs and targets of this rank, [B_local, T] row-major (sequence-major for the model is
-// the trainer's transpose to [T, B_local], DESIGN.md "Core data structures").
+// the trainer's transpose to [T, B_local], docs/design.md "Core data structures").
 #pragma once
 #include <cstdint>
 #include <string>

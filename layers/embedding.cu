@@ -191,7 +191,7 @@ void token_embedding_backward(Ctx& ctx, Tensor dwte_local, Tensor dout, const Em
 // ---------------------------------------------------------------------------------------------------------
 // position embedding: out[s, b, :] += wpe[s_offset + s, :]. Under sequence parallelism a rank holds the
 // positions [s_offset, s_offset + S_loc), so it reads (and, in backward, writes) only those rows of wpe;
-// its dwpe is partial and parallel/ sums it over the TP group (DESIGN.md "Sequence parallelism").
+// its dwpe is partial and parallel/ sums it over the TP group (docs/design.md "Sequence parallelism").
 // ---------------------------------------------------------------------------------------------------------
 
 template <class TO, class TW>

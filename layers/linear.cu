@@ -180,7 +180,7 @@ void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias,
 
 // ---------------------------------------------------------------------------------------------------------
 // bias gradient: dbias[c] += Σ_r dout[r, c], in a fixed order (no atomics), so that it is bitwise
-// reproducible — recompute policies are compared bitwise (DESIGN.md "Recomputation").
+// reproducible — recompute policies are compared bitwise (docs/design.md "Recomputation").
 // ---------------------------------------------------------------------------------------------------------
 
 template <class TD, class TG>

@@ -21,7 +21,7 @@
 // ---------------------------------------------------------------------------------------------------------
 
 // Per-thread fp32 scratch that only grows: no allocation per call once the sizes of a training step were
-// seen (DESIGN.md "Performance direction": no per-step allocation).
+// seen (docs/design.md "Performance direction": no per-step allocation).
 static float* cpu_scratch(std::vector<float>& buf, size_t n) {
     if (buf.size() < n) buf.resize(n);
     return buf.data();

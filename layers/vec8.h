@@ -4,7 +4,7 @@
 // Why: an element-wise kernel that moves one bf16 (2 bytes) per thread per load issues 8× more memory
 // instructions than one that moves 16 bytes, and on an H100/H200 (3–5 TB/s) the instruction issue, not
 // DRAM, then becomes the limit. A Pack8 holds 8 consecutive elements: one 16-byte access for bf16, two for
-// f32 (HOPPER.md: "16-byte accesses per thread, coalesced across the warp").
+// f32 (a Hopper and Ampere rule of thumb: 16-byte accesses per thread, coalesced across the warp).
 //
 // The vector access needs the address to be 16-byte aligned and all 8 elements to exist. Tensors can be
 // views at any element offset and rows can have any length (the GPU tests use C = 129), so every kernel

@@ -137,9 +137,9 @@ void gpt_load_full_optimizer(GPT& m, const float* adam_m, const float* adam_v) {
 void gpt_zero_grad(GPT& m) { tensor_zero(*m.ctx, m.grads); }
 
 // ---- one layer's run description ------------------------------------------------------------------------
-LayerRun gpt_layer_run(GPT& m, int l) {
+LayerContext gpt_layer_context(GPT& m, int l) {
     const ProcessGrid& g = *m.grid;
-    LayerRun r;
+    LayerContext r;
     r.ctx = m.ctx;
     r.alloc = m.alloc;
     r.region.tp = &m.grid->tp_comm;
@@ -224,7 +224,7 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
     if (keep) embedding_index_build(m.emb_index, tok.data(), N, v_begin, V_local, ctx.device);
 
     Region region{&m.grid->tp_comm, g.sp, m.alloc, kModelLevel};
-    LayerRun first = gpt_layer_run(m, 0);
+    LayerContext first = gpt_layer_context(m, 0);
 
     // Embedding: vocab-parallel lookup, summed over TP (f̄) or reduce-scattered into sequence shards (ḡ);
     // position embeddings of the global positions of this shard; dropout with its mask saved.
@@ -236,7 +236,7 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
                                   S_loc, B_local, C, first.where);
 
     for (int l = 0; l < cfg.layers; l++) {
-        LayerRun run = gpt_layer_run(m, l);
+        LayerContext run = gpt_layer_context(m, l);
         m.saved[l].ln1_in = x;
         bool last = l + 1 == cfg.layers;
         Tensor out = A.alloc(m.dtype, (int64_t)rows * C, last ? kModelLevel : l + 1, last ? "lnf_in" : "ln1_in");
@@ -300,11 +300,11 @@ void gpt_backward(GPT& m) {
     A.release(m.lnf_in);
 
     for (int l = cfg.layers - 1; l >= 0; l--) {
-        LayerRun run = gpt_layer_run(m, l);
+        LayerContext run = gpt_layer_context(m, l);
         layer_backward(run, m.saved[l], dresid, m.recompute);
     }
 
-    LayerRun first = gpt_layer_run(m, 0);
+    LayerContext first = gpt_layer_context(m, 0);
     dropout_backward(ctx, dresid, dresid, m.embed_drop_mask, m.dropout, (int64_t)rows * C);
     A.release(m.embed_drop_mask);
     position_embedding_backward(ctx, gpt_grad(m, P_WPE), dresid, first.where.s_offset, S_loc, m.B, C);

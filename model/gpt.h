@@ -68,6 +68,6 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
 void gpt_backward(GPT& m);
 void gpt_zero_grad(GPT& m);
 // The description of layer l for the step in flight (shapes, weight views, global dropout coordinates).
-LayerRun gpt_layer_run(GPT& m, int l);
+LayerContext gpt_layer_context(GPT& m, int l);
 // Release the activations of the last forward without a backward (validation, sampling).
 void gpt_release_activations(GPT& m);

@@ -12,8 +12,10 @@
 // on each rank. (Without SP every rank computes them from the full sequence: already complete.)
 static const int kSequenceShardedParams[] = {P_WPE, P_LN1W, P_LN1B, P_ATTPROJB, P_LN2W, P_LN2B, P_FCPROJB, P_LNFW, P_LNFB};
 
-void sync_gradients(GPT& m, bool sum_sequence_parallel) {
-    if (m.grid->sp && sum_sequence_parallel) {
+TestHooks g_test_hooks;
+
+void sync_gradients(GPT& m) {
+    if (m.grid->sp && !g_test_hooks.skip_sequence_parallel_sum) {
         std::vector<Tensor> partial;
         for (int id : kSequenceShardedParams) partial.push_back(gpt_grad(m, id));
         sum_sequence_parallel_grads(m.grid->tp_comm, *m.ctx, partial);
@@ -50,7 +52,8 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
     if (after_forward) after_forward();
     gpt_backward(m);
     sync_gradients(m);
-    if (opt.after_sync) opt.after_sync();
+    if (step == g_test_hooks.inject_nan_at_step && m.cfg.layers > 0)
+        tensor_fill_f32(gpt_grad(m, P_ATTPROJW, m.cfg.layers - 1).slice(0, 1), NAN);
     st.loss = (float)average_scalar(m.grid->dp_comm, local_loss);
     double norm = gradient_norm(m);
     st.grad_norm = (float)norm;

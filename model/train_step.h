@@ -8,8 +8,6 @@
 struct OptimConfig {
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f;
     float grad_clip = 1.0f;  // max global gradient norm; 0 disables clipping
-    // Tests only: runs after the gradient synchronization, before the norm (e.g. to poison a gradient).
-    std::function<void()> after_sync;
 };
 
 struct StepStats {
@@ -25,9 +23,8 @@ struct StepStats {
 StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
                      const OptimConfig& opt, int step, float lr, const std::function<void()>& after_forward = {});
 
-// The gradient synchronization: SP sum over TP, then DP average. (sum_sequence_parallel = false exists only so
-// that a test can show that leaving the SP sum out breaks the equivalence with a single-rank run.)
-void sync_gradients(GPT& m, bool sum_sequence_parallel = true);
+// The gradient synchronization: SP sum over TP, then DP average.
+void sync_gradients(GPT& m);
 // Global L2 norm of the (synchronized) gradients over the whole model (all TP slices, replicated tensors
 // counted once).
 double gradient_norm(GPT& m);
@@ -37,3 +34,17 @@ double gradient_norm(GPT& m);
 std::string first_nonfinite_gradient(GPT& m);
 // Evaluation: mean loss of a batch, no backward.
 float eval_loss(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S);
+
+// ---- test hooks ---------------------------------------------------------------------------------------
+// Faults and switches that only tests turn on; production code never sets them, and with the defaults they
+// do nothing. They live here, in one struct, so that no production interface carries a test-only argument.
+struct TestHooks {
+    // Negative control: leave out the SP gradient sum over the TP group (sync_gradients), to show that the
+    // equivalence with a single-rank run then fails (test_equivalence_sp_without_grad_sum).
+    bool skip_sequence_parallel_sum = false;
+    // Numerical-fault injection: at this optimizer step (0: never), after the gradient synchronization, one
+    // element of the last layer's attention-projection gradient becomes NaN (the trainer's hidden flag
+    // --inject-nan-at-step; test/test_nan.sh).
+    int inject_nan_at_step = 0;
+};
+extern TestHooks g_test_hooks;

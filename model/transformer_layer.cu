@@ -10,7 +10,7 @@
 #include "../layers/linear.h"
 #include "../layers/philox.h"
 
-void layer_forward(LayerRun& run, SavedLayer& s, Tensor out, Recompute policy) {
+void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute policy) {
     Ctx& ctx = *run.ctx;
     ActivationAllocator& A = *run.alloc;
     const int l = run.layer, C = run.C;
@@ -66,7 +66,7 @@ void layer_forward(LayerRun& run, SavedLayer& s, Tensor out, Recompute policy) {
     keep_for_backward(s, policy, A);
 }
 
-void layer_backward(LayerRun& run, SavedLayer& s, Tensor dresid, Recompute policy) {
+void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute policy) {
     recompute_for_backward(run, s, policy);
 
     Ctx& ctx = *run.ctx;

@@ -20,7 +20,7 @@ struct LayerGrads {  // f32 gradients, accumulated (+=)
 };
 
 // Everything one layer's forward and backward need besides its tensors.
-struct LayerRun {
+struct LayerContext {
     Ctx* ctx = nullptr;
     ActivationAllocator* alloc = nullptr;
     Region region;         // TP group, SP on/off
@@ -39,9 +39,9 @@ struct LayerRun {
 
 // out = layer(s.ln1_in). s.ln1_in is set by the caller (the layer's input, tagged "ln1_in"); `out` is
 // allocated by the caller. Fills `s` and then keeps what `policy` says.
-void layer_forward(LayerRun& run, SavedLayer& s, Tensor out, Recompute policy);
+void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute policy);
 
 // dresid holds dL/d(out) on entry and dL/d(input) on return (updated in place, as the residual stream's
 // gradient flows through both branches). Recomputes what the policy released, accumulates the weight
 // gradients into run.g, and releases all of `s`.
-void layer_backward(LayerRun& run, SavedLayer& s, Tensor dresid, Recompute policy);
+void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute policy);

@@ -27,7 +27,7 @@ bool parse_recompute(const char* text, Recompute* out) {
 }
 
 // ---- one transformer layer on one rank ----------------------------------------------------------------
-// PAPER.md's per-tensor table, generalized to d bytes per element. Tensor parallelism splits everything
+// docs/paper.md's per-tensor table, generalized to d bytes per element. Tensor parallelism splits everything
 // between the column-parallel linears' outputs and the row-parallel linears' inputs (Q, K, V, the attention
 // core, the projection input, the 4h MLP activations): /t always. The rest (the paper's "10sbh": two LN
 // inputs, QKV input, fc1 input, two dropout masks) is replicated under plain TP and sharded along s under SP
@@ -139,6 +139,22 @@ double selective_saving_fraction(double s, double h, double a, int t, bool sp) {
 }
 
 // ---- the whole model (§4.3) ----------------------------------------------------------------------------
+ModelFormulaInput formula_input(int seq, int micro_batch, int hidden, int heads, int layers, int padded_vocab, int tp,
+                                bool sp, Recompute rc, int d) {
+    ModelFormulaInput in;
+    in.s = seq;
+    in.b = micro_batch;
+    in.h = hidden;
+    in.a = heads;
+    in.L = layers;
+    in.v = padded_vocab;
+    in.t = tp;
+    in.sp = sp;
+    in.rc = rc;
+    in.d = d;
+    return in;
+}
+
 std::vector<FormulaTerm> model_extra_terms(const ModelFormulaInput& in) {
     const double sbh = in.s * in.b * in.h;
     const double rep = in.sp ? in.t : 1.0;
@@ -229,7 +245,7 @@ double flops_utilization(double flops_per_iter, double iter_seconds, double peak
 // ---- Table 3 and Table 5 -------------------------------------------------------------------------------
 const std::vector<PaperModel>& paper_models() {
     // Table 3 (s = 2048, v = 51200, t = 8, no data parallelism; 175B and 530B interleaved with m = 3),
-    // Table 5 (iteration times, throughput gain, MFU, HFU) and PAPER.md's Figure 7 percentages.
+    // Table 5 (iteration times, throughput gain, MFU, HFU) and docs/paper.md's Figure 7 percentages.
     static const std::vector<PaperModel> models = {
         //  name   a    h      L    t  p   GPUs  B    b  m  s     v        full    sel    MFU   HFU   gain
         {"22B", 64, 6144, 48, 8, 1, 8, 4, 4, 1, 2048, 51200, 1.42, 1.10, 41.5, 43.7, 29.0,

@@ -1,6 +1,6 @@
 // formulas.h — the paper's activation-memory and FLOPs formulas, in one place.
 //
-// Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models" (PAPER.md).
+// Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models" (docs/paper.md).
 // This is the ONE implementation of those formulas: the trainer's measured memory report
 // (--memory-report) compares its tagged saved tensors against layer_terms() / model_extra_terms(), and the
 // paper-scale calculator (tools/memory_calculator.cu) prints Table 2, Figure 7, the Eq. 5/6-style whole-model
@@ -35,7 +35,7 @@ struct FormulaTerm {
     double bytes;
 };
 
-// Expected bytes of every tensor ONE layer saves for backward on ONE rank (PAPER.md, per-tensor table,
+// Expected bytes of every tensor ONE layer saves for backward on ONE rank (docs/paper.md, per-tensor table,
 // with the Table 2 splits). Names and sizes (sbh = s·b·h, "/t SP" = divided by t only under SP):
 //   "ln1_in"         d·sbh    /t SP   input of the first layer norm
 //   "qkv_in"         d·sbh    /t SP   input of the Q,K,V linear (the LN1 output; column-parallel input)
@@ -98,6 +98,12 @@ struct ModelFormulaInput {
     int d = 2;
     LayerFormulaInput layer() const { return LayerFormulaInput{s, b, h, a, t, sp, rc, d}; }
 };
+// The formula input of a run of the trainer's model: seq tokens, micro_batch sequences per rank, the model's
+// hidden size, heads, layers and padded vocabulary, tensor-parallel size tp, SP, recompute, d bytes per
+// activation element. The one place a trainer, a benchmark or a test turns its configuration into the
+// paper's symbols.
+ModelFormulaInput formula_input(int seq, int micro_batch, int hidden, int heads, int layers, int padded_vocab, int tp,
+                                bool sp, Recompute rc, int d);
 
 // Saved tensors outside the transformer layers, on the FIRST pipeline stage of ONE rank (§4.3):
 //   "embed_drop_mask"  sbh per in-flight microbatch, /t SP   (p microbatches on the first stage: sbhp/t)
@@ -152,7 +158,9 @@ double hardware_flops_full(double B, double L, double s, double h, double v);
 double hardware_flops(Recompute rc, double B, double L, double s, double h, double v);
 // MFU or HFU: flops_per_iter / iter_seconds / (peak_flops_per_gpu · gpus).
 double flops_utilization(double flops_per_iter, double iter_seconds, double peak_flops_per_gpu, double gpus);
-constexpr double kA100PeakBf16 = 312e12;  // A100 dense bf16, the peak Table 5 matches
+// Datasheet peaks, dense bf16, per GPU: the one place they are written.
+constexpr double kA100PeakBf16 = 312e12;  // A100: the peak Table 5 matches
+constexpr double kH100PeakBf16 = 989e12;  // H100 / H200 SXM: what the trainer and e2e_bench report MFU against
 
 // ---- the paper's configurations (Table 3) and end-to-end results (Table 5) -------------------------------
 struct PaperModel {
@@ -163,7 +171,7 @@ struct PaperModel {
     double iter_full_s;       // Table 5: full recompute, seconds per iteration
     double iter_selective_s;  // Table 5: sequence parallel + selective recompute
     double table5_mfu, table5_hfu, table5_gain;  // Table 5 as printed, percent
-    double fig7[4];           // PAPER.md's Figure 7 percentages: TP+SP, TP+sel, TP+SP+sel, full
+    double fig7[4];           // docs/paper.md's Figure 7 percentages: TP+SP, TP+sel, TP+SP+sel, full
 };
 const std::vector<PaperModel>& paper_models();  // 22B, 175B, 530B, 1T
 const PaperModel* find_paper_model(const std::string& name);  // case-insensitive; nullptr when unknown

@@ -19,7 +19,7 @@ void keep_for_backward(SavedLayer& s, Recompute policy, ActivationAllocator& A) 
     s.ln1_in = input;
 }
 
-void recompute_for_backward(LayerRun& run, SavedLayer& s, Recompute policy) {
+void recompute_for_backward(LayerContext& run, SavedLayer& s, Recompute policy) {
     if (policy == Recompute::None) return;
     if (policy == Recompute::Full) {
         // Rerun the whole forward of the layer from its saved input, keeping everything this time; its

@@ -10,7 +10,7 @@
 #include "saved_layer.h"
 #include "activation_allocator.h"
 
-struct LayerRun;  // model/transformer_layer.h
+struct LayerContext;  // model/transformer_layer.h
 
 // Release what `policy` does not keep after the forward pass of a layer.
 //  selective: the softmax output, its dropout mask and the dropout output (5as²b/t bytes), cheap to rebuild
@@ -20,7 +20,7 @@ void keep_for_backward(SavedLayer& s, Recompute policy, ActivationAllocator& all
 
 // Rebuild what keep_for_backward released. full: rerun the layer's forward from its input; selective:
 // rerun QKᵀ → scale + mask → softmax → dropout from the saved Q and K.
-void recompute_for_backward(LayerRun& run, SavedLayer& s, Recompute policy);
+void recompute_for_backward(LayerContext& run, SavedLayer& s, Recompute policy);
 
 // Release everything (after the layer's backward).
 void release_saved(SavedLayer& s, ActivationAllocator& alloc);

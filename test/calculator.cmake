@@ -1,7 +1,7 @@
 # The paper's formulas (recompute/formulas.cu) against the paper's printed numbers, and the calculator's CLI.
 mm_test(test_formulas SOURCES test/test_formulas.cu MODULES formulas runtime LABELS unit TIMEOUT 60)
 
-# memory_calculator: the default tables and JSON run; a bad flag exits non-zero; PAPER.md's 530B
+# memory_calculator: the default tables and JSON run; a bad flag exits non-zero; docs/paper.md's 530B
 # data-parallel example (39.15 s/iter on 2240 GPUs) gives 54.2% MFU.
 add_test(NAME calculator_text COMMAND $<TARGET_FILE:memory_calculator>)
 add_test(NAME calculator_json COMMAND $<TARGET_FILE:memory_calculator> --json)

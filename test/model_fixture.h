@@ -81,7 +81,9 @@ inline float loss_and_grads(ModelHarness& h, int B, int S, int step, std::vector
     gpt_zero_grad(m);
     float local = gpt_forward(m, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, true);
     gpt_backward(m);
-    sync_gradients(m, sum_sp);
+    g_test_hooks.skip_sequence_parallel_sum = !sum_sp;
+    sync_gradients(m);
+    g_test_hooks.skip_sequence_parallel_sum = false;
     float loss = (float)average_scalar(h.grid.dp_comm, local);
     gpt_gather_full_grads(m, full_grads);
     return loss;

@@ -1,6 +1,6 @@
 // test_comm.cu — the MPI backend on CPU tensors, run under mpirun with 2 and 4 ranks: every collective
 // against values computed locally, the byte counters' ring model, sub-communicators (TP groups of
-// consecutive ranks, DP groups striding, as DESIGN.md's process grid), a 1-rank group's no-ops, barrier,
+// consecutive ranks, DP groups striding, as docs/design.md's process grid), a 1-rank group's no-ops, barrier,
 // local_rank, and the pure "two ranks on one GPU" check that guards NCCL.
 #include <unistd.h>
 #include <sys/stat.h>

@@ -1,10 +1,10 @@
-// test_formulas.cu — recompute/formulas.h against the paper's printed numbers (PAPER.md).
+// test_formulas.cu — recompute/formulas.h against the paper's printed numbers (docs/paper.md).
 //
 //  - per-tensor terms (d = 2) sum to Table 2's rows exactly, for t in {1, 2, 4, 8}, with/without SP, for
 //    none / selective / full; d = 4 gives sbh(16·4 + 2) + as²b(9) without parallelism;
 //  - Figure 7's percentages to the printed precision;
 //  - §5's 70% / 65% savings of selective recompute (and its 2.7% / 1.6% extra FLOPs);
-//  - Table 5's MFU and HFU from its iteration times (22B within 0.3 points), PAPER.md's 530B data-parallel
+//  - Table 5's MFU and HFU from its iteration times (22B within 0.3 points), docs/paper.md's 530B data-parallel
 //    example (54.2% MFU);
 //  - §4.3's whole-model terms, the Eq. 5 interleaved total, parameter counts.
 #include <cmath>
@@ -87,7 +87,7 @@ static void test_table2_exact() {
 }
 
 static void test_figure7() {
-    // PAPER.md, Figure 7 (computed from Table 2 with t = 8), printed to 0.1%.
+    // docs/paper.md, Figure 7 (computed from Table 2 with t = 8), printed to 0.1%.
     struct Row { const char* name; double five_as_h, v[4]; };
     const Row rows[] = {{"22B", 106.7, {66.8, 49.4, 16.1, 7.6}},
                         {"175B", 80.0, {62.0, 56.5, 18.5, 8.7}},

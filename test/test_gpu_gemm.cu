@@ -1,5 +1,5 @@
 // test_gpu_gemm.cu — every GPU op of matmul / linear / attention / embedding / cross_entropy, forward and
-// backward, against the CPU reference (the oracle, DESIGN.md "Ops"), in fp32 and bf16, with random inputs.
+// backward, against the CPU reference (the oracle, docs/design.md "Ops"), in fp32 and bf16, with random inputs.
 //  - outputs are poisoned with NaN before each call (accumulating outputs are prefilled with known values),
 //    so an element a kernel forgets to write fails the comparison;
 //  - sizes are not multiples of any block or tile size (S=37, B=3, NH=3, HD=24; N=37, IC=129, OC=67; a

@@ -23,7 +23,7 @@ static Counted run_layer(bool sp, int tp) {
     // Build one layer's run exactly as the model does, on a random input of the right (shard) shape.
     Batch b = make_batch(s.cfg, B, S, 1, 1, 0);
     gpt_forward(m, b.inputs.data(), b.targets.data(), B, S, false);  // sets up the step's shapes
-    LayerRun run = gpt_layer_run(m, 0);
+    LayerContext run = gpt_layer_context(m, 0);
     int rows = run.S_loc * B;
     Tensor x = h.alloc->alloc(DType::F32, (int64_t)rows * s.cfg.channels, 0, "ln1_in");
     std::mt19937 rng(7);
