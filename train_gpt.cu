@@ -179,7 +179,7 @@ int main(int argc, char** argv) {
         cfg.channels = opt.hidden;
         cfg.vocab = opt.vocab;
         cfg.max_seq = opt.max_seq;
-        cfg.padded_vocab = opt.padded_vocab ? opt.padded_vocab : (opt.vocab + 127) / 128 * 128;
+        cfg.padded_vocab = opt.padded_vocab ? opt.padded_vocab : padded_vocab_for(opt.vocab);
         refuse_if(validate_config(cfg));
     }
     // ---- the process grid (parallel/process_grid.cu): refuse an impossible layout before allocating ----

@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
     cfg.heads = o.heads;
     cfg.channels = o.hidden;
     cfg.vocab = o.vocab;
-    cfg.padded_vocab = o.padded_vocab ? o.padded_vocab : (o.vocab + 127) / 128 * 128;
+    cfg.padded_vocab = o.padded_vocab ? o.padded_vocab : padded_vocab_for(o.vocab);
     cfg.max_seq = o.seq;
     std::string bad = validate_config(cfg);
     if (!bad.empty()) { fprintf(stderr, "error: %s\n", bad.c_str()); exit(2); }

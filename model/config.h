@@ -11,6 +11,10 @@ struct GPTConfig {
     int channels = 0;      // C (hidden size h)
 };
 
+// Stored rows of the token table for a vocabulary of V: V rounded up to a multiple of 128 (llm.c's Vp), so
+// that the vocabulary-parallel slices and the LM-head GEMM get even, aligned shapes.
+inline int padded_vocab_for(int V) { return (V + 127) / 128 * 128; }
+
 // The llm.c order of parameter tensors (checkpoint layout; also the order of our flat parameter buffer).
 enum ParamId {
     P_WTE = 0, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB, P_LN2W, P_LN2B,
