@@ -20,12 +20,48 @@ enum ParamId {
     P_WTE = 0, P_WPE, P_LN1W, P_LN1B, P_QKVW, P_QKVB, P_ATTPROJW, P_ATTPROJB, P_LN2W, P_LN2B,
     P_FCW, P_FCB, P_FCPROJW, P_FCPROJB, P_LNFW, P_LNFB, NUM_PARAM_TENSORS
 };
-inline const char* param_name(int i) {
-    static const char* names[NUM_PARAM_TENSORS] = {"wte",  "wpe",  "ln1w",     "ln1b",     "qkvw", "qkvb",
-                                                   "attprojw", "attprojb", "ln2w", "ln2b", "fcw",  "fcb",
-                                                   "fcprojw", "fcprojb", "lnfw", "lnfb"};
-    return names[i];
-}
+
+// Which slice of a parameter tensor a tensor-parallel rank holds (parallel/tensor_parallel.cu cuts them):
+//   Replicated  every rank holds it all (layer norms, row-parallel biases, position embeddings);
+//   Rows        a contiguous block of output rows (fc1 weight and bias; the vocabulary rows of the token table);
+//   QKVRows     llm.c's qkv weight is (3C, C) = [Q; K; V]; a rank holds its heads' rows of each of Q, K and V
+//               (three strided row ranges), stored as [Q_local; K_local; V_local];
+//   Cols        a contiguous block of input columns (attention projection and fc2 weights).
+enum class ShardKind { Replicated, Rows, QKVRows, Cols };
+
+// One row per parameter tensor: the only place these facts are written. Everything that asks "is it per
+// layer?", "does it decay?", "how is it split?" or "is it summed over TP under SP?" reads this table
+// (param_name, is_layer_param, param_decays, param_shard_kind, and is_sequence_parallel_param in
+// parallel/sequence_parallel.h, which is `shard == Replicated`).
+struct ParamInfo {
+    const char* name;  // llm.c's name
+    bool per_layer;    // L stacked copies, one per transformer layer
+    bool decays;       // AdamW weight decay and N(0, 0.02) init: matrices and embeddings (not biases, LN gains)
+    ShardKind shard;   // the slice a TP rank holds
+};
+inline constexpr ParamInfo kParamTable[NUM_PARAM_TENSORS] = {
+    //  name       per_layer decays  shard
+    {"wte",        false,    true,   ShardKind::Rows},        // token embedding = tied LM head (vocab-parallel)
+    {"wpe",        false,    true,   ShardKind::Replicated},  // learned positions
+    {"ln1w",       true,     false,  ShardKind::Replicated},
+    {"ln1b",       true,     false,  ShardKind::Replicated},
+    {"qkvw",       true,     true,   ShardKind::QKVRows},     // column-parallel
+    {"qkvb",       true,     false,  ShardKind::QKVRows},
+    {"attprojw",   true,     true,   ShardKind::Cols},        // row-parallel
+    {"attprojb",   true,     false,  ShardKind::Replicated},  // added once, after the reduction
+    {"ln2w",       true,     false,  ShardKind::Replicated},
+    {"ln2b",       true,     false,  ShardKind::Replicated},
+    {"fcw",        true,     true,   ShardKind::Rows},        // column-parallel
+    {"fcb",        true,     false,  ShardKind::Rows},
+    {"fcprojw",    true,     true,   ShardKind::Cols},        // row-parallel
+    {"fcprojb",    true,     false,  ShardKind::Replicated},  // added once, after the reduction
+    {"lnfw",       false,    false,  ShardKind::Replicated},
+    {"lnfb",       false,    false,  ShardKind::Replicated},
+};
+inline const char* param_name(int id) { return kParamTable[id].name; }
+inline bool is_layer_param(int id) { return kParamTable[id].per_layer; }
+inline bool param_decays(int id) { return kParamTable[id].decays; }
+inline ShardKind param_shard_kind(int id) { return kParamTable[id].shard; }
 
 // Element counts of the 16 tensors of the *full* (unsharded) model, in llm.c order.
 inline void param_sizes(const GPTConfig& c, int64_t out[NUM_PARAM_TENSORS]) {

@@ -7,9 +7,8 @@
 #include "../layers/dropout.h"
 #include "../layers/layernorm.h"
 #include "../layers/philox.h"
+#include "../parallel/sequence_parallel.h"
 #include "../parallel/vocab_parallel.h"
-
-static bool is_layer_param(int id) { return id >= P_LN1W && id <= P_FCPROJB; }
 
 void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, ActivationAllocator& alloc, DType dtype,
                 Recompute recompute, float dropout, uint64_t seed) {
@@ -77,7 +76,7 @@ void gpt_init_full(const GPTConfig& cfg, uint64_t seed, std::vector<float>& full
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
         float* p = full.data() + off;
         int64_t n = sizes[id];
-        bool weight = id == P_WTE || id == P_WPE || id == P_QKVW || id == P_ATTPROJW || id == P_FCW || id == P_FCPROJW;
+        bool weight = param_decays(id);  // matrices and embeddings: random; biases zero, LN gains one
         bool gain = id == P_LN1W || id == P_LN2W || id == P_LNFW;
         float std = (id == P_ATTPROJW || id == P_FCPROJW) ? std_resid : 0.02f;
 #pragma omp parallel for schedule(static)
@@ -89,7 +88,7 @@ void gpt_init_full(const GPTConfig& cfg, uint64_t seed, std::vector<float>& full
     }
 }
 
-static void refresh_weights(GPT& m) {
+void gpt_refresh_compute_weights(GPT& m) {
     if (m.weights.data != m.master.data) tensor_convert(*m.ctx, m.weights, m.master);
 }
 
@@ -97,7 +96,7 @@ void gpt_load_full(GPT& m, const float* full) {
     std::vector<float> local((size_t)m.n_params);
     shard_params(m.cfg, m.grid->tp, m.grid->tp_rank, full, local.data());
     tensor_from_host_f32(m.master, local.data());
-    refresh_weights(m);
+    gpt_refresh_compute_weights(m);
     ctx_sync(*m.ctx);
 }
 
@@ -136,9 +135,35 @@ void gpt_load_full_optimizer(GPT& m, const float* adam_m, const float* adam_v) {
 
 void gpt_zero_grad(GPT& m) { tensor_zero(*m.ctx, m.grads); }
 
-// ---- one layer's run description ------------------------------------------------------------------------
+// ---- the step's shapes and one layer's context ---------------------------------------------------------
+static StepShape make_step_shape(const GPT& m, int B_local, int S) {
+    const ProcessGrid& g = *m.grid;
+    StepShape sh;
+    sh.S = S;
+    sh.B = B_local;
+    const SeqShard shard = sp_shard(S, g.tp, g.tp_rank, g.sp);
+    sh.S_loc = shard.S_loc;
+    sh.s_offset = shard.s_offset;
+    sh.N_shard = sh.S_loc * B_local;
+    sh.N_full = S * B_local;
+    sh.V_local = m.cfg.padded_vocab / g.tp;
+    sh.v_begin = (int64_t)g.tp_rank * sh.V_local;
+    return sh;
+}
+
+// This rank's block of the global [S, B, C] activations outside the TP regions: its sequence shard (SP)
+// and its sequences of the global batch (DP). Dropout masks are keyed by these global coordinates.
+static DropoutCoords step_coords(const GPT& m) {
+    DropoutCoords where;
+    where.s_offset = m.shape.s_offset;
+    where.b_offset = (int64_t)m.grid->dp_rank * m.shape.B;
+    where.B_total = (int64_t)m.grid->dp * m.shape.B;
+    return where;
+}
+
 LayerContext gpt_layer_context(GPT& m, int l) {
     const ProcessGrid& g = *m.grid;
+    const StepShape& sh = m.shape;
     LayerContext r;
     r.ctx = m.ctx;
     r.alloc = m.alloc;
@@ -148,24 +173,22 @@ LayerContext gpt_layer_context(GPT& m, int l) {
     r.region.layer = l;
     r.dtype = m.dtype;
     r.layer = l;
-    r.S = m.S;
-    r.B = m.B;
+    r.S = sh.S;
+    r.B = sh.B;
     r.C = m.cfg.channels;
-    r.S_loc = g.sp ? m.S / g.tp : m.S;
+    r.S_loc = sh.S_loc;
     int hd = m.cfg.channels / m.cfg.heads, nh = m.cfg.heads / g.tp;
     r.C_loc = nh * hd;
     r.F_loc = 4 * m.cfg.channels / g.tp;
-    r.attn.S = m.S;
-    r.attn.B = m.B;
+    r.attn.S = sh.S;
+    r.attn.B = sh.B;
     r.attn.NH = nh;
     r.attn.HD = hd;
-    r.attn.b_offset = (int64_t)g.dp_rank * m.B;
-    r.attn.B_total = (int64_t)g.dp * m.B;
+    r.where = step_coords(m);
+    r.attn.b_offset = r.where.b_offset;
+    r.attn.B_total = r.where.B_total;
     r.attn.head_offset = (int64_t)g.tp_rank * nh;
     r.attn.NH_total = m.cfg.heads;
-    r.where.s_offset = g.sp ? (int64_t)g.tp_rank * r.S_loc : 0;
-    r.where.b_offset = r.attn.b_offset;
-    r.where.B_total = r.attn.B_total;
     r.dropout = m.dropout;
     r.seed = dropout_step_seed(m.seed, (uint64_t)m.step);
     Tensor* w[] = {&r.w.ln1w, &r.w.ln1b, &r.w.qkvw, &r.w.qkvb, &r.w.attprojw, &r.w.attprojb,
@@ -205,15 +228,12 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
     ActivationAllocator& A = *m.alloc;
     const ProcessGrid& g = *m.grid;
     const GPTConfig& cfg = m.cfg;
-    m.B = B_local;
-    m.S = S;
-    const int C = cfg.channels, t = g.tp;
-    const int S_loc = g.sp ? S / t : S, rows = S_loc * B_local, N = S * B_local;
-    const int V_local = cfg.padded_vocab / t;
-    const int64_t v_begin = (int64_t)g.tp_rank * V_local;
+    m.shape = make_step_shape(m, B_local, S);
+    const StepShape& sh = m.shape;
+    const int C = cfg.channels, N_shard = sh.N_shard, N_full = sh.N_full;
 
     // The loader gives [B, S]; the activations are [S, B, C] (sequence-major), so transpose the tokens once.
-    std::vector<int32_t> tok(N), tgt(N);
+    std::vector<int32_t> tok(N_full), tgt(N_full);
     for (int b = 0; b < B_local; b++)
         for (int s = 0; s < S; s++) {
             tok[(size_t)s * B_local + b] = inputs[(size_t)b * S + s];
@@ -221,25 +241,26 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
         }
     upload_i32(ctx, m.tokens, tok);
     upload_i32(ctx, m.targets, tgt);
-    if (keep) embedding_index_build(m.emb_index, tok.data(), N, v_begin, V_local, ctx.device);
+    if (keep) embedding_index_build(m.emb_index, tok.data(), N_full, sh.v_begin, sh.V_local, ctx.device);
 
     Region region{&m.grid->tp_comm, g.sp, m.alloc, kModelLevel};
-    LayerContext first = gpt_layer_context(m, 0);
+    const uint64_t seed = dropout_step_seed(m.seed, (uint64_t)m.step);
+    const DropoutCoords where = step_coords(m);
 
     // Embedding: vocab-parallel lookup, summed over TP (f̄) or reduce-scattered into sequence shards (ḡ);
     // position embeddings of the global positions of this shard; dropout with its mask saved.
-    Tensor x = A.alloc(m.dtype, (int64_t)rows * C, cfg.layers > 0 ? 0 : kModelLevel, cfg.layers > 0 ? "ln1_in" : "lnf_in");
-    vocab_parallel_embedding_forward(region, ctx, x, m.tokens, gpt_param(m, P_WTE), v_begin, V_local, N, C);
-    position_embedding_forward(ctx, x, gpt_param(m, P_WPE), first.where.s_offset, S_loc, B_local, C);
-    m.embed_drop_mask = A.alloc(DType::U8, (int64_t)rows * C, kModelLevel, "embed_drop_mask");
-    bias_dropout_residual_forward(ctx, x, m.embed_drop_mask, x, Tensor(), Tensor(), m.dropout, first.seed, kEmbeddingStream,
-                                  S_loc, B_local, C, first.where);
+    Tensor x = A.alloc(m.dtype, (int64_t)N_shard * C, cfg.layers > 0 ? 0 : kModelLevel, cfg.layers > 0 ? "ln1_in" : "lnf_in");
+    vocab_parallel_embedding_forward(region, ctx, x, m.tokens, gpt_param(m, P_WTE), sh.v_begin, sh.V_local, N_full, C);
+    position_embedding_forward(ctx, x, gpt_param(m, P_WPE), sh.s_offset, sh.S_loc, B_local, C);
+    m.embed_drop_mask = A.alloc(DType::U8, (int64_t)N_shard * C, kModelLevel, "embed_drop_mask");
+    bias_dropout_residual_forward(ctx, x, m.embed_drop_mask, x, Tensor(), Tensor(), m.dropout, seed, kEmbeddingStream,
+                                  sh.S_loc, B_local, C, where);
 
     for (int l = 0; l < cfg.layers; l++) {
         LayerContext run = gpt_layer_context(m, l);
         m.saved[l].ln1_in = x;
         bool last = l + 1 == cfg.layers;
-        Tensor out = A.alloc(m.dtype, (int64_t)rows * C, last ? kModelLevel : l + 1, last ? "lnf_in" : "ln1_in");
+        Tensor out = A.alloc(m.dtype, (int64_t)N_shard * C, last ? kModelLevel : l + 1, last ? "lnf_in" : "ln1_in");
         layer_forward(run, m.saved[l], out, m.recompute);
         x = out;
     }
@@ -247,20 +268,20 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
 
     // Final layer norm (on the shard under SP), then the LM head: a column-parallel linear over the
     // vocabulary with the tied token table, producing this rank's slice of the fp32 logits.
-    m.lnf_mean = A.alloc(DType::F32, rows, kModelLevel, "lnf_mean");
-    m.lnf_rstd = A.alloc(DType::F32, rows, kModelLevel, "lnf_rstd");
-    m.lmhead_in = A.alloc(m.dtype, (int64_t)rows * C, kModelLevel, "lmhead_in");
+    m.lnf_mean = A.alloc(DType::F32, N_shard, kModelLevel, "lnf_mean");
+    m.lnf_rstd = A.alloc(DType::F32, N_shard, kModelLevel, "lnf_rstd");
+    m.lmhead_in = A.alloc(m.dtype, (int64_t)N_shard * C, kModelLevel, "lmhead_in");
     layernorm_forward(ctx, m.lmhead_in, m.lnf_mean, m.lnf_rstd, m.lnf_in, gpt_param(m, P_LNFW), gpt_param(m, P_LNFB),
-                      rows, C);
-    m.logits = A.alloc(DType::F32, (int64_t)N * V_local, kModelLevel, "logits");
-    column_parallel_forward(region, ctx, m.logits, m.lmhead_in, gpt_param(m, P_WTE), Tensor(), N, C, V_local);
+                      N_shard, C);
+    m.logits = A.alloc(DType::F32, (int64_t)N_full * sh.V_local, kModelLevel, "logits");
+    column_parallel_forward(region, ctx, m.logits, m.lmhead_in, gpt_param(m, P_WTE), Tensor(), N_full, C, sh.V_local);
 
-    m.ce_rowmax = A.alloc(DType::F32, N, kModelLevel, "ce_rowmax");
-    m.ce_sumexp = A.alloc(DType::F32, N, kModelLevel, "ce_sumexp");
-    Tensor target_logit = A.alloc(DType::F32, N, kModelLevel, "tmp:target_logit");
-    Tensor losses = A.alloc(DType::F32, N, kModelLevel, "tmp:losses");
+    m.ce_rowmax = A.alloc(DType::F32, N_full, kModelLevel, "ce_rowmax");
+    m.ce_sumexp = A.alloc(DType::F32, N_full, kModelLevel, "ce_sumexp");
+    Tensor target_logit = A.alloc(DType::F32, N_full, kModelLevel, "tmp:target_logit");
+    Tensor losses = A.alloc(DType::F32, N_full, kModelLevel, "tmp:losses");
     float loss = vocab_parallel_cross_entropy(m.grid->tp_comm, ctx, m.logits, m.targets, m.ce_rowmax, m.ce_sumexp,
-                                              target_logit, losses, N, V_local, v_begin, cfg.vocab);
+                                              target_logit, losses, N_full, sh.V_local, sh.v_begin, cfg.vocab);
     A.release(target_logit);
     A.release(losses);
     if (!keep) gpt_release_activations(m);
@@ -272,28 +293,27 @@ void gpt_backward(GPT& m) {
     ActivationAllocator& A = *m.alloc;
     const ProcessGrid& g = *m.grid;
     const GPTConfig& cfg = m.cfg;
-    const int C = cfg.channels, t = g.tp;
-    const int S_loc = g.sp ? m.S / t : m.S, rows = S_loc * m.B, N = m.S * m.B;
-    const int V_local = cfg.padded_vocab / t;
-    const int64_t v_begin = (int64_t)g.tp_rank * V_local;
+    const StepShape& sh = m.shape;  // of the forward pass this backward belongs to
+    const int C = cfg.channels, N_shard = sh.N_shard, N_full = sh.N_full;
     Region region{&m.grid->tp_comm, g.sp, m.alloc, kModelLevel};
 
-    // Loss is the mean over this rank's N targets: d loss / d logits = (softmax - onehot) / N.
-    Tensor dlogits = A.alloc(m.dtype, (int64_t)N * V_local, kModelLevel, "tmp:dlogits");
-    ce_backward(ctx, dlogits, m.logits, m.ce_rowmax, m.ce_sumexp, m.targets, 1.0f / N, N, V_local, v_begin, cfg.vocab);
+    // Loss is the mean over this rank's N_full targets: d loss / d logits = (softmax - onehot) / N_full.
+    Tensor dlogits = A.alloc(m.dtype, (int64_t)N_full * sh.V_local, kModelLevel, "tmp:dlogits");
+    ce_backward(ctx, dlogits, m.logits, m.ce_rowmax, m.ce_sumexp, m.targets, 1.0f / N_full, N_full, sh.V_local,
+                sh.v_begin, cfg.vocab);
     A.release(m.logits);
     A.release(m.ce_rowmax);
     A.release(m.ce_sumexp);
-    Tensor dlnf = A.alloc(m.dtype, (int64_t)rows * C, kModelLevel, "tmp:dlmhead_in");
+    Tensor dlnf = A.alloc(m.dtype, (int64_t)N_shard * C, kModelLevel, "tmp:dlmhead_in");
     column_parallel_backward(region, ctx, dlnf, gpt_grad(m, P_WTE), Tensor(), dlogits, m.lmhead_in, gpt_param(m, P_WTE),
-                             N, C, V_local);
+                             N_full, C, sh.V_local);
     A.release(dlogits);
     A.release(m.lmhead_in);
 
-    Tensor dresid = A.alloc(m.dtype, (int64_t)rows * C, kModelLevel, "tmp:dresidual");
+    Tensor dresid = A.alloc(m.dtype, (int64_t)N_shard * C, kModelLevel, "tmp:dresidual");
     tensor_zero(ctx, dresid);
     layernorm_backward(ctx, dresid, gpt_grad(m, P_LNFW), gpt_grad(m, P_LNFB), dlnf, m.lnf_in, gpt_param(m, P_LNFW),
-                       m.lnf_mean, m.lnf_rstd, rows, C);
+                       m.lnf_mean, m.lnf_rstd, N_shard, C);
     A.release(dlnf);
     A.release(m.lnf_mean);
     A.release(m.lnf_rstd);
@@ -304,10 +324,9 @@ void gpt_backward(GPT& m) {
         layer_backward(run, m.saved[l], dresid, m.recompute);
     }
 
-    LayerContext first = gpt_layer_context(m, 0);
-    dropout_backward(ctx, dresid, dresid, m.embed_drop_mask, m.dropout, (int64_t)rows * C);
+    dropout_backward(ctx, dresid, dresid, m.embed_drop_mask, m.dropout, (int64_t)N_shard * C);
     A.release(m.embed_drop_mask);
-    position_embedding_backward(ctx, gpt_grad(m, P_WPE), dresid, first.where.s_offset, S_loc, m.B, C);
-    vocab_parallel_embedding_backward(region, ctx, gpt_grad(m, P_WTE), dresid, m.emb_index, N, C);
+    position_embedding_backward(ctx, gpt_grad(m, P_WPE), dresid, sh.s_offset, sh.S_loc, sh.B, C);
+    vocab_parallel_embedding_backward(region, ctx, gpt_grad(m, P_WTE), dresid, m.emb_index, N_full, C);
     A.release(dresid);
 }

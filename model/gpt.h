@@ -11,6 +11,18 @@
 #include "../layers/embedding.h"
 #include "../parallel/process_grid.h"
 
+// The shapes of the step in flight, computed once per forward pass (make_step_shape in gpt.cu) and read by
+// the forward, the backward and every layer's context.
+struct StepShape {
+    int S = 0, B = 0;      // full sequence length, local batch (this DP rank's sequences)
+    int S_loc = 0;         // positions this rank holds outside the TP regions: S/t under SP, else S
+    int64_t s_offset = 0;  // first global position of those (sp_shard, parallel/sequence_parallel.h)
+    int N_shard = 0;       // rows outside the TP regions: S_loc·B (a sequence shard under SP)
+    int N_full = 0;        // rows inside them: S·B (every TP rank sees the whole sequence there)
+    int V_local = 0;       // this rank's rows of the padded vocabulary: Vp/t
+    int64_t v_begin = 0;   // its first vocabulary row
+};
+
 struct GPT {
     GPTConfig cfg;
     ProcessGrid* grid = nullptr;
@@ -28,7 +40,7 @@ struct GPT {
     Tensor master, weights, grads, adam_m, adam_v;  // flat; weights == master when dtype is f32
 
     // ---- activations of the step in flight -----------------------------------------------------------
-    int B = 0, S = 0;  // local batch, sequence length of the current batch
+    StepShape shape;
     std::vector<SavedLayer> saved;
     Tensor tokens, targets;  // i32 [S·B] (sequence-major), on the device
     EmbeddingIndex emb_index;
@@ -69,5 +81,8 @@ void gpt_backward(GPT& m);
 void gpt_zero_grad(GPT& m);
 // The description of layer l for the step in flight (shapes, weight views, global dropout coordinates).
 LayerContext gpt_layer_context(GPT& m, int l);
+// Rewrite the compute copy of the weights from the fp32 master weights (bf16 only; a no-op in fp32, where
+// the two are one buffer): after loading weights and after every optimizer step.
+void gpt_refresh_compute_weights(GPT& m);
 // Release the activations of the last forward without a backward (validation, sampling).
 void gpt_release_activations(GPT& m);

@@ -8,18 +8,13 @@
 #include "../parallel/data_parallel.h"
 #include "../parallel/sequence_parallel.h"
 
-// Tensors replicated over the TP group but used on sequence shards under SP; their gradients are partial
-// on each rank. (Without SP every rank computes them from the full sequence: already complete.)
-static const int kSequenceShardedParams[] = {P_WPE, P_LN1W, P_LN1B, P_ATTPROJB, P_LN2W, P_LN2B, P_FCPROJB, P_LNFW, P_LNFB};
-
 TestHooks g_test_hooks;
 
 void sync_gradients(GPT& m) {
-    if (m.grid->sp && !g_test_hooks.skip_sequence_parallel_sum) {
-        std::vector<Tensor> partial;
-        for (int id : kSequenceShardedParams) partial.push_back(gpt_grad(m, id));
-        sum_sequence_parallel_grads(m.grid->tp_comm, *m.ctx, partial);
-    }
+    // Under SP the replicated parameters saw only this rank's sequence shard: sum their gradients over TP
+    // (parallel/sequence_parallel.cu says which and why). Without SP they are already complete.
+    if (m.grid->sp && !g_test_hooks.skip_sequence_parallel_sum)
+        sum_sequence_parallel_grads(m.grid->tp_comm, *m.ctx, m.grads, m.offsets, m.sizes);
     average_gradients(m.grid->dp_comm, *m.ctx, m.grads);
 }
 
@@ -37,10 +32,6 @@ double gradient_norm(GPT& m) {
     double total = split;
     if (m.grid->tp > 1) MPI_CHECK(MPI_Allreduce(&split, &total, 1, MPI_DOUBLE, MPI_SUM, m.grid->tp_comm.mpi));
     return std::sqrt(total + replicated);
-}
-
-static bool decays(int id) {  // weight decay on matrices and embeddings, not on biases and LayerNorm gains
-    return id == P_WTE || id == P_WPE || id == P_QKVW || id == P_ATTPROJW || id == P_FCW || id == P_FCPROJW;
 }
 
 StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
@@ -74,9 +65,9 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
         Tensor p = m.master.slice(m.offsets[id], m.sizes[id]);
         adamw_update(*m.ctx, p, gpt_grad(m, id), m.adam_m.slice(m.offsets[id], m.sizes[id]),
                      m.adam_v.slice(m.offsets[id], m.sizes[id]), m.sizes[id], lr, opt.beta1, opt.beta2, opt.eps,
-                     decays(id) ? opt.weight_decay : 0.f, step, scale);
+                     param_decays(id) ? opt.weight_decay : 0.f, step, scale);
     }
-    if (m.weights.data != m.master.data) tensor_convert(*m.ctx, m.weights, m.master);
+    gpt_refresh_compute_weights(m);
     return st;
 }
 
@@ -84,7 +75,7 @@ std::string first_nonfinite_gradient(GPT& m) {
     // Ordinal of a (tensor, layer) pair in llm.c order: per-layer tensors count once per layer.
     int ordinal = 0, first = INT32_MAX;
     for (int id = 0; id < NUM_PARAM_TENSORS && first == INT32_MAX; id++) {
-        bool per_layer = id >= P_LN1W && id <= P_FCPROJB;
+        bool per_layer = is_layer_param(id);
         for (int l = 0; l < (per_layer ? m.cfg.layers : 1); l++, ordinal++)
             if (!std::isfinite(sum_of_squares(*m.ctx, gpt_grad(m, id, per_layer ? l : -1)))) {
                 first = ordinal;
@@ -98,7 +89,7 @@ std::string first_nonfinite_gradient(GPT& m) {
     if (all_min.value == INT32_MAX) return "";
     ordinal = 0;
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
-        bool per_layer = id >= P_LN1W && id <= P_FCPROJB;
+        bool per_layer = is_layer_param(id);
         for (int l = 0; l < (per_layer ? m.cfg.layers : 1); l++, ordinal++)
             if (ordinal == all_min.value)
                 return std::string(param_name(id)) + (per_layer ? " (layer " + std::to_string(l) + ")" : "") + " on rank " +

@@ -1,92 +1,47 @@
 // tensor_parallel.cu — f, f̄, the column- and row-parallel linear layers, and the weight slices (paper §2,
-// Figure 4; Megatron-LM). Under sequence parallelism the same layers swap f/f̄ for g/ḡ
-// (sequence_parallel.cu); the `Region` passed in says which pair applies.
+// Figure 4; Megatron-LM). Under sequence parallelism each linear layer hands over to its SP half in
+// sequence_parallel.cu (g / ḡ instead of f / f̄); the `Region` passed in says which applies.
 #include "tensor_parallel.h"
 
 #include <cstring>
 #include "sequence_parallel.h"
 #include "../layers/linear.h"
 
-// ---- the conjugate pair f / f̄ ---------------------------------------------------------------------------
-// f sits where a tensor-parallel region begins: the input is replicated, every rank uses all of it
-// (identity), so in backward the partial input-gradients of all ranks must be summed (all-reduce).
+// ---- the conjugate pair f / f̄ (the identity halves are inline in the header) --------------------------
 void f_backward(Comm& tp, const Ctx& ctx, Tensor grad) { all_reduce(tp, ctx, grad, ReduceOp::SUM); }
-// f̄ sits where it ends: each rank holds a partial sum of the output (all-reduce), and the gradient of a
-// replicated output is already what every rank needs (identity).
 void fbar_forward(Comm& tp, const Ctx& ctx, Tensor x) { all_reduce(tp, ctx, x, ReduceOp::SUM); }
 
 // ---- column-parallel linear (weight rows split) ---------------------------------------------------------
 void column_parallel_forward(Region& r, Ctx& ctx, Tensor out, Tensor in, Tensor W, Tensor b, int N_full, int IC,
                              int OC_local) {
-    if (!r.sp) {  // X = f(in) = in
-        linear_forward(ctx, out, in, W, b, N_full, IC, OC_local);
-        return;
-    }
-    // X = g(in): all-gather the sequence shards into a transient full copy; only the shard stays saved.
-    Tensor x = r.alloc->alloc(in.dtype, (int64_t)N_full * IC, r.layer, "tmp:gathered_input");
-    g_forward(*r.tp, ctx, x, in);
-    linear_forward(ctx, out, x, W, b, N_full, IC, OC_local);
-    r.alloc->release(x);
+    if (r.sp) return sp_column_parallel_forward(r, ctx, out, in, W, b, N_full, IC, OC_local);
+    f_forward(*r.tp, ctx, in);  // X = f(in) = in
+    linear_forward(ctx, out, in, W, b, N_full, IC, OC_local);
 }
 
 void column_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor db, Tensor dout, Tensor in,
                               Tensor W, int N_full, int IC, int OC_local) {
-    if (!r.sp) {
-        // dX = dout · W (a partial sum: this rank saw only its output columns), summed by f's backward.
-        linear_backward(ctx, din, dW, db, dout, in, W, N_full, IC, OC_local);
-        f_backward(*r.tp, ctx, din);
-        return;
-    }
-    // Paper §4.2.2: the input was saved as a sequence shard, so the weight gradient needs it all-gathered
-    // again. Issue that all-gather first, on its own stream, and compute the input gradient meanwhile.
-    Tensor x = r.alloc->alloc(in.dtype, (int64_t)N_full * IC, r.layer, "tmp:regathered_input");
-    g_forward_async(*r.tp, ctx, x, in);
-    Tensor dx_full = r.alloc->alloc(dout.dtype, (int64_t)N_full * IC, r.layer, "tmp:dinput_partial");
-    linear_backward(ctx, dx_full, Tensor(), Tensor(), dout, Tensor(), W, N_full, IC, OC_local);
-    g_wait(*r.tp, ctx);
-    linear_backward(ctx, Tensor(), dW, db, dout, x, W, N_full, IC, OC_local);
-    r.alloc->release(x);
-    g_backward(*r.tp, ctx, din, dx_full);  // reduce-scatter: sum the partials and keep this rank's shard
-    r.alloc->release(dx_full);
+    if (r.sp) return sp_column_parallel_backward(r, ctx, din, dW, db, dout, in, W, N_full, IC, OC_local);
+    // dX = dout · W (a partial sum: this rank saw only its output columns), summed by f's backward.
+    linear_backward(ctx, din, dW, db, dout, in, W, N_full, IC, OC_local);
+    f_backward(*r.tp, ctx, din);
 }
 
 // ---- row-parallel linear (weight columns split) ---------------------------------------------------------
 void row_parallel_forward(Region& r, Ctx& ctx, Tensor out, Tensor in, Tensor W, int N_full, int IC_local, int OC) {
-    if (!r.sp) {
-        linear_forward(ctx, out, in, W, Tensor(), N_full, IC_local, OC);
-        fbar_forward(*r.tp, ctx, out);  // sum the partial products of all ranks
-        return;
-    }
-    // ḡ: reduce-scatter the partial products straight into this rank's sequence shard.
-    Tensor partial = r.alloc->alloc(out.dtype, (int64_t)N_full * OC, r.layer, "tmp:partial_output");
-    linear_forward(ctx, partial, in, W, Tensor(), N_full, IC_local, OC);
-    gbar_forward(*r.tp, ctx, out, partial);
-    r.alloc->release(partial);
+    if (r.sp) return sp_row_parallel_forward(r, ctx, out, in, W, N_full, IC_local, OC);
+    linear_forward(ctx, out, in, W, Tensor(), N_full, IC_local, OC);
+    fbar_forward(*r.tp, ctx, out);  // sum the partial products of all ranks
 }
 
 void row_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor dout, Tensor in, Tensor W,
                            int N_full, int IC_local, int OC) {
-    if (!r.sp) {  // f̄ backward: identity
-        linear_backward(ctx, din, dW, Tensor(), dout, in, W, N_full, IC_local, OC);
-        return;
-    }
-    // ḡ backward: all-gather the shards of the output gradient.
-    Tensor dy = r.alloc->alloc(dout.dtype, (int64_t)N_full * OC, r.layer, "tmp:doutput_gathered");
-    gbar_backward(*r.tp, ctx, dy, dout);
-    linear_backward(ctx, din, dW, Tensor(), dy, in, W, N_full, IC_local, OC);
-    r.alloc->release(dy);
+    if (r.sp) return sp_row_parallel_backward(r, ctx, din, dW, dout, in, W, N_full, IC_local, OC);
+    fbar_backward(*r.tp, ctx, dout);  // the gradient of the summed output is every rank's gradient
+    linear_backward(ctx, din, dW, Tensor(), dout, in, W, N_full, IC_local, OC);
 }
 
 // ---- weight slices --------------------------------------------------------------------------------------
-ShardKind param_shard_kind(int id) {
-    switch (id) {
-        case P_WTE: case P_FCW: case P_FCB: return ShardKind::Rows;
-        case P_QKVW: case P_QKVB: return ShardKind::QKVRows;
-        case P_ATTPROJW: case P_FCPROJW: return ShardKind::Cols;
-        default: return ShardKind::Replicated;
-    }
-}
-
 // Each tensor seen as `layers` stacked matrices of rows × cols (biases: cols = 1).
 struct Stack { int64_t layers, rows, cols; };
 static Stack param_stack(const GPTConfig& c, int id) {
