@@ -10,55 +10,64 @@
 #include "../layers/linear.h"
 #include "../layers/philox.h"
 
+// The softmax output, its dropout mask and the dropout output (the paper's 5as²b/t of core attention),
+// allocated under their names and computed from s.qkv. Selective recompute rebuilds them with this same
+// call (recompute/recompute.cu), so the rebuilt tensors are bitwise those of the forward pass.
+void attention_probs_saved_forward(LayerContext& run, SavedLayer& s) {
+    ActivationAllocator& A = *run.alloc;
+    const int l = run.layer;
+    const int64_t n_ss = (int64_t)run.B * run.attn.NH * run.S * run.S;  // elements of one s×s tensor per rank
+    s.probs = A.alloc(run.dtype, n_ss, l, "probs");
+    s.attn_mask = A.alloc(DType::U8, n_ss, l, "attn_mask");
+    s.probs_drop = A.alloc(run.dtype, n_ss, l, "probs_drop");
+    attention_probs_forward(*run.ctx, s.probs, s.attn_mask, s.probs_drop, s.qkv, run.attn, run.dropout, run.seed,
+                            dropout_stream(l, kSiteAttnProbs));
+}
+
 void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute policy) {
     Ctx& ctx = *run.ctx;
     ActivationAllocator& A = *run.alloc;
     const int l = run.layer, C = run.C;
-    const int rows = run.S_loc * run.B;  // rows outside the TP region (a sequence shard under SP)
-    const int N = run.S * run.B;         // rows inside it (the whole sequence)
+    const int N_shard = run.S_loc * run.B;  // rows outside the TP regions (a sequence shard under SP)
+    const int N_full = run.S * run.B;       // rows inside them (the whole sequence)
     const DType dt = run.dtype;
     const LayerWeights& w = run.w;
-    const int64_t s2 = (int64_t)run.B * run.attn.NH * run.S * run.S;  // elements of one s×s tensor per rank
 
     // ---- attention block --------------------------------------------------------------------------------
-    s.ln1_mean = A.alloc(DType::F32, rows, l, "ln1_mean");
-    s.ln1_rstd = A.alloc(DType::F32, rows, l, "ln1_rstd");
-    s.qkv_in = A.alloc(dt, (int64_t)rows * C, l, "qkv_in");
-    layernorm_forward(ctx, s.qkv_in, s.ln1_mean, s.ln1_rstd, s.ln1_in, w.ln1w, w.ln1b, rows, C);
+    s.ln1_mean = A.alloc(DType::F32, N_shard, l, "ln1_mean");
+    s.ln1_rstd = A.alloc(DType::F32, N_shard, l, "ln1_rstd");
+    s.qkv_in = A.alloc(dt, (int64_t)N_shard * C, l, "qkv_in");
+    layernorm_forward(ctx, s.qkv_in, s.ln1_mean, s.ln1_rstd, s.ln1_in, w.ln1w, w.ln1b, N_shard, C);
 
-    s.qkv = A.alloc(dt, (int64_t)N * 3 * run.C_loc, l, "qkv");
-    column_parallel_forward(run.region, ctx, s.qkv, s.qkv_in, w.qkvw, w.qkvb, N, C, 3 * run.C_loc);
+    s.qkv = A.alloc(dt, (int64_t)N_full * 3 * run.C_loc, l, "qkv");
+    column_parallel_forward(run.region, ctx, s.qkv, s.qkv_in, w.qkvw, w.qkvb, N_full, C, 3 * run.C_loc);
 
-    s.probs = A.alloc(dt, s2, l, "probs");
-    s.attn_mask = A.alloc(DType::U8, s2, l, "attn_mask");
-    s.probs_drop = A.alloc(dt, s2, l, "probs_drop");
-    attention_probs_forward(ctx, s.probs, s.attn_mask, s.probs_drop, s.qkv, run.attn, run.dropout, run.seed,
-                            dropout_stream(l, kSiteAttnProbs));
-    s.proj_in = A.alloc(dt, (int64_t)N * run.C_loc, l, "proj_in");
+    attention_probs_saved_forward(run, s);
+    s.proj_in = A.alloc(dt, (int64_t)N_full * run.C_loc, l, "proj_in");
     attention_context_forward(ctx, s.proj_in, s.probs_drop, s.qkv, run.attn);
 
-    Tensor y = A.alloc(dt, (int64_t)rows * C, l, "tmp:attn_out");
-    row_parallel_forward(run.region, ctx, y, s.proj_in, w.attprojw, N, run.C_loc, C);
-    s.attn_drop_mask = A.alloc(DType::U8, (int64_t)rows * C, l, "attn_drop_mask");
-    s.ln2_in = A.alloc(dt, (int64_t)rows * C, l, "ln2_in");
+    Tensor y = A.alloc(dt, (int64_t)N_shard * C, l, "tmp:attn_out");
+    row_parallel_forward(run.region, ctx, y, s.proj_in, w.attprojw, N_full, run.C_loc, C);
+    s.attn_drop_mask = A.alloc(DType::U8, (int64_t)N_shard * C, l, "attn_drop_mask");
+    s.ln2_in = A.alloc(dt, (int64_t)N_shard * C, l, "ln2_in");
     bias_dropout_residual_forward(ctx, s.ln2_in, s.attn_drop_mask, y, w.attprojb, s.ln1_in, run.dropout, run.seed,
                                   dropout_stream(l, kSiteAttnOut), run.S_loc, run.B, C, run.where);
     A.release(y);
 
     // ---- MLP block ----------------------------------------------------------------------------------------
-    s.ln2_mean = A.alloc(DType::F32, rows, l, "ln2_mean");
-    s.ln2_rstd = A.alloc(DType::F32, rows, l, "ln2_rstd");
-    s.fc1_in = A.alloc(dt, (int64_t)rows * C, l, "fc1_in");
-    layernorm_forward(ctx, s.fc1_in, s.ln2_mean, s.ln2_rstd, s.ln2_in, w.ln2w, w.ln2b, rows, C);
+    s.ln2_mean = A.alloc(DType::F32, N_shard, l, "ln2_mean");
+    s.ln2_rstd = A.alloc(DType::F32, N_shard, l, "ln2_rstd");
+    s.fc1_in = A.alloc(dt, (int64_t)N_shard * C, l, "fc1_in");
+    layernorm_forward(ctx, s.fc1_in, s.ln2_mean, s.ln2_rstd, s.ln2_in, w.ln2w, w.ln2b, N_shard, C);
 
-    s.gelu_in = A.alloc(dt, (int64_t)N * run.F_loc, l, "gelu_in");
-    column_parallel_forward(run.region, ctx, s.gelu_in, s.fc1_in, w.fcw, w.fcb, N, C, run.F_loc);
-    s.fc2_in = A.alloc(dt, (int64_t)N * run.F_loc, l, "fc2_in");
-    gelu_forward(ctx, s.fc2_in, s.gelu_in, (int64_t)N * run.F_loc);
+    s.gelu_in = A.alloc(dt, (int64_t)N_full * run.F_loc, l, "gelu_in");
+    column_parallel_forward(run.region, ctx, s.gelu_in, s.fc1_in, w.fcw, w.fcb, N_full, C, run.F_loc);
+    s.fc2_in = A.alloc(dt, (int64_t)N_full * run.F_loc, l, "fc2_in");
+    gelu_forward(ctx, s.fc2_in, s.gelu_in, (int64_t)N_full * run.F_loc);
 
-    Tensor y2 = A.alloc(dt, (int64_t)rows * C, l, "tmp:mlp_out");
-    row_parallel_forward(run.region, ctx, y2, s.fc2_in, w.fcprojw, N, run.F_loc, C);
-    s.mlp_drop_mask = A.alloc(DType::U8, (int64_t)rows * C, l, "mlp_drop_mask");
+    Tensor y2 = A.alloc(dt, (int64_t)N_shard * C, l, "tmp:mlp_out");
+    row_parallel_forward(run.region, ctx, y2, s.fc2_in, w.fcprojw, N_full, run.F_loc, C);
+    s.mlp_drop_mask = A.alloc(DType::U8, (int64_t)N_shard * C, l, "mlp_drop_mask");
     bias_dropout_residual_forward(ctx, out, s.mlp_drop_mask, y2, w.fcprojb, s.ln2_in, run.dropout, run.seed,
                                   dropout_stream(l, kSiteMlpOut), run.S_loc, run.B, C, run.where);
     A.release(y2);
@@ -72,43 +81,43 @@ void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute p
     Ctx& ctx = *run.ctx;
     ActivationAllocator& A = *run.alloc;
     const int l = run.layer, C = run.C;
-    const int rows = run.S_loc * run.B, N = run.S * run.B;
+    const int N_shard = run.S_loc * run.B, N_full = run.S * run.B;  // as in layer_forward
     const DType dt = run.dtype;
     const LayerWeights& w = run.w;
     const LayerGrads& g = run.g;
-    const int64_t s2 = (int64_t)run.B * run.attn.NH * run.S * run.S;
+    const int64_t n_ss = (int64_t)run.B * run.attn.NH * run.S * run.S;  // one s×s tensor per rank
 
     // ---- MLP block (reverse order) -----------------------------------------------------------------------
-    Tensor dy2 = A.alloc(dt, (int64_t)rows * C, l, "tmp:dmlp_out");
-    dropout_backward(ctx, dy2, dresid, s.mlp_drop_mask, run.dropout, (int64_t)rows * C);
-    bias_backward(ctx, g.fcprojb, dy2, rows, C);  // under SP: this shard's part only (summed over TP later)
-    Tensor dh = A.alloc(dt, (int64_t)N * run.F_loc, l, "tmp:dfc2_in");
-    row_parallel_backward(run.region, ctx, dh, g.fcprojw, dy2, s.fc2_in, w.fcprojw, N, run.F_loc, C);
+    Tensor dy2 = A.alloc(dt, (int64_t)N_shard * C, l, "tmp:dmlp_out");
+    dropout_backward(ctx, dy2, dresid, s.mlp_drop_mask, run.dropout, (int64_t)N_shard * C);
+    bias_backward(ctx, g.fcprojb, dy2, N_shard, C);  // under SP: this shard's part (sum_sequence_parallel_grads)
+    Tensor dh = A.alloc(dt, (int64_t)N_full * run.F_loc, l, "tmp:dfc2_in");
+    row_parallel_backward(run.region, ctx, dh, g.fcprojw, dy2, s.fc2_in, w.fcprojw, N_full, run.F_loc, C);
     A.release(dy2);
-    gelu_backward(ctx, dh, s.gelu_in, dh, (int64_t)N * run.F_loc);
-    Tensor dln2 = A.alloc(dt, (int64_t)rows * C, l, "tmp:dfc1_in");
-    column_parallel_backward(run.region, ctx, dln2, g.fcw, g.fcb, dh, s.fc1_in, w.fcw, N, C, run.F_loc);
+    gelu_backward(ctx, dh, s.gelu_in, dh, (int64_t)N_full * run.F_loc);
+    Tensor dln2 = A.alloc(dt, (int64_t)N_shard * C, l, "tmp:dfc1_in");
+    column_parallel_backward(run.region, ctx, dln2, g.fcw, g.fcb, dh, s.fc1_in, w.fcw, N_full, C, run.F_loc);
     A.release(dh);
     // The residual stream's gradient gets the MLP branch's contribution: dresid becomes dL/d(ln2_in).
-    layernorm_backward(ctx, dresid, g.ln2w, g.ln2b, dln2, s.ln2_in, w.ln2w, s.ln2_mean, s.ln2_rstd, rows, C);
+    layernorm_backward(ctx, dresid, g.ln2w, g.ln2b, dln2, s.ln2_in, w.ln2w, s.ln2_mean, s.ln2_rstd, N_shard, C);
     A.release(dln2);
 
     // ---- attention block ----------------------------------------------------------------------------------
-    Tensor dy = A.alloc(dt, (int64_t)rows * C, l, "tmp:dattn_out");
-    dropout_backward(ctx, dy, dresid, s.attn_drop_mask, run.dropout, (int64_t)rows * C);
-    bias_backward(ctx, g.attprojb, dy, rows, C);
-    Tensor dctx = A.alloc(dt, (int64_t)N * run.C_loc, l, "tmp:dproj_in");
-    row_parallel_backward(run.region, ctx, dctx, g.attprojw, dy, s.proj_in, w.attprojw, N, run.C_loc, C);
+    Tensor dy = A.alloc(dt, (int64_t)N_shard * C, l, "tmp:dattn_out");
+    dropout_backward(ctx, dy, dresid, s.attn_drop_mask, run.dropout, (int64_t)N_shard * C);
+    bias_backward(ctx, g.attprojb, dy, N_shard, C);
+    Tensor dctx = A.alloc(dt, (int64_t)N_full * run.C_loc, l, "tmp:dproj_in");
+    row_parallel_backward(run.region, ctx, dctx, g.attprojw, dy, s.proj_in, w.attprojw, N_full, run.C_loc, C);
     A.release(dy);
-    Tensor dqkv = A.alloc(dt, (int64_t)N * 3 * run.C_loc, l, "tmp:dqkv");
-    Tensor scratch = A.alloc(dt, s2, l, "tmp:dprobs");
+    Tensor dqkv = A.alloc(dt, (int64_t)N_full * 3 * run.C_loc, l, "tmp:dqkv");
+    Tensor scratch = A.alloc(dt, n_ss, l, "tmp:dprobs");
     attention_backward(ctx, dqkv, dctx, s.qkv, s.probs, s.attn_mask, s.probs_drop, scratch, run.attn, run.dropout);
     A.release(scratch);
     A.release(dctx);
-    Tensor dln1 = A.alloc(dt, (int64_t)rows * C, l, "tmp:dqkv_in");
-    column_parallel_backward(run.region, ctx, dln1, g.qkvw, g.qkvb, dqkv, s.qkv_in, w.qkvw, N, C, 3 * run.C_loc);
+    Tensor dln1 = A.alloc(dt, (int64_t)N_shard * C, l, "tmp:dqkv_in");
+    column_parallel_backward(run.region, ctx, dln1, g.qkvw, g.qkvb, dqkv, s.qkv_in, w.qkvw, N_full, C, 3 * run.C_loc);
     A.release(dqkv);
-    layernorm_backward(ctx, dresid, g.ln1w, g.ln1b, dln1, s.ln1_in, w.ln1w, s.ln1_mean, s.ln1_rstd, rows, C);
+    layernorm_backward(ctx, dresid, g.ln1w, g.ln1b, dln1, s.ln1_in, w.ln1w, s.ln1_mean, s.ln1_rstd, N_shard, C);
     A.release(dln1);
 
     release_saved(s, A);

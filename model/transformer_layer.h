@@ -19,15 +19,16 @@ struct LayerGrads {  // f32 gradients, accumulated (+=)
     Tensor ln1w, ln1b, qkvw, qkvb, attprojw, attprojb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
 };
 
-// Everything one layer's forward and backward need besides its tensors.
+// A layer's context: everything one layer's forward and backward need besides its saved tensors — shapes,
+// the TP/SP region, weight and gradient views, global dropout coordinates (built by gpt_layer_context).
 struct LayerContext {
     Ctx* ctx = nullptr;
     ActivationAllocator* alloc = nullptr;
-    Region region;         // TP group, SP on/off
+    Region region;         // TP group, SP on/off (parallel/sequence_parallel.h)
     DType dtype = DType::F32;
     int layer = 0;
     int S = 0, B = 0, C = 0;  // full sequence, local batch (this DP rank), hidden
-    int S_loc = 0;            // rows of the sequence this rank holds outside the TP regions (S/t under SP)
+    int S_loc = 0;            // positions this rank holds outside the TP regions (S/t under SP: sp_shard)
     int C_loc = 0, F_loc = 0; // this rank's attention width (heads·HD) and MLP width (4C/t)
     AttnShape attn;           // local heads, global coordinates for dropout
     DropoutCoords where;      // global coordinates of this rank's [S_loc, B, C] block
@@ -37,6 +38,8 @@ struct LayerContext {
     LayerGrads g;
 };
 
+// Rows: N_shard = S_loc·B outside the TP regions, N_full = S·B inside them.
+//
 // out = layer(s.ln1_in). s.ln1_in is set by the caller (the layer's input, tagged "ln1_in"); `out` is
 // allocated by the caller. Fills `s` and then keeps what `policy` says.
 void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute policy);
@@ -45,3 +48,8 @@ void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute polic
 // gradient flows through both branches). Recomputes what the policy released, accumulates the weight
 // gradients into run.g, and releases all of `s`.
 void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute policy);
+
+// Allocate s.probs, s.attn_mask, s.probs_drop (tagged with the paper's names) and compute them from s.qkv:
+// core attention's QKᵀ → scale + causal mask → softmax → dropout. Shared by layer_forward and selective
+// recompute, so both run the same code.
+void attention_probs_saved_forward(LayerContext& run, SavedLayer& s);

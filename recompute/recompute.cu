@@ -2,7 +2,6 @@
 #include "recompute.h"
 
 #include "../model/transformer_layer.h"
-#include "../layers/philox.h"
 
 void keep_for_backward(SavedLayer& s, Recompute policy, ActivationAllocator& A) {
     if (policy == Recompute::None) return;
@@ -29,14 +28,9 @@ void recompute_for_backward(LayerContext& run, SavedLayer& s, Recompute policy) 
         run.alloc->release(out);
         return;
     }
-    // Selective: QKᵀ → scale + causal mask → softmax → dropout, from the saved Q and K; the same kernel and
-    // the same (counter-based) dropout mask as in the forward pass.
-    const int64_t s2 = (int64_t)run.B * run.attn.NH * run.S * run.S;
-    s.probs = run.alloc->alloc(run.dtype, s2, run.layer, "probs");
-    s.attn_mask = run.alloc->alloc(DType::U8, s2, run.layer, "attn_mask");
-    s.probs_drop = run.alloc->alloc(run.dtype, s2, run.layer, "probs_drop");
-    attention_probs_forward(*run.ctx, s.probs, s.attn_mask, s.probs_drop, s.qkv, run.attn, run.dropout, run.seed,
-                            dropout_stream(run.layer, kSiteAttnProbs));
+    // Selective: QKᵀ → scale + causal mask → softmax → dropout, from the saved Q and K; the same call as in
+    // the forward pass (model/transformer_layer.cu), and the same (counter-based) dropout mask.
+    attention_probs_saved_forward(run, s);
 }
 
 void release_saved(SavedLayer& s, ActivationAllocator& A) {

@@ -1,4 +1,6 @@
-// recompute.h — activation recomputation policies (paper §5): none, selective, full.
+// recompute.h — activation recomputation policies (paper §5): none, selective, full. ("Recompute" is what
+// Megatron-LM calls activation checkpointing: --recompute-granularity selective|full; nothing here writes
+// a file.)
 //
 // The forward pass of a layer (model/transformer_layer.cu) computes every tensor; then `keep_for_backward`
 // releases what the policy does not keep. Before the layer's backward, `recompute_for_backward` rebuilds what
