@@ -34,9 +34,7 @@ public:
     std::vector<ActivationRecord> live() const;
     size_t live_bytes() const { return live_bytes_; }
     size_t peak_live_bytes() const { return peak_live_bytes_; }
-    size_t reserved_bytes() const { return reserved_bytes_; }
     size_t peak_reserved_bytes() const { return peak_reserved_bytes_; }
-    void reset_peak() { peak_live_bytes_ = live_bytes_; }
     Device device() const { return device_; }
 
 private:

@@ -87,9 +87,8 @@ void print_memory_report(FILE* f, const MemoryReport& r) {
     fprintf(f, "  %-16s %14.0f %14s %10s   all layer-norm statistics and the loss's row max / exp-sum\n", "model extras",
             r.model_extras, "-", "-");
     if (r.peak_live_bytes)
-        fprintf(f, "  allocator high-water mark over the previous step: %s live, %s reserved%s\n",
-                human((double)r.peak_live_bytes).c_str(), human((double)r.peak_reserved_bytes).c_str(),
-                r.device_used_bytes >= 0 ? "" : "");
+        fprintf(f, "  allocator high-water mark over the previous step: %s live, %s reserved\n",
+                human((double)r.peak_live_bytes).c_str(), human((double)r.peak_reserved_bytes).c_str());
     if (r.device_used_bytes >= 0)
         fprintf(f, "  device memory in use (cudaMemGetInfo): %s\n", human(r.device_used_bytes).c_str());
 }
