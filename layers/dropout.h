@@ -9,7 +9,7 @@
 #include "runtime.h"
 
 struct DropoutCoords {
-    int64_t s_offset = 0;  // first global sequence position of this block (SP shard start)
+    int64_t s_offset = 0;  // first global sequence position of this block (SP shard start: sp_shard)
     int64_t b_offset = 0;  // first global batch index of this block (DP rank's first sequence)
     int64_t B_total = 1;   // global batch
 };

@@ -23,7 +23,8 @@ struct StepStats {
 StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
                      const OptimConfig& opt, int step, float lr, const std::function<void()>& after_forward = {});
 
-// The gradient synchronization: SP sum over TP, then DP average.
+// The gradient synchronization: under SP the sum over TP of the replicated parameters' gradients
+// (sum_sequence_parallel_grads, parallel/sequence_parallel.h), then the average over DP.
 void sync_gradients(GPT& m);
 // Global L2 norm of the (synchronized) gradients over the whole model (all TP slices, replicated tensors
 // counted once).

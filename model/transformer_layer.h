@@ -6,6 +6,8 @@
 //
 // Under SP, x, r1, out and the layer norms / dropouts live on sequence shards (S/t rows of the [S, B, C]
 // activations); the parts between g and ḡ see the full sequence and a 1/t slice of heads or MLP columns.
+// The layer itself does not branch on SP: the linear layers and the shapes it is given do (all of SP, and
+// an index of where it touches the code: parallel/sequence_parallel.cu).
 #pragma once
 #include "../layers/attention.h"
 #include "../layers/dropout.h"

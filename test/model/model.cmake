@@ -1,36 +1,43 @@
-# Model-level tests: parallel-vs-single-rank equivalence, recompute bitwise identity, measured memory vs the
-# paper's formulas, communication bytes, whole-model gradient check, trainer CLI and checkpoints.
-mm_test(test_gpt_gradcheck SOURCES test/test_gpt_gradcheck.cu LABELS unit)
+# Model-level tests (the paper's claims, on the whole model): parallel-vs-single-rank equivalence, recompute
+# bitwise identity, measured memory vs the paper's formulas, communication bytes, whole-model gradient
+# check; then the trainer's command line and checkpoints. Each executable is named after its file; the CTest
+# names say the layout they run (other fragments and the Makefile's ASAN_TESTS refer to them).
+mm_executable(test_equivalence SOURCES test/model/test_equivalence.cu)
+mm_executable(test_recompute SOURCES test/model/test_recompute.cu)
+mm_executable(test_memory SOURCES test/model/test_memory.cu)
+mm_executable(test_sp_comm_bytes SOURCES test/model/test_sp_comm_bytes.cu)
+
+mm_test(test_gpt_gradcheck SOURCES test/model/test_gpt_gradcheck.cu LABELS unit)
 
 # (tp, dp) ∈ {(2,1), (4,1), (1,2), (2,2)} against the single-rank run, dropout on; then with --sp.
-mm_test(test_equivalence_tp2 SOURCES test/test_equivalence.cu LABELS mpi NP 2 ARGS --tp 2)
-mm_test(test_equivalence_tp4 EXE test_equivalence_tp2 LABELS mpi NP 4 ARGS --tp 4)
-mm_test(test_equivalence_dp2 EXE test_equivalence_tp2 LABELS mpi NP 2 ARGS --tp 1)
-mm_test(test_equivalence_tp2_dp2 EXE test_equivalence_tp2 LABELS mpi NP 4 ARGS --tp 2)
-mm_test(test_equivalence_sp_tp2 EXE test_equivalence_tp2 LABELS mpi NP 2 ARGS --tp 2 --sp)
-mm_test(test_equivalence_sp_tp4 EXE test_equivalence_tp2 LABELS mpi NP 4 ARGS --tp 4 --sp)
-mm_test(test_equivalence_sp_tp2_dp2 EXE test_equivalence_tp2 LABELS mpi NP 4 ARGS --tp 2 --sp)
-mm_test(test_equivalence_sp_bf16 EXE test_equivalence_tp2 LABELS mpi NP 2 ARGS --tp 2 --sp --dtype bf16 --steps 5)
+mm_test(test_equivalence_tp2 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 2)
+mm_test(test_equivalence_tp4 EXE test_equivalence LABELS mpi NP 4 ARGS --tp 4)
+mm_test(test_equivalence_dp2 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1)
+mm_test(test_equivalence_tp2_dp2 EXE test_equivalence LABELS mpi NP 4 ARGS --tp 2)
+mm_test(test_equivalence_sp_tp2 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 2 --sp)
+mm_test(test_equivalence_sp_tp4 EXE test_equivalence LABELS mpi NP 4 ARGS --tp 4 --sp)
+mm_test(test_equivalence_sp_tp2_dp2 EXE test_equivalence LABELS mpi NP 4 ARGS --tp 2 --sp)
+mm_test(test_equivalence_sp_bf16 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 2 --sp --dtype bf16 --steps 5)
 # Negative control: without the layer-norm / bias gradient sum over the TP group, SP must NOT match.
-mm_test(test_equivalence_sp_without_grad_sum EXE test_equivalence_tp2 LABELS mpi NP 2 ARGS --tp 2 --sp --expect-fail-without-sp-sum)
+mm_test(test_equivalence_sp_without_grad_sum EXE test_equivalence LABELS mpi NP 2 ARGS --tp 2 --sp --expect-fail-without-sp-sum)
 
-mm_test(test_recompute_tp1 SOURCES test/test_recompute.cu LABELS mpi NP 1 ARGS --tp 1)
-mm_test(test_recompute_tp2_sp EXE test_recompute_tp1 LABELS mpi NP 2 ARGS --tp 2 --sp)
-mm_test(test_recompute_tp1_bf16 EXE test_recompute_tp1 LABELS mpi NP 1 ARGS --tp 1 --dtype bf16)
+mm_test(test_recompute_tp1 EXE test_recompute LABELS mpi NP 1 ARGS --tp 1)
+mm_test(test_recompute_tp2_sp EXE test_recompute LABELS mpi NP 2 ARGS --tp 2 --sp)
+mm_test(test_recompute_tp1_bf16 EXE test_recompute LABELS mpi NP 1 ARGS --tp 1 --dtype bf16)
 
-mm_test(test_memory_tp1 SOURCES test/test_memory.cu LABELS mpi NP 1)
-mm_test(test_memory_tp2 EXE test_memory_tp1 LABELS mpi NP 2)
-mm_test(test_memory_tp4 EXE test_memory_tp1 LABELS mpi NP 4)
-mm_test(test_memory_figure7 EXE test_memory_tp1 LABELS mpi NP 8 ARGS --figure7)
+mm_test(test_memory_tp1 EXE test_memory LABELS mpi NP 1)
+mm_test(test_memory_tp2 EXE test_memory LABELS mpi NP 2)
+mm_test(test_memory_tp4 EXE test_memory LABELS mpi NP 4)
+mm_test(test_memory_figure7 EXE test_memory LABELS mpi NP 8 ARGS --figure7)
 
-mm_test(test_sp_comm_bytes_tp2 SOURCES test/test_sp_comm_bytes.cu LABELS mpi NP 2)
-mm_test(test_sp_comm_bytes_tp4 EXE test_sp_comm_bytes_tp2 LABELS mpi NP 4)
+mm_test(test_sp_comm_bytes_tp2 EXE test_sp_comm_bytes LABELS mpi NP 2)
+mm_test(test_sp_comm_bytes_tp4 EXE test_sp_comm_bytes LABELS mpi NP 4)
 
 # GPU: recompute policies bitwise identical on the GPU; TP 2 + SP on one GPU (MPI backend) equals the
 # single-rank GPU run.
-mm_test(test_gpu_recompute EXE test_recompute_tp1 LABELS gpu NP 1 ARGS --tp 1 --device cuda --dtype bf16)
-mm_test(test_gpu_recompute_tp2_sp EXE test_recompute_tp1 LABELS gpu NP 2 ARGS --tp 2 --sp --device cuda)
-mm_test(test_gpu_equivalence_sp EXE test_equivalence_tp2 LABELS gpu NP 2 ARGS --tp 2 --sp --device cuda)
+mm_test(test_gpu_recompute EXE test_recompute LABELS gpu NP 1 ARGS --tp 1 --device cuda --dtype bf16)
+mm_test(test_gpu_recompute_tp2_sp EXE test_recompute LABELS gpu NP 2 ARGS --tp 2 --sp --device cuda)
+mm_test(test_gpu_equivalence_sp EXE test_equivalence LABELS gpu NP 2 ARGS --tp 2 --sp --device cuda)
 
 # Trainer command line: bad configurations exit non-zero with a message naming the numbers, no rank hangs.
 set(MM_EXPECT ${CMAKE_SOURCE_DIR}/test/expect_error.sh)
@@ -59,8 +66,3 @@ add_test(NAME cli_checkpoint_tp_roundtrip COMMAND bash ${CMAKE_SOURCE_DIR}/test/
          $<TARGET_FILE:train_gpt> $<TARGET_FILE:prepare_data> ${CMAKE_SOURCE_DIR} "${MPIEXEC_EXECUTABLE}")
 set_tests_properties(cli_checkpoint_tp_roundtrip PROPERTIES LABELS mpi TIMEOUT 300
                      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
-
-# f / f̄ / g / ḡ, column- and row-parallel linear (with and without SP) against the unsplit linear; weight slices.
-mm_test(test_tensor_parallel_np2 SOURCES test/test_tensor_parallel.cu LABELS mpi NP 2)
-mm_test(test_tensor_parallel_np4 EXE test_tensor_parallel_np2 LABELS mpi NP 4)
-mm_test(test_tensor_parallel_np1 EXE test_tensor_parallel_np2 LABELS mpi NP 1)

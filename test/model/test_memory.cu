@@ -7,15 +7,14 @@
 // real run at 5as/h = 80: SP alone and selective alone each roughly halve the TP baseline, together ~5×.
 #include <cstring>
 #include "model_fixture.h"
-#include "../recompute/memory_report.h"
+#include "../../recompute/memory_report.h"
 
 static MemoryReport measure(const ModelSpec& s, int B, int S) {
     ModelHarness h(s, MPI_COMM_WORLD);
     Batch b = make_batch(s.cfg, B, S, 1, h.grid.dp, h.grid.dp_rank);
     gpt_forward(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, true);
-    ModelFormulaInput shape;
-    shape.s = S; shape.b = B / h.grid.dp; shape.h = s.cfg.channels; shape.a = s.cfg.heads; shape.L = s.cfg.layers;
-    shape.v = s.cfg.padded_vocab; shape.t = s.tp; shape.sp = h.grid.sp; shape.rc = s.rc; shape.d = (int)dtype_size(s.dtype);
+    const ModelFormulaInput shape = formula_input(S, B / h.grid.dp, s.cfg.channels, s.cfg.heads, s.cfg.layers,
+                                                  s.cfg.padded_vocab, s.tp, h.grid.sp, s.rc, (int)dtype_size(s.dtype));
     MemoryReport r = build_memory_report(h.alloc->live(), shape);
     gpt_backward(h.model);
     CHECK(h.alloc->live_bytes() == 0, "activations left after backward: %zu bytes", h.alloc->live_bytes());

@@ -18,8 +18,6 @@ static Counted run_layer(bool sp, int tp) {
     ModelHarness h(s, MPI_COMM_WORLD);
     GPT& m = h.model;
     const int B = 2, S = 16;
-    m.B = B;
-    m.S = S;
     // Build one layer's run exactly as the model does, on a random input of the right (shard) shape.
     Batch b = make_batch(s.cfg, B, S, 1, 1, 0);
     gpt_forward(m, b.inputs.data(), b.targets.data(), B, S, false);  // sets up the step's shapes

@@ -5,10 +5,10 @@
 #include <memory>
 #include <string>
 #include <vector>
-#include "test_util.h"
-#include "../model/gpt.h"
-#include "../model/train_step.h"
-#include "../parallel/data_parallel.h"
+#include "../test_util.h"
+#include "../../model/gpt.h"
+#include "../../model/train_step.h"
+#include "../../parallel/data_parallel.h"
 
 struct ModelSpec {
     GPTConfig cfg;
