@@ -36,7 +36,7 @@ enum class ShardKind { Replicated, Rows, QKVRows, Cols };
 struct ParamInfo {
     const char* name;  // llm.c's name
     bool per_layer;    // L stacked copies, one per transformer layer
-    bool decays;       // AdamW weight decay and N(0, 0.02) init: matrices and embeddings (not biases, LN gains)
+    bool decays;       // AdamW weight decay and a random normal init: matrices and embeddings (not biases, LN gains)
     ShardKind shard;   // the slice a TP rank holds
 };
 inline constexpr ParamInfo kParamTable[NUM_PARAM_TENSORS] = {
@@ -63,25 +63,31 @@ inline bool is_layer_param(int id) { return kParamTable[id].per_layer; }
 inline bool param_decays(int id) { return kParamTable[id].decays; }
 inline ShardKind param_shard_kind(int id) { return kParamTable[id].shard; }
 
+// The shape of a parameter tensor of the full (unsharded) model: `layers` stacked matrices of rows × cols
+// (vectors: rows = 1 for the C-wide ones, cols = 1 for the fc1 / qkv biases, whose rows are split like their
+// weights'). The weight slices (parallel/tensor_parallel.cu) cut these rows and columns.
+struct ParamShape { int64_t layers, rows, cols; };
+inline ParamShape param_shape(const GPTConfig& c, int id) {
+    const int64_t L = kParamTable[id].per_layer ? c.layers : 1, C = c.channels;
+    switch (id) {
+        case P_WTE: return {L, c.padded_vocab, C};
+        case P_WPE: return {L, c.max_seq, C};
+        case P_QKVW: return {L, 3 * C, C};
+        case P_QKVB: return {L, 3 * C, 1};
+        case P_ATTPROJW: return {L, C, C};
+        case P_FCW: return {L, 4 * C, C};
+        case P_FCB: return {L, 4 * C, 1};
+        case P_FCPROJW: return {L, C, 4 * C};
+        default: return {L, 1, C};  // vectors of C: layer norms, row-parallel biases
+    }
+}
+
 // Element counts of the 16 tensors of the *full* (unsharded) model, in llm.c order.
 inline void param_sizes(const GPTConfig& c, int64_t out[NUM_PARAM_TENSORS]) {
-    int64_t L = c.layers, C = c.channels;
-    out[P_WTE] = (int64_t)c.padded_vocab * C;
-    out[P_WPE] = (int64_t)c.max_seq * C;
-    out[P_LN1W] = L * C;
-    out[P_LN1B] = L * C;
-    out[P_QKVW] = L * 3 * C * C;
-    out[P_QKVB] = L * 3 * C;
-    out[P_ATTPROJW] = L * C * C;
-    out[P_ATTPROJB] = L * C;
-    out[P_LN2W] = L * C;
-    out[P_LN2B] = L * C;
-    out[P_FCW] = L * 4 * C * C;
-    out[P_FCB] = L * 4 * C;
-    out[P_FCPROJW] = L * C * 4 * C;
-    out[P_FCPROJB] = L * C;
-    out[P_LNFW] = C;
-    out[P_LNFB] = C;
+    for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
+        const ParamShape p = param_shape(c, id);
+        out[id] = p.layers * p.rows * p.cols;
+    }
 }
 inline int64_t param_count(const GPTConfig& c) {
     int64_t s[NUM_PARAM_TENSORS];

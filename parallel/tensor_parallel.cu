@@ -42,27 +42,9 @@ void row_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor do
 }
 
 // ---- weight slices --------------------------------------------------------------------------------------
-// Each tensor seen as `layers` stacked matrices of rows × cols (biases: cols = 1).
-struct Stack { int64_t layers, rows, cols; };
-static Stack param_stack(const GPTConfig& c, int id) {
-    int64_t L = c.layers, C = c.channels;
-    switch (id) {
-        case P_WTE: return {1, c.padded_vocab, C};
-        case P_WPE: return {1, c.max_seq, C};
-        case P_QKVW: return {L, 3 * C, C};
-        case P_QKVB: return {L, 3 * C, 1};
-        case P_ATTPROJW: return {L, C, C};
-        case P_FCW: return {L, 4 * C, C};
-        case P_FCB: return {L, 4 * C, 1};
-        case P_FCPROJW: return {L, C, 4 * C};
-        case P_LNFW: case P_LNFB: return {1, 1, C};
-        default: return {L, 1, C};  // per-layer vectors of C: layer norms, row-parallel biases
-    }
-}
-
 void local_param_sizes(const GPTConfig& cfg, int tp, int64_t out[NUM_PARAM_TENSORS]) {
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
-        Stack s = param_stack(cfg, id);
+        const ParamShape s = param_shape(cfg, id);
         out[id] = s.layers * s.rows * s.cols / (param_shard_kind(id) == ShardKind::Replicated ? 1 : tp);
     }
 }
@@ -70,7 +52,7 @@ void local_param_sizes(const GPTConfig& cfg, int tp, int64_t out[NUM_PARAM_TENSO
 // Visit every contiguous run that rank `r` holds: (full offset, local offset, length), in local order.
 template <class F>
 static void for_each_run(const GPTConfig& cfg, int id, int tp, int r, F&& f) {
-    Stack s = param_stack(cfg, id);
+    const ParamShape s = param_shape(cfg, id);
     ShardKind k = param_shard_kind(id);
     int64_t local = 0;
     for (int64_t l = 0; l < s.layers; l++) {
