@@ -62,8 +62,6 @@ void gpt_init_full(const GPTConfig& cfg, uint64_t seed, std::vector<float>& full
 void gpt_load_full(GPT& m, const float* full);
 // Gather the full model (llm.c layout) from the TP group; every rank of the group gets it.
 void gpt_gather_full(GPT& m, std::vector<float>& full);
-// Same for the gradients (tests: compare with a single-rank run).
-void gpt_gather_full_grads(GPT& m, std::vector<float>& full);
 // AdamW's moments, gathered like the weights (full model, llm.c order; exact resume, model/train_state.h),
 // and loaded back into this rank's slice.
 void gpt_gather_full_optimizer(GPT& m, std::vector<float>& adam_m, std::vector<float>& adam_v);
@@ -86,3 +84,7 @@ LayerContext gpt_layer_context(GPT& m, int l);
 void gpt_refresh_compute_weights(GPT& m);
 // Release the activations of the last forward without a backward (validation, sampling).
 void gpt_release_activations(GPT& m);
+
+// ---- tests only ----------------------------------------------------------------------------------------
+// gpt_gather_full for the gradients: the parallel-vs-single-rank tests compare them (test/model/).
+void gpt_gather_full_grads(GPT& m, std::vector<float>& full);

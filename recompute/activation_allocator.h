@@ -35,7 +35,6 @@ public:
     size_t live_bytes() const { return live_bytes_; }
     size_t peak_live_bytes() const { return peak_live_bytes_; }
     size_t peak_reserved_bytes() const { return peak_reserved_bytes_; }
-    Device device() const { return device_; }
 
 private:
     struct Live { int layer; std::string name; size_t bytes; uint64_t order; };
