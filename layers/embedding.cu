@@ -11,6 +11,7 @@
 // tokens); the backward then gives each (unique token, channel) to one thread that sums its rows in
 // ascending row order: a fixed order, identical on every run, and no write conflicts.
 #include "embedding.h"
+#include "op_timer.h"
 
 #include <cstring>
 
@@ -44,6 +45,7 @@ static unsigned blocks_for(int64_t total, int threads) { return (unsigned)((tota
 
 void token_embedding_forward(Ctx& ctx, Tensor out, Tensor tokens, Tensor wte_local, int64_t v_begin,
                              int V_local, int N, int C) {
+    OpScope scope(ctx, "token_embedding_forward");
     if (out.n != (int64_t)N * C || tokens.n != N || tokens.dtype != DType::I32 ||
         wte_local.n != (int64_t)V_local * C)
         mm_fatal("token_embedding_forward: sizes do not match N=%d C=%d V_local=%d", N, C, V_local);
@@ -165,6 +167,7 @@ __global__ void token_bwd_kernel(TG* dwte, const TD* dout, const int32_t* token,
 }
 
 void token_embedding_backward(Ctx& ctx, Tensor dwte_local, Tensor dout, const EmbeddingIndex& idx, int C) {
+    OpScope scope(ctx, "token_embedding_backward");
     if (idx.U == 0 || C == 0) return;
     if (dwte_local.n % C != 0 || dout.n % C != 0)
         mm_fatal("token_embedding_backward: dwte (%lld) and dout (%lld) must be multiples of C=%d",
@@ -191,7 +194,8 @@ void token_embedding_backward(Ctx& ctx, Tensor dwte_local, Tensor dout, const Em
 // ---------------------------------------------------------------------------------------------------------
 // position embedding: out[s, b, :] += wpe[s_offset + s, :]. Under sequence parallelism a rank holds the
 // positions [s_offset, s_offset + S_loc), so it reads (and, in backward, writes) only those rows of wpe;
-// its dwpe is partial and parallel/ sums it over the TP group (docs/design.md "Sequence parallelism").
+// its dwpe is partial, and parallel/sequence_parallel.cu sums it over the TP group after the backward, with
+// the other parameters replicated across the group (paper §4.2.2; docs/design.md "Sequence parallelism").
 // ---------------------------------------------------------------------------------------------------------
 
 template <class TO, class TW>
@@ -212,6 +216,7 @@ __global__ void pos_fwd_kernel(TO* out, const TW* wpe, int64_t s_offset, int B, 
 }
 
 void position_embedding_forward(Ctx& ctx, Tensor out, Tensor wpe, int64_t s_offset, int S_loc, int B, int C) {
+    OpScope scope(ctx, "position_embedding_forward");
     if (out.n != (int64_t)S_loc * B * C || wpe.n < (s_offset + S_loc) * (int64_t)C || s_offset < 0)
         mm_fatal("position_embedding_forward: sizes do not match S_loc=%d B=%d C=%d s_offset=%lld", S_loc, B, C,
                  (long long)s_offset);
@@ -256,6 +261,7 @@ __global__ void pos_bwd_kernel(TG* dwpe, const TD* dout, int64_t s_offset, int B
 }
 
 void position_embedding_backward(Ctx& ctx, Tensor dwpe, Tensor dout, int64_t s_offset, int S_loc, int B, int C) {
+    OpScope scope(ctx, "position_embedding_backward");
     if (dout.n != (int64_t)S_loc * B * C || dwpe.n < (s_offset + S_loc) * (int64_t)C || s_offset < 0)
         mm_fatal("position_embedding_backward: sizes do not match S_loc=%d B=%d C=%d s_offset=%lld", S_loc, B, C,
                  (long long)s_offset);

@@ -10,6 +10,7 @@
 #include "linear.h"
 
 #include "matmul.h"
+#include "op_timer.h"
 
 #include <cstdint>
 #include <map>
@@ -150,6 +151,7 @@ void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias,
         mm_fatal("linear_forward: sizes do not match N=%d IC=%d OC=%d", N, IC, OC);
     if (weight.dtype != in.dtype || (!bias.empty() && bias.dtype != in.dtype))
         mm_fatal("linear_forward: in, weight and bias must share a dtype");
+    OpScope scope(ctx, "linear_forward", 2.0 * N * (double)IC * OC);
     // GPU with a bias: one cuBLASLt GEMM with the bias in its epilogue (when cuBLASLt has a kernel for it).
     if (ctx.device == Device::CUDA && !bias.empty() && linear_forward_lt(ctx, out, in, weight, bias, N, IC, OC))
         return;
@@ -235,6 +237,7 @@ __global__ void bias_finish_kernel(TG* dbias, const float* partial, int chunks, 
 void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C) {
     if (dbias.empty()) return;
     if (dbias.n != C || dout.n != (int64_t)N * C) mm_fatal("bias_backward: sizes do not match N=%d C=%d", N, C);
+    OpScope scope(ctx, "bias_backward");
     if (N == 0 || C == 0) return;
     MM_DISPATCH_ACT(dout.dtype, {
         using TD = T;
@@ -258,6 +261,8 @@ void linear_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor 
                      int N, int IC, int OC, bool accumulate_din) {
     if (dout.n != (int64_t)N * OC) mm_fatal("linear_backward: dout has %lld elements, expected N*OC=%lld",
                                             (long long)dout.n, (long long)N * OC);
+    // Matmul FLOPs: one N×IC×OC GEMM for din, one for dweight (each skipped when its output is empty).
+    OpScope scope(ctx, "linear_backward", 2.0 * N * (double)IC * OC * ((din.empty() ? 0 : 1) + (dweight.empty() ? 0 : 1)));
     if (!din.empty()) {
         if (din.n != (int64_t)N * IC || weight.n != (int64_t)OC * IC || weight.dtype != dout.dtype)
             mm_fatal("linear_backward: din/weight do not match N=%d IC=%d OC=%d", N, IC, OC);
