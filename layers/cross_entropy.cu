@@ -14,6 +14,8 @@
 // GPU reductions: one block per row, each thread strides over the columns, then a fixed-order tree: the
 // same bits every run, no atomics.
 #include "cross_entropy.h"
+#include "op_timer.h"
+#include "warp_reduce.cuh"
 
 #include <cmath>
 
@@ -28,22 +30,16 @@ static inline int valid_columns(int V_local, int64_t v_begin, int V) {
 constexpr int kCeThreads = 256;
 
 // Fixed-order block reductions (every thread gets the result).
+// Each warp reduces its 32 values (warp_reduce.cuh), then the first warp reduces the warps' results.
 __device__ inline float block_reduce(float v, bool is_max) {
     __shared__ float sm[32];
-    for (int d = 16; d > 0; d >>= 1) {
-        float o = __shfl_xor_sync(0xffffffffu, v, d);
-        v = is_max ? fmaxf(v, o) : v + o;
-    }
+    v = is_max ? warp_max(v) : warp_sum(v);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
     __syncthreads();  // sm may still be read by a previous call
     if (lane == 0) sm[warp] = v;
     __syncthreads();
     v = lane < nwarps ? sm[lane] : (is_max ? -INFINITY : 0.f);
-    for (int d = 16; d > 0; d >>= 1) {
-        float o = __shfl_xor_sync(0xffffffffu, v, d);
-        v = is_max ? fmaxf(v, o) : v + o;
-    }
-    return v;
+    return is_max ? warp_max(v) : warp_sum(v);
 }
 
 static void check_common(const char* op, const Tensor& logits, int N, int V_local) {
@@ -78,6 +74,7 @@ __global__ void ce_row_max_kernel(float* rowmax, const T* logits, int V_local, i
 }
 
 void ce_row_max(Ctx& ctx, Tensor rowmax, Tensor logits, int N, int V_local, int64_t v_begin, int V) {
+    OpScope scope(ctx, "ce_row_max");
     check_common("ce_row_max", logits, N, V_local);
     check_f32("ce_row_max", "rowmax", rowmax, N);
     if (N == 0) return;
@@ -136,6 +133,7 @@ __global__ void ce_sumexp_target_kernel(float* sumexp, float* target_logit, cons
 
 void ce_sumexp_target(Ctx& ctx, Tensor sumexp, Tensor target_logit, Tensor logits, Tensor rowmax, Tensor targets,
                       int N, int V_local, int64_t v_begin, int V) {
+    OpScope scope(ctx, "ce_sumexp_target");
     const char* op = "ce_sumexp_target";
     check_common(op, logits, N, V_local);
     check_f32(op, "sumexp", sumexp, N);
@@ -168,6 +166,7 @@ __global__ void ce_losses_kernel(float* losses, const float* rowmax, const float
 }
 
 void ce_losses(Ctx& ctx, Tensor losses, Tensor rowmax, Tensor sumexp, Tensor target_logit, int N) {
+    OpScope scope(ctx, "ce_losses");
     const char* op = "ce_losses";
     check_f32(op, "losses", losses, N);
     check_f32(op, "rowmax", rowmax, N);
@@ -227,6 +226,7 @@ __global__ void ce_backward_kernel(TG* dlogits, const TL* logits, const float* r
 
 void ce_backward(Ctx& ctx, Tensor dlogits, Tensor logits, Tensor rowmax, Tensor sumexp, Tensor targets,
                  float scale, int N, int V_local, int64_t v_begin, int V) {
+    OpScope scope(ctx, "ce_backward");
     const char* op = "ce_backward";
     check_common(op, logits, N, V_local);
     check_f32(op, "rowmax", rowmax, N);
