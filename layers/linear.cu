@@ -262,7 +262,8 @@ void linear_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor 
     if (dout.n != (int64_t)N * OC) mm_fatal("linear_backward: dout has %lld elements, expected N*OC=%lld",
                                             (long long)dout.n, (long long)N * OC);
     // Matmul FLOPs: one N×IC×OC GEMM for din, one for dweight (each skipped when its output is empty).
-    OpScope scope(ctx, "linear_backward", 2.0 * N * (double)IC * OC * ((din.empty() ? 0 : 1) + (dweight.empty() ? 0 : 1)));
+    const int gemms = (din.empty() ? 0 : 1) + (dweight.empty() ? 0 : 1);
+    OpScope scope(ctx, "linear_backward", gemms * 2.0 * N * (double)IC * OC);
     if (!din.empty()) {
         if (din.n != (int64_t)N * IC || weight.n != (int64_t)OC * IC || weight.dtype != dout.dtype)
             mm_fatal("linear_backward: din/weight do not match N=%d IC=%d OC=%d", N, IC, OC);
