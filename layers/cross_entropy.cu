@@ -29,8 +29,8 @@ static inline int valid_columns(int V_local, int64_t v_begin, int V) {
 
 constexpr int kCeThreads = 256;
 
-// Fixed-order block reductions (every thread gets the result).
-// Each warp reduces its 32 values (warp_reduce.cuh), then the first warp reduces the warps' results.
+// Fixed-order block reductions (every thread gets the result): each warp reduces its 32 values
+// (warp_reduce.cuh), then every warp reduces the warps' results, read back from shared memory.
 __device__ inline float block_reduce(float v, bool is_max) {
     __shared__ float sm[32];
     v = is_max ? warp_max(v) : warp_sum(v);
@@ -50,8 +50,14 @@ static void check_f32(const char* op, const char* name, const Tensor& t, int N) 
     if (t.n != N || t.dtype != DType::F32) mm_fatal("%s: %s must be f32 [N=%d]", op, name, N);
 }
 
+// Column of target t on this rank, or -1 when another rank owns it (or it is padding / out of range).
+__host__ __device__ inline int64_t owned_column(int32_t t, int64_t v_begin, int valid) {
+    int64_t j = (int64_t)t - v_begin;
+    return (j >= 0 && j < valid) ? j : -1;
+}
+
 // ---------------------------------------------------------------------------------------------------------
-// row max
+// CPU reference, in the order the ops run: row max, sum of exponentials and target logit, losses, gradient
 // ---------------------------------------------------------------------------------------------------------
 
 template <class T>
@@ -65,6 +71,46 @@ static void ce_row_max_cpu(float* rowmax, const T* logits, int N, int V_local, i
 }
 
 template <class T>
+static void ce_sumexp_target_cpu(float* sumexp, float* target_logit, const T* logits, const float* rowmax,
+                                 const int32_t* targets, int N, int V_local, int64_t v_begin, int valid) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const T* z = logits + (int64_t)i * V_local;
+        float s = 0.f;
+        for (int j = 0; j < valid; j++) s += expf(to_f32(z[j]) - rowmax[i]);
+        sumexp[i] = s;
+        int64_t j = owned_column(targets[i], v_begin, valid);
+        target_logit[i] = j >= 0 ? to_f32(z[j]) : 0.f;
+    }
+}
+
+// (The per-row losses log Σ + m − z_t are computed inline by ce_losses.)
+
+// gradient: dlogits = scale · (softmax − onehot(target)); padded columns get 0. `scale` is typically
+// 1/(B·S) (mean over all targets, GPT-2) times the loss scale.
+template <class TG, class TL>
+static void ce_backward_cpu(TG* dlogits, const TL* logits, const float* rowmax, const float* sumexp,
+                            const int32_t* targets, float scale, int N, int V_local, int64_t v_begin, int valid) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < N; i++) {
+        const int64_t t = owned_column(targets[i], v_begin, valid);
+        for (int j = 0; j < V_local; j++) {
+            const int64_t at = (int64_t)i * V_local + j;
+            float g = 0.f;
+            if (j < valid) {
+                float sm = expf(to_f32(logits[at]) - rowmax[i]) / sumexp[i];
+                g = scale * (sm - (t == j ? 1.f : 0.f));
+            }
+            dlogits[at] = from_f32<TG>(g);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// CUDA kernels: one block per row for the reductions (block_reduce), one thread per element otherwise
+// ---------------------------------------------------------------------------------------------------------
+
+template <class T>
 __global__ void ce_row_max_kernel(float* rowmax, const T* logits, int V_local, int valid) {
     const T* z = logits + (int64_t)blockIdx.x * V_local;
     float m = -INFINITY;
@@ -72,6 +118,48 @@ __global__ void ce_row_max_kernel(float* rowmax, const T* logits, int V_local, i
     m = block_reduce(m, true);
     if (threadIdx.x == 0) rowmax[blockIdx.x] = m;
 }
+
+template <class T>
+__global__ void ce_sumexp_target_kernel(float* sumexp, float* target_logit, const T* logits, const float* rowmax,
+                                        const int32_t* targets, int V_local, int64_t v_begin, int valid) {
+    const int64_t i = blockIdx.x;
+    const T* z = logits + i * V_local;
+    const float m = rowmax[i];
+    float s = 0.f;
+    for (int j = threadIdx.x; j < valid; j += blockDim.x) s += expf(to_f32(z[j]) - m);
+    s = block_reduce(s, false);
+    if (threadIdx.x == 0) {
+        sumexp[i] = s;
+        int64_t j = owned_column(targets[i], v_begin, valid);
+        target_logit[i] = j >= 0 ? to_f32(z[j]) : 0.f;
+    }
+}
+
+__global__ void ce_losses_kernel(float* losses, const float* rowmax, const float* sumexp, const float* tl, int N) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) losses[i] = logf(sumexp[i]) + rowmax[i] - tl[i];
+}
+
+template <class TG, class TL>
+__global__ void ce_backward_kernel(TG* dlogits, const TL* logits, const float* rowmax, const float* sumexp,
+                                   const int32_t* targets, float scale, int V_local, int64_t v_begin, int valid,
+                                   int64_t total) {
+    int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= total) return;
+    int64_t i = idx / V_local;
+    int j = (int)(idx % V_local);
+    float g = 0.f;
+    if (j < valid) {
+        float sm = expf(to_f32(logits[idx]) - rowmax[i]) / sumexp[i];
+        float onehot = owned_column(targets[i], v_begin, valid) == j ? 1.f : 0.f;
+        g = scale * (sm - onehot);
+    }
+    dlogits[idx] = from_f32<TG>(g);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// dispatch
+// ---------------------------------------------------------------------------------------------------------
 
 void ce_row_max(Ctx& ctx, Tensor rowmax, Tensor logits, int N, int V_local, int64_t v_begin, int V) {
     OpScope scope(ctx, "ce_row_max");
@@ -89,46 +177,6 @@ void ce_row_max(Ctx& ctx, Tensor rowmax, Tensor logits, int N, int V_local, int6
             ce_row_max_cpu<T>(out, z, N, V_local, valid);
         }
     });
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// sum of exponentials and the target logit
-// ---------------------------------------------------------------------------------------------------------
-
-// Column of target t on this rank, or -1 when another rank owns it (or it is padding / out of range).
-__host__ __device__ inline int64_t owned_column(int32_t t, int64_t v_begin, int valid) {
-    int64_t j = (int64_t)t - v_begin;
-    return (j >= 0 && j < valid) ? j : -1;
-}
-
-template <class T>
-static void ce_sumexp_target_cpu(float* sumexp, float* target_logit, const T* logits, const float* rowmax,
-                                 const int32_t* targets, int N, int V_local, int64_t v_begin, int valid) {
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++) {
-        const T* z = logits + (int64_t)i * V_local;
-        float s = 0.f;
-        for (int j = 0; j < valid; j++) s += expf(to_f32(z[j]) - rowmax[i]);
-        sumexp[i] = s;
-        int64_t j = owned_column(targets[i], v_begin, valid);
-        target_logit[i] = j >= 0 ? to_f32(z[j]) : 0.f;
-    }
-}
-
-template <class T>
-__global__ void ce_sumexp_target_kernel(float* sumexp, float* target_logit, const T* logits, const float* rowmax,
-                                        const int32_t* targets, int V_local, int64_t v_begin, int valid) {
-    const int64_t i = blockIdx.x;
-    const T* z = logits + i * V_local;
-    const float m = rowmax[i];
-    float s = 0.f;
-    for (int j = threadIdx.x; j < valid; j += blockDim.x) s += expf(to_f32(z[j]) - m);
-    s = block_reduce(s, false);
-    if (threadIdx.x == 0) {
-        sumexp[i] = s;
-        int64_t j = owned_column(targets[i], v_begin, valid);
-        target_logit[i] = j >= 0 ? to_f32(z[j]) : 0.f;
-    }
 }
 
 void ce_sumexp_target(Ctx& ctx, Tensor sumexp, Tensor target_logit, Tensor logits, Tensor rowmax, Tensor targets,
@@ -156,15 +204,6 @@ void ce_sumexp_target(Ctx& ctx, Tensor sumexp, Tensor target_logit, Tensor logit
     });
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// per-row losses
-// ---------------------------------------------------------------------------------------------------------
-
-__global__ void ce_losses_kernel(float* losses, const float* rowmax, const float* sumexp, const float* tl, int N) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) losses[i] = logf(sumexp[i]) + rowmax[i] - tl[i];
-}
-
 void ce_losses(Ctx& ctx, Tensor losses, Tensor rowmax, Tensor sumexp, Tensor target_logit, int N) {
     OpScope scope(ctx, "ce_losses");
     const char* op = "ce_losses";
@@ -182,46 +221,6 @@ void ce_losses(Ctx& ctx, Tensor losses, Tensor rowmax, Tensor sumexp, Tensor tar
         const float *rm = rowmax.as<float>(), *se = sumexp.as<float>(), *tl = target_logit.as<float>();
         for (int i = 0; i < N; i++) l[i] = logf(se[i]) + rm[i] - tl[i];
     }
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// gradient: dlogits = scale · (softmax − onehot(target)); padded columns get 0. `scale` is typically
-// 1/(B·S) (mean over all targets, GPT-2) times the loss scale.
-// ---------------------------------------------------------------------------------------------------------
-
-template <class TG, class TL>
-static void ce_backward_cpu(TG* dlogits, const TL* logits, const float* rowmax, const float* sumexp,
-                            const int32_t* targets, float scale, int N, int V_local, int64_t v_begin, int valid) {
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++) {
-        const int64_t t = owned_column(targets[i], v_begin, valid);
-        for (int j = 0; j < V_local; j++) {
-            const int64_t at = (int64_t)i * V_local + j;
-            float g = 0.f;
-            if (j < valid) {
-                float sm = expf(to_f32(logits[at]) - rowmax[i]) / sumexp[i];
-                g = scale * (sm - (t == j ? 1.f : 0.f));
-            }
-            dlogits[at] = from_f32<TG>(g);
-        }
-    }
-}
-
-template <class TG, class TL>
-__global__ void ce_backward_kernel(TG* dlogits, const TL* logits, const float* rowmax, const float* sumexp,
-                                   const int32_t* targets, float scale, int V_local, int64_t v_begin, int valid,
-                                   int64_t total) {
-    int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= total) return;
-    int64_t i = idx / V_local;
-    int j = (int)(idx % V_local);
-    float g = 0.f;
-    if (j < valid) {
-        float sm = expf(to_f32(logits[idx]) - rowmax[i]) / sumexp[i];
-        float onehot = owned_column(targets[i], v_begin, valid) == j ? 1.f : 0.f;
-        g = scale * (sm - onehot);
-    }
-    dlogits[idx] = from_f32<TG>(g);
 }
 
 void ce_backward(Ctx& ctx, Tensor dlogits, Tensor logits, Tensor rowmax, Tensor sumexp, Tensor targets,

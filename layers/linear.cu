@@ -17,10 +17,12 @@
 #include <tuple>
 
 // ---------------------------------------------------------------------------------------------------------
-// bias broadcast: out[r, :] = bias. The forward GEMM then runs with beta = 1, so the bias is added inside the
-// GEMM's fp32 epilogue and a bf16 output is rounded once (acc + bias), not twice. On the GPU this is the
-// fallback: linear_forward_lt below fuses the bias into the GEMM and saves this pass.
+// CPU reference (the GEMMs themselves are gemm()'s, matmul.cu)
 // ---------------------------------------------------------------------------------------------------------
+
+// bias broadcast: out[r, :] = bias. The forward GEMM then runs with beta = 1, so the bias is added inside the
+// GEMM's fp32 epilogue and a bf16 output is rounded once (acc + bias), not twice. On the GPU the same
+// broadcast is the fallback (end of this file): linear_forward_lt fuses the bias into the GEMM.
 
 template <class TO, class TB>
 static void bias_broadcast_cpu(TO* out, const TB* bias, int N, int C) {
@@ -29,17 +31,32 @@ static void bias_broadcast_cpu(TO* out, const TB* bias, int N, int C) {
         for (int c = 0; c < C; c++) out[r * C + c] = from_f32<TO>(to_f32(bias[c]));
 }
 
-template <class TO, class TB>
-__global__ void bias_broadcast_kernel(TO* out, const TB* bias, int64_t total, int C) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < total) out[i] = from_f32<TO>(to_f32(bias[i % C]));
+// bias gradient: dbias[c] += Σ_r dout[r, c], in a fixed order (no atomics), so that it is bitwise
+// reproducible — recompute policies are compared bitwise (docs/design.md "Recomputation").
+
+template <class TD, class TG>
+static void bias_backward_cpu(TG* dbias, const TD* dout, int N, int C) {
+    // Columns in blocks of 64 so that each thread walks rows of a contiguous strip (cache friendly), and
+    // each column is summed top to bottom in one thread: a fixed order.
+    const int CB = 64;
+    const int nblk = (C + CB - 1) / CB;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < nblk; blk++) {
+        float acc[CB];
+        int c0 = blk * CB, c1 = c0 + CB < C ? c0 + CB : C;
+        for (int c = c0; c < c1; c++) acc[c - c0] = 0.f;
+        for (int64_t r = 0; r < N; r++)
+            for (int c = c0; c < c1; c++) acc[c - c0] += to_f32(dout[r * C + c]);
+        for (int c = c0; c < c1; c++) dbias[c] = from_f32<TG>(to_f32(dbias[c]) + acc[c - c0]);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// GPU forward with the bias fused into the GEMM: cuBLASLt's BIAS epilogue adds bias[c] to the fp32
-// accumulator of every output element before the one rounding to the output dtype. The broadcast path below
-// writes N×OC elements and the GEMM with beta = 1 reads them back: one extra write and one extra read of the
-// whole output (for GPT-2 XL's fc1, 8192 × 6400 bf16: 2 × 105 MB per layer), which this path skips.
+// CUDA, the common case: the forward with the bias fused into the GEMM. cuBLASLt's BIAS epilogue adds bias[c]
+// to the fp32 accumulator of every output element before the one rounding to the output dtype. The broadcast
+// path (the fallback) writes N×OC elements and the GEMM with beta = 1 reads them back: one extra write and
+// one extra read of the whole output (for GPT-2 XL's fc1, 8192 × 6400 bf16: 2 × 105 MB per layer), which
+// this path skips.
 //
 // Row-major out[N×OC] = in[N×IC] · Wᵀ is column-major outᵀ[OC×N] = W_cm ᵀ · in_cm, where W_cm (IC×OC,
 // ld IC) and in_cm (IC×N, ld IC) are the row-major buffers read column-major (matmul.cu explains the swap):
@@ -145,6 +162,50 @@ static bool linear_forward_lt(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Te
     return true;
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// CUDA kernels: the bias gradient, in two deterministic stages
+// ---------------------------------------------------------------------------------------------------------
+
+// Stage 1: block (column tile of 32, row chunk) sums its rows: 32 columns × 8 row-lanes, each lane strides
+// over the chunk's rows, then the 8 lanes are combined in a fixed order. One partial per (chunk, column).
+constexpr int kBiasCols = 32, kBiasLanes = 8, kBiasRowsPerChunk = 512;
+
+template <class TD>
+__global__ void bias_partial_kernel(float* partial, const TD* dout, int N, int C) {
+    __shared__ float sm[kBiasLanes][kBiasCols];
+    int c = blockIdx.x * kBiasCols + threadIdx.x;
+    int r0 = blockIdx.y * kBiasRowsPerChunk;
+    int r1 = min(N, r0 + kBiasRowsPerChunk);
+    float acc = 0.f;
+    if (c < C)
+        for (int r = r0 + threadIdx.y; r < r1; r += kBiasLanes) acc += to_f32(dout[(int64_t)r * C + c]);
+    sm[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < C) {
+        float s = 0.f;
+        for (int l = 0; l < kBiasLanes; l++) s += sm[l][threadIdx.x];
+        partial[(int64_t)blockIdx.y * C + c] = s;
+    }
+}
+
+// Stage 2: each column adds its chunk partials in chunk order and accumulates into dbias.
+template <class TG>
+__global__ void bias_finish_kernel(TG* dbias, const float* partial, int chunks, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float s = 0.f;
+    for (int k = 0; k < chunks; k++) s += partial[(int64_t)k * C + c];
+    dbias[c] = from_f32<TG>(to_f32(dbias[c]) + s);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// dispatch
+// ---------------------------------------------------------------------------------------------------------
+
+// The fallback broadcast kernel, defined at the end of this file.
+template <class TO, class TB>
+__global__ void bias_broadcast_kernel(TO* out, const TB* bias, int64_t total, int C);
+
 void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias, int N, int IC, int OC) {
     if (in.n != (int64_t)N * IC || weight.n != (int64_t)OC * IC || out.n != (int64_t)N * OC ||
         (!bias.empty() && bias.n != OC))
@@ -178,60 +239,6 @@ void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias,
     // out = in · Wᵀ (+ out): M = N rows, N = OC columns, K = IC.
     gemm(ctx, false, true, N, OC, IC, 1.f, GemmOperand{in.data, IC}, GemmOperand{weight.data, IC}, beta,
          out.data, OC, 0, in.dtype, out.dtype);
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// bias gradient: dbias[c] += Σ_r dout[r, c], in a fixed order (no atomics), so that it is bitwise
-// reproducible — recompute policies are compared bitwise (docs/design.md "Recomputation").
-// ---------------------------------------------------------------------------------------------------------
-
-template <class TD, class TG>
-static void bias_backward_cpu(TG* dbias, const TD* dout, int N, int C) {
-    // Columns in blocks of 64 so that each thread walks rows of a contiguous strip (cache friendly), and
-    // each column is summed top to bottom in one thread: a fixed order.
-    const int CB = 64;
-    const int nblk = (C + CB - 1) / CB;
-#pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < nblk; blk++) {
-        float acc[CB];
-        int c0 = blk * CB, c1 = c0 + CB < C ? c0 + CB : C;
-        for (int c = c0; c < c1; c++) acc[c - c0] = 0.f;
-        for (int64_t r = 0; r < N; r++)
-            for (int c = c0; c < c1; c++) acc[c - c0] += to_f32(dout[r * C + c]);
-        for (int c = c0; c < c1; c++) dbias[c] = from_f32<TG>(to_f32(dbias[c]) + acc[c - c0]);
-    }
-}
-
-// Stage 1: block (column tile of 32, row chunk) sums its rows: 32 columns × 8 row-lanes, each lane strides
-// over the chunk's rows, then the 8 lanes are combined in a fixed order. One partial per (chunk, column).
-constexpr int kBiasCols = 32, kBiasLanes = 8, kBiasRowsPerChunk = 512;
-
-template <class TD>
-__global__ void bias_partial_kernel(float* partial, const TD* dout, int N, int C) {
-    __shared__ float sm[kBiasLanes][kBiasCols];
-    int c = blockIdx.x * kBiasCols + threadIdx.x;
-    int r0 = blockIdx.y * kBiasRowsPerChunk;
-    int r1 = min(N, r0 + kBiasRowsPerChunk);
-    float acc = 0.f;
-    if (c < C)
-        for (int r = r0 + threadIdx.y; r < r1; r += kBiasLanes) acc += to_f32(dout[(int64_t)r * C + c]);
-    sm[threadIdx.y][threadIdx.x] = acc;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        float s = 0.f;
-        for (int l = 0; l < kBiasLanes; l++) s += sm[l][threadIdx.x];
-        partial[(int64_t)blockIdx.y * C + c] = s;
-    }
-}
-
-// Stage 2: each column adds its chunk partials in chunk order and accumulates into dbias.
-template <class TG>
-__global__ void bias_finish_kernel(TG* dbias, const float* partial, int chunks, int C) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float s = 0.f;
-    for (int k = 0; k < chunks; k++) s += partial[(int64_t)k * C + c];
-    dbias[c] = from_f32<TG>(to_f32(dbias[c]) + s);
 }
 
 void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C) {
@@ -279,4 +286,15 @@ void linear_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor 
              dweight.data, IC, 0, dout.dtype, dweight.dtype);
     }
     bias_backward(ctx, dbias, dout, N, OC);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// fallback: the bias broadcast on the GPU, when the fused-bias GEMM does not apply (output dtype not the
+// input's, a bias under 16-byte alignment, or no cuBLASLt kernel for the shape)
+// ---------------------------------------------------------------------------------------------------------
+
+template <class TO, class TB>
+__global__ void bias_broadcast_kernel(TO* out, const TB* bias, int64_t total, int C) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) out[i] = from_f32<TO>(to_f32(bias[i % C]));
 }
