@@ -29,11 +29,11 @@
 //     bias-dropout-residual, dropout-backward, bias-gradient and layer-norm-backward ops, as the op timer
 //     (layers/op_timer.h) saw them in the baseline layer on s·b rows and in the same layer on s/t tokens
 //     (s·b/t rows). No change of the layer code is involved at all.
+// The table shows the fake-comm rows when they ran (GPU: NCCL; CPU: under MPI), else the derived ones.
 //
 // Where the time goes (--breakdown, on by default): the baseline layer once more with the op timer on, which
 // times every public op the layer calls (and the QKᵀ GEMMs and the softmax kernel inside the attention-probs
 // op); the sum of the ops is printed next to the layer timed as a whole.
-// The table shows the fake-comm rows when they ran (GPU: NCCL; CPU: under MPI), else the derived ones.
 //
 //   build/layer_bench                                  # the paper's 22B per-rank shape, bf16, on the GPU
 //   build/layer_bench --device cpu --hidden 64 --heads 8 --seq 64 --batch 2 --reps 3 --warmup 1
@@ -51,7 +51,7 @@ struct Options {
     int reps = 10, warmup = 3;
     float dropout = 0.1f;
     std::string dtype = "bf16", device = "auto", json, mpi = "auto", sp_emulation = "auto";
-    bool breakdown = true;  // time every op of the layer alone as well (--breakdown off to skip)
+    bool breakdown = true;  // print every op of the baseline layer (--breakdown off to skip)
 };
 
 static void usage() {
@@ -65,7 +65,7 @@ static void usage() {
         "  --device auto|cpu|cuda (auto)   --json FILE  write every number as JSON\n"
         "  --sp-emulation auto|fake-comm|derived   how sequence parallelism is emulated (auto: both)\n"
         "  --mpi auto|on|off   bring MPI up (auto: only under mpirun; one process either way)\n"
-        "  --breakdown on|off  also time each op of the baseline layer alone: where the time goes (on)\n");
+        "  --breakdown on|off  print the time of every op of the baseline layer: where the time goes (on)\n");
 }
 
 static Options parse(int argc, char** argv) {
