@@ -32,7 +32,7 @@ struct Options {
     int layers = 48, hidden = 1600, heads = 25, seq = 1024, batch = 8, vocab = 50257, padded_vocab = 0;
     int warmup = 2, steps = 5, gemm_size = -1;
     float dropout = 0.1f, lr = 1e-4f;
-    double peak = 989e12;  // H100/H200 SXM dense bf16, datasheet
+    double peak = kH100PeakBf16;  // H100/H200 SXM dense bf16, datasheet (recompute/formulas.h)
     std::string dtype = "bf16", device = "auto", json, mpi = "auto", policies = "full,selective,none";
 };
 
@@ -243,9 +243,8 @@ int main(int argc, char** argv) {
         r.policy = rc;
         // What the paper's formulas say the activations need (§4.3: layers + outside; plus one layer's
         // recomputed tensors during backward), against the free device memory.
-        ModelFormulaInput fi;
-        fi.s = o.seq; fi.b = o.batch; fi.h = cfg.channels; fi.a = cfg.heads; fi.L = cfg.layers; fi.v = cfg.padded_vocab;
-        fi.rc = rc; fi.d = (int)dtype_size(dt);
+        const ModelFormulaInput fi = formula_input(o.seq, o.batch, cfg.channels, cfg.heads, cfg.layers, cfg.padded_vocab,
+                                                   /*tp=*/1, /*sp=*/false, rc, (int)dtype_size(dt));
         r.act_estimate_gb = (first_stage_activation_bytes(fi) + recompute_transient_bytes(fi.layer())) / 1e9;
         double free_gb = device_free_gb(device);
         if (device == Device::CUDA && r.act_estimate_gb > 0.97 * free_gb) {

@@ -11,10 +11,11 @@
 # summary. Results: at most 8 flat files in DIR; a short table is printed last.
 #
 #   bench/gpu_suite.sh OUTDIR                 # on the GPU machine, from anywhere (it cds to the repo root)
-#   PREBUILT=.devstage bench/gpu_suite.sh OUTDIR   # use binaries built elsewhere (layer_bench, e2e_bench, test_gpu_*)
+#   PREBUILT=DIR bench/gpu_suite.sh OUTDIR    # use binaries built elsewhere (layer_bench, e2e_bench, test_gpu_*)
 #   bench/gpu_suite.sh --dry-run OUTDIR       # any machine: detect the tools, print the plan, run nothing
 #
-# Environment: PREBUILT=DIR (binaries; DIR/lib or .devstage/lib may hold runtime libraries),
+# Environment: PREBUILT=DIR (binaries; DIR/lib, or .devstage/lib in the repository, may hold the runtime libraries
+# they were linked against),
 # SUITE_BUDGET_S (480), SUITE_SKIP_TESTS (non-empty: benchmarks only), NCCL_INCLUDE_DIR / NCCL_LIB, MPI_INCLUDE_DIR / MPI_LIBRARY (CMake hints when there is
 # no mpicxx), CBLAS_INCLUDE_DIR / OPENBLAS_LIB (CMake hints), LAYER_ARGS / E2E_ARGS (extra bench flags).
 set -u
@@ -244,7 +245,7 @@ echo "tests: $TESTS_STATUS"
 
 # ---- 4. layer benchmark (Table 4) -------------------------------------------------------------------------------
 # Reserves: the tests leave 240 s to the benchmarks; each benchmark leaves enough for the XL end-to-end run
-# (step 5, which issue 7's numbers come from); the 22B-shape end-to-end run only takes what is left.
+# (step 5, the end-to-end numbers of bench/RESULTS.md); the 22B-shape end-to-end run only takes what is left.
 run_bench() {  # log json("" = none) timeout reserve program flags...
   local log=$1 json=$2 to=$3 reserve=$4 exe=$5; shift 5
   echo "== $exe $* ($(elapsed) s)" | tee -a "$log"
@@ -270,7 +271,7 @@ if [ -x "$BIN/layer_bench" ]; then
 fi
 echo "layer_bench: $LAYER_STATUS"
 # The same benchmark at the GPT-2 XL layer shape of step 5 (t = 1): its per-op breakdown says where an
-# end-to-end step's time goes. Logged apart, then appended to layer_bench.log (the tool returns 8 files).
+# end-to-end step's time goes. Logged apart, then appended to layer_bench.log (OUTDIR keeps to 8 files).
 XL_LOG=$OUT/layer_xl.tmp
 : >"$XL_LOG"
 LAYER_XL_STATUS="not run"
@@ -290,7 +291,7 @@ fi
 echo "e2e_bench: $E2E_STATUS"
 # A wider model with the paper's 22B layer shape (h 6144, 64 heads, s 2048), fewer layers so that it fits one
 # GPU: how MFU grows with the GEMM sizes. Note: the paper's ranks run that layer split t = 8 ways (smaller
-# GEMMs than here). Only with time left; logged apart, then appended to e2e_bench.log (8 files come back).
+# GEMMs than here). Only with time left; logged apart, then appended to e2e_bench.log (OUTDIR keeps to 8 files).
 BIG_LOG=$OUT/e2e_big.tmp
 : >"$BIG_LOG"
 E2E_BIG_STATUS="not run"
@@ -302,7 +303,7 @@ elif [ -x "$BIN/e2e_bench" ]; then
 fi
 echo "e2e_bench (22B layer shape): $E2E_BIG_STATUS"
 
-# ---- summary (the tool returns only the end of the output) ---------------------------------------------------
+# ---- summary (last, so that the end of a long log holds it) ---------------------------------------------------
 {
   echo "================ gpu_suite summary ($(elapsed) s) ================"
   echo "GPU: $GPU_NAME | driver $DRIVER | nvcc ${NVCC:-missing} | NCCL ${NCCL_SO:-missing} | mpirun ${MPIRUN:-missing}"

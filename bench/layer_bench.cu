@@ -6,7 +6,8 @@
 // recompute policies of recompute/recompute.cu, on the shapes ONE of the paper's 8 tensor-parallel ranks
 // sees: 64/8 = 8 local heads of head dim 96 (C_loc = 768), MLP width F_loc = 4·6144/8 = 3072, the full
 // hidden size C = 6144 for the replicated parts (layer norms, residual stream, dropouts), all s·b = 8192
-// rows inside the tensor-parallel regions.
+// rows inside the tensor-parallel regions. The layer is the model's own: a one-layer GPT built by gpt_create
+// for rank 0 of a t-way group, its LayerContext from gpt_layer_context (model/gpt.h).
 //
 // What does not run. There is one GPU, so there is no tensor-parallel group: the Region's tp Comm has one
 // rank and every collective is a no-op (parallel/comm.cu). The times below contain NO communication, while
@@ -24,21 +25,23 @@
 //     local copy of one shard (the other t−1 shards of a gathered buffer keep what the caching allocator
 //     last put there: real activations from earlier runs, never zeros). This is SP minus its network time,
 //     as the baseline is TP minus its network time.
-//  2. "derived": baseline (resp. selective) minus the element-wise work SP removes, i.e. the same
-//     layer-norm / bias-dropout-residual / dropout-backward / bias-gradient / layer-norm-backward kernels
-//     timed on s·b rows and on s·b/t rows. No change of the layer code is involved at all.
+//  2. "derived": baseline (resp. selective) minus the element-wise work SP removes: the layer-norm,
+//     bias-dropout-residual, dropout-backward, bias-gradient and layer-norm-backward ops, as the op timer
+//     (layers/op_timer.h) saw them in the baseline layer on s·b rows and in the same layer on s/t tokens
+//     (s·b/t rows). No change of the layer code is involved at all.
 // The table shows the fake-comm rows when they ran (GPU: NCCL; CPU: under MPI), else the derived ones.
+//
+// Where the time goes (--breakdown, on by default): the baseline layer once more with the op timer on, which
+// times every public op the layer calls (and the QKᵀ GEMMs and the softmax kernel inside the attention-probs
+// op); the sum of the ops is printed next to the layer timed as a whole.
 //
 //   build/layer_bench                                  # the paper's 22B per-rank shape, bf16, on the GPU
 //   build/layer_bench --device cpu --hidden 64 --heads 8 --seq 64 --batch 2 --reps 3 --warmup 1
 #include <nccl.h>
 #include "bench_common.h"
 
-#include "../layers/dropout.h"
-#include "../layers/gelu.h"
-#include "../layers/layernorm.h"
-#include "../layers/linear.h"
-#include "../layers/matmul.h"
+#include "../layers/op_timer.h"
+#include "../model/gpt.h"
 #include "../model/transformer_layer.h"
 #include "../recompute/formulas.h"
 
@@ -48,7 +51,7 @@ struct Options {
     int reps = 10, warmup = 3;
     float dropout = 0.1f;
     std::string dtype = "bf16", device = "auto", json, mpi = "auto", sp_emulation = "auto";
-    bool breakdown = true;  // time every op of the layer alone as well (--breakdown off to skip)
+    bool breakdown = true;  // print every op of the baseline layer (--breakdown off to skip)
 };
 
 static void usage() {
@@ -62,7 +65,7 @@ static void usage() {
         "  --device auto|cpu|cuda (auto)   --json FILE  write every number as JSON\n"
         "  --sp-emulation auto|fake-comm|derived   how sequence parallelism is emulated (auto: both)\n"
         "  --mpi auto|on|off   bring MPI up (auto: only under mpirun; one process either way)\n"
-        "  --breakdown on|off  also time each op of the baseline layer alone: where the time goes (on)\n");
+        "  --breakdown on|off  print the time of every op of the baseline layer: where the time goes (on)\n");
 }
 
 static Options parse(int argc, char** argv) {
@@ -117,81 +120,55 @@ static const PaperRow kTable4[5] = {
     {"selective + sequence parallel", 7.2, 13.1, 20.3, 4},
 };
 
-// ---- one layer's weights, gradients and run description ------------------------------------------------
-// Weights: one flat buffer of random values in the activation dtype (N(0, 0.02) matrices as GPT-2's
-// initialization, gains near 1, small random biases), viewed as the 12 tensors of LayerWeights at this
-// rank's shapes. Gradients: one flat f32 buffer.
-struct BenchLayer {
-    Tensor wflat, gflat;
-    LayerContext run;
+// ---- the layer, built by the model's own code ----------------------------------------------------------------
+// A one-layer GPT (model/gpt.h) whose process grid says it is rank 0 of a t-way tensor-parallel group:
+// gpt_create then holds exactly that rank's slices of the weights (parallel/tensor_parallel.h), initialized
+// as the trainer initializes them, and gpt_layer_context describes layer 0 at those shapes. The grid's
+// communicator is the bench's one-rank one (every collective a no-op); the fake-comm SP runs pass the fake
+// t-rank communicator instead (below). The vocabulary is a token 128·t rows: the embedding never runs here.
+struct BenchModel {
+    ProcessGrid grid;  // tp = t, tp_rank = 0; shares the communicators of the bench's grid (destroyed with it)
+    GPT m;
 };
 
-static BenchLayer make_layer(const Options& o, Ctx& ctx, ActivationAllocator& A, DType dt, uint64_t seed) {
-    const int C = o.hidden, t = o.tp, nh = o.heads / t, hd = o.hidden / o.heads;
-    const int C_loc = nh * hd, F_loc = 4 * C / t;
-    // The 12 tensors in LayerWeights order, with the sizes a rank holds (parallel/tensor_parallel.h).
-    const int64_t n[12] = {C, C, (int64_t)3 * C_loc * C, 3 * C_loc, (int64_t)C * C_loc, C,
-                           C, C, (int64_t)F_loc * C,     F_loc,     (int64_t)C * F_loc, C};
-    // 0 = gain (1 + noise), 1 = bias (small), 2 = matrix
-    const int kind[12] = {0, 1, 2, 1, 2, 1, 0, 1, 2, 1, 2, 1};
-    int64_t total = 0;
-    for (int64_t x : n) total += x;
-
-    BenchLayer L;
-    L.wflat = tensor_alloc(ctx.device, dt, total);
-    L.gflat = tensor_zeros(ctx.device, DType::F32, total);
-    Tensor* w[12] = {&L.run.w.ln1w, &L.run.w.ln1b, &L.run.w.qkvw, &L.run.w.qkvb, &L.run.w.attprojw, &L.run.w.attprojb,
-                     &L.run.w.ln2w, &L.run.w.ln2b, &L.run.w.fcw,  &L.run.w.fcb,  &L.run.w.fcprojw,  &L.run.w.fcprojb};
-    Tensor* g[12] = {&L.run.g.ln1w, &L.run.g.ln1b, &L.run.g.qkvw, &L.run.g.qkvb, &L.run.g.attprojw, &L.run.g.attprojb,
-                     &L.run.g.ln2w, &L.run.g.ln2b, &L.run.g.fcw,  &L.run.g.fcb,  &L.run.g.fcprojw,  &L.run.g.fcprojb};
-    std::vector<float> host((size_t)total);
-    int64_t off = 0;
-    for (int i = 0; i < 12; i++) {
-        float mean = kind[i] == 0 ? 1.f : 0.f, std = kind[i] == 2 ? 0.02f : 0.01f;
-#pragma omp parallel for schedule(static)
-        for (int64_t j = 0; j < n[i]; j++) host[off + j] = mean + std * bench_normal(seed, 100 + i, (uint64_t)j);
-        *w[i] = L.wflat.slice(off, n[i]);
-        *g[i] = L.gflat.slice(off, n[i]);
-        off += n[i];
-    }
-    tensor_from_host_f32(L.wflat, host.data());
-
-    LayerContext& r = L.run;
-    r.ctx = &ctx;
-    r.alloc = &A;
-    r.region.alloc = &A;
-    r.region.layer = 0;
-    r.dtype = dt;
-    r.layer = 0;
-    r.S = o.seq;
-    r.B = o.batch;
-    r.C = C;
-    r.C_loc = C_loc;
-    r.F_loc = F_loc;
-    r.attn.S = o.seq;
-    r.attn.B = o.batch;
-    r.attn.NH = nh;
-    r.attn.HD = hd;
-    r.attn.b_offset = 0;
-    r.attn.B_total = o.batch;
-    r.attn.head_offset = 0;  // rank 0 of the emulated group: heads 0..nh-1
-    r.attn.NH_total = o.heads;
-    r.where.b_offset = 0;
-    r.where.B_total = o.batch;
-    r.where.s_offset = 0;  // rank 0's sequence shard under SP
-    r.dropout = o.dropout;
-    r.seed = seed;
-    return L;
+static void bench_model_create(BenchModel& bm, const Options& o, const ProcessGrid& single, Ctx& ctx,
+                               ActivationAllocator& A, DType dt, uint64_t seed) {
+    GPTConfig cfg;
+    cfg.layers = 1;
+    cfg.heads = o.heads;
+    cfg.channels = o.hidden;
+    cfg.max_seq = o.seq;
+    cfg.vocab = 128 * o.tp;
+    cfg.padded_vocab = padded_vocab_for(cfg.vocab);
+    bm.grid = single;
+    bm.grid.tp = o.tp;
+    bm.grid.tp_rank = 0;  // heads 0..a/t-1, MLP columns 0..4h/t-1; sequence shard 0 under SP
+    gpt_create(bm.m, cfg, bm.grid, ctx, A, dt, Recompute::None, o.dropout, seed);
+    gpt_init_random(bm.m, seed);
 }
 
-// Switch the run between plain TP (S_loc = S) and TP + SP (S_loc = S/t) on communicator `tp`.
-static void set_region(LayerContext& r, Comm* tp, bool sp, int t) {
-    r.region.tp = tp;
-    r.region.sp = sp;
-    r.S_loc = sp ? r.S / t : r.S;
+// Layer 0 for a batch of B sequences of S tokens, with sequence parallelism on or off, on communicator `tp`.
+static LayerContext bench_layer(BenchModel& bm, int S, int B, bool sp, Comm* tp) {
+    bm.grid.sp = sp;
+    bm.m.S = S;  // the step in flight, as gpt_forward would set it
+    bm.m.B = B;
+    LayerContext run = gpt_layer_context(bm.m, 0);
+    run.region.tp = tp;
+    return run;
 }
 
 // ---- timing one setting ------------------------------------------------------------------------------------
+// Per-op times from the op timer (layers/op_timer.h): one row per op name and phase, medians over the runs.
+struct OpStat {
+    std::string name;  // the op's scope name; "op/part" for a part (attention_probs_forward/qk_gemm)
+    bool backward = false;
+    int depth = 1;     // 1: an op the layer called; 2: a part of one
+    int calls = 0;
+    double flops = 0;  // matmul FLOPs of all calls (0: element-wise)
+    std::vector<double> all_ms;
+    double ms() const { return median_of(all_ms); }
+};
+
 struct Result {
     std::string name, method;  // method: "measured", "fake-comm" or "derived"
     Recompute policy = Recompute::None;
@@ -200,16 +177,41 @@ struct Result {
     std::vector<double> fwd_all, bwd_all;
     double saved_bytes = NAN;    // measured: live activation bytes after the forward pass (incl. LN statistics)
     double formula_bytes = NAN;  // the paper's formula (Table 2 split per tensor) + the LN statistics
+    std::vector<OpStat> ops;     // with the op timer on only
     double combined() const { return fwd_ms + bwd_ms; }
 };
+
+// Fold one run's op-timer totals into the per-op rows. Scopes are "forward/<op>[/<part>]" and
+// "backward/<op>[/<part>]" (the two phase scopes of time_layer).
+static void add_op_times(std::vector<OpStat>& ops, const std::vector<OpTime>& run) {
+    for (const OpTime& t : run) {
+        if (t.depth == 0) continue;  // the phase itself: the layer as a whole
+        const bool bwd = t.name.rfind("backward/", 0) == 0;
+        const std::string name = t.name.substr(t.name.find('/') + 1);
+        OpStat* row = nullptr;
+        for (OpStat& s : ops)
+            if (s.name == name && s.backward == bwd) row = &s;
+        if (!row) {
+            ops.push_back(OpStat());
+            row = &ops.back();
+            row->name = name;
+            row->backward = bwd;
+            row->depth = t.depth;
+            row->calls = t.calls;
+            row->flops = t.flops;
+        }
+        row->all_ms.push_back(t.ms);
+    }
+}
 
 // One input x (the layer's input, [S_loc·B, C]) and one output gradient dy, random, reused by every run.
 // Each repetition: copy them into fresh allocator buffers (untimed), then
 //   mark 0 · layer_forward · mark 1 · layer_backward · mark 2.
 // layer_backward includes what the policy recomputes (Table 4 puts recomputation in the backward column).
-static Result time_layer(const Options& o, BenchLayer& L, Recompute policy, Tensor x_src, Tensor dy_src,
-                         const char* name, const char* method) {
-    LayerContext& run = L.run;
+// With `per_op`, the op timer is on as well and every op of the two passes is timed (its events sit between
+// the marks, so the Table 4 rows are timed with it off).
+static Result time_layer(const Options& o, LayerContext& run, Recompute policy, Tensor x_src, Tensor dy_src,
+                         const char* name, const char* method, bool per_op = false) {
     Ctx& ctx = *run.ctx;
     ActivationAllocator& A = *run.alloc;
     const int64_t rows = (int64_t)run.S_loc * run.B;
@@ -221,6 +223,7 @@ static Result time_layer(const Options& o, BenchLayer& L, Recompute policy, Tens
     res.policy = policy;
     res.sp = run.region.sp;
     BenchTimer timer(ctx, 3);
+    if (per_op) op_timer_start();
     for (int it = 0; it < o.warmup + o.reps; it++) {
         SavedLayer s;
         s.ln1_in = A.alloc(run.dtype, n_act, 0, "ln1_in");
@@ -231,13 +234,23 @@ static Result time_layer(const Options& o, BenchLayer& L, Recompute policy, Tens
         size_t before = A.live_bytes() - s.ln1_in.bytes();  // the output and its gradient: not saved state
 
         timer.mark(0);
-        layer_forward(run, s, out, policy);
+        {
+            OpScope phase(ctx, "forward");
+            layer_forward(run, s, out, policy);
+        }
         timer.mark(1);
         double saved = (double)(A.live_bytes() - before);
-        layer_backward(run, s, dresid, policy);
+        {
+            OpScope phase(ctx, "backward");
+            layer_backward(run, s, dresid, policy);
+        }
         timer.mark(2);
 
         double f = timer.ms(0, 1), b = timer.ms(1, 2);
+        if (per_op) {
+            std::vector<OpTime> t = op_timer_collect();
+            if (it >= o.warmup) add_op_times(res.ops, t);
+        }
         if (it >= o.warmup) {
             res.fwd_all.push_back(f);
             res.bwd_all.push_back(b);
@@ -246,12 +259,13 @@ static Result time_layer(const Options& o, BenchLayer& L, Recompute policy, Tens
         A.release(out);
         A.release(dresid);
     }
+    if (per_op) op_timer_stop();
     res.fwd_ms = median_of(res.fwd_all);
     res.bwd_ms = median_of(res.bwd_all);
 
-    LayerFormulaInput fi;
-    fi.s = o.seq; fi.b = o.batch; fi.h = o.hidden; fi.a = o.heads; fi.t = o.tp; fi.sp = res.sp; fi.rc = policy;
-    fi.d = (int)dtype_size(run.dtype);
+    // One layer's part of the formulas only: the vocabulary (0 here) does not enter it.
+    const LayerFormulaInput fi = formula_input(run.S, run.B, o.hidden, o.heads, 1, 0, o.tp, res.sp, policy,
+                                               (int)dtype_size(run.dtype)).layer();
     // The paper ignores the layer norms' mean and rstd (2 LNs × 2 × f32 per row); the layer keeps them
     // unless it keeps only its input (full recompute).
     double ln_stats = policy == Recompute::Full ? 0.0 : 16.0 * (double)rows;
@@ -260,225 +274,74 @@ static Result time_layer(const Options& o, BenchLayer& L, Recompute policy, Tens
 }
 
 // ---- the element-wise work that sequence parallelism shrinks by t (for the "derived" emulation) ------------
-// Exactly the ops layer_forward / layer_backward run OUTSIDE the tensor-parallel regions, on `rows` rows:
-//   forward : LN1, bias+dropout+residual (attention), LN2, bias+dropout+residual (MLP)
-//   backward: dropout backward, bias gradient, LN backward — once per block.
+// The ops layer_forward / layer_backward run OUTSIDE the tensor-parallel regions, on S_loc·B rows:
+//   forward : layer norms, bias + dropout + residual;   backward: dropout backward, bias gradient, LN backward.
+// Their op-timer times in a layer run on s·b rows and in one on s·b/t rows give what SP saves.
 struct ElemTiming { double fwd_ms = NAN, bwd_ms = NAN; };
 
-static ElemTiming time_elementwise(const Options& o, BenchLayer& L, int64_t rows, Tensor x_src, Tensor dy_src) {
-    LayerContext& run = L.run;
-    Ctx& ctx = *run.ctx;
-    ActivationAllocator& A = *run.alloc;
-    const int C = run.C;
-    const DType dt = run.dtype;
-    const int64_t n = rows * C;
-    const LayerWeights& w = run.w;
-    const LayerGrads& g = run.g;
-    Tensor x = A.alloc(dt, n, 0, "tmp:x"), y = A.alloc(dt, n, 0, "tmp:y"), r1 = A.alloc(dt, n, 0, "tmp:r1");
-    Tensor h = A.alloc(dt, n, 0, "tmp:h"), out = A.alloc(dt, n, 0, "tmp:out"), dres = A.alloc(dt, n, 0, "tmp:dres");
-    Tensor d1 = A.alloc(dt, n, 0, "tmp:d1"), d2 = A.alloc(dt, n, 0, "tmp:d2");
-    Tensor m1 = A.alloc(DType::U8, n, 0, "tmp:m1"), m2 = A.alloc(DType::U8, n, 0, "tmp:m2");
-    Tensor mean1 = A.alloc(DType::F32, rows, 0, "tmp:mean1"), rstd1 = A.alloc(DType::F32, rows, 0, "tmp:rstd1");
-    Tensor mean2 = A.alloc(DType::F32, rows, 0, "tmp:mean2"), rstd2 = A.alloc(DType::F32, rows, 0, "tmp:rstd2");
-    tensor_convert(ctx, x, x_src.slice(0, n));
-    tensor_convert(ctx, y, dy_src.slice(0, n));  // stands for a row-parallel output (random, like the real one)
-    const int S_rows = (int)(rows / run.B);
-    std::vector<double> fwd, bwd;
-    BenchTimer timer(ctx, 3);
-    for (int it = 0; it < o.warmup + o.reps; it++) {
-        tensor_convert(ctx, dres, dy_src.slice(0, n));
-        timer.mark(0);
-        layernorm_forward(ctx, h, mean1, rstd1, x, w.ln1w, w.ln1b, (int)rows, C);
-        bias_dropout_residual_forward(ctx, r1, m1, y, w.attprojb, x, run.dropout, run.seed, 1, S_rows, run.B, C, run.where);
-        layernorm_forward(ctx, h, mean2, rstd2, r1, w.ln2w, w.ln2b, (int)rows, C);
-        bias_dropout_residual_forward(ctx, out, m2, y, w.fcprojb, r1, run.dropout, run.seed, 2, S_rows, run.B, C, run.where);
-        timer.mark(1);
-        dropout_backward(ctx, d1, dres, m2, run.dropout, n);
-        bias_backward(ctx, g.fcprojb, d1, (int)rows, C);
-        layernorm_backward(ctx, dres, g.ln2w, g.ln2b, y, r1, w.ln2w, mean2, rstd2, (int)rows, C);
-        dropout_backward(ctx, d2, dres, m1, run.dropout, n);
-        bias_backward(ctx, g.attprojb, d2, (int)rows, C);
-        layernorm_backward(ctx, dres, g.ln1w, g.ln1b, y, x, w.ln1w, mean1, rstd1, (int)rows, C);
-        timer.mark(2);
-        double f = timer.ms(0, 1), b = timer.ms(1, 2);
-        if (it >= o.warmup) {
-            fwd.push_back(f);
-            bwd.push_back(b);
-        }
-    }
-    Tensor* all[] = {&x, &y, &r1, &h, &out, &dres, &d1, &d2, &m1, &m2, &mean1, &rstd1, &mean2, &rstd2};
-    for (Tensor* t : all) A.release(*t);
-    return ElemTiming{median_of(fwd), median_of(bwd)};
+static bool outside_tp_regions(const OpStat& op) {
+    static const char* names[] = {"layernorm_forward", "bias_dropout_residual_forward", "dropout_backward",
+                                  "bias_backward", "layernorm_backward"};
+    if (op.depth != 1) return false;  // e.g. linear_backward/bias_backward is inside a TP region
+    for (const char* n : names)
+        if (op.name == n) return true;
+    return false;
 }
 
-// ---- where the time of one layer goes: every op timed on its own (--breakdown) -----------------------------
-// The op sequence of layer_forward / layer_backward (model/transformer_layer.cu) for the baseline policy at
-// plain TP shapes, written out here with a timer point after each op. It is a copy of the layer's sequence,
-// so the report prints its sum next to the measured layer time: if the two drift apart, the layer changed
-// and this list must follow. Recomputation adds no new op: selective reruns "attention probs" (QKᵀ GEMM +
-// softmax + dropout), full reruns the whole forward column.
-struct OpTime {
-    const char* name;
-    bool backward;
-    double flops;  // matmul FLOPs of the op (0: element-wise)
-    std::vector<double> all_ms;
-    double ms() const { return median_of(all_ms); }
-};
-
-static std::vector<OpTime> time_ops(const Options& o, BenchLayer& L, Tensor x_src, Tensor dy_src, double& qk_gemm_ms) {
-    LayerContext& run = L.run;
-    Ctx& ctx = *run.ctx;
-    ActivationAllocator& A = *run.alloc;
-    const int C = run.C, N = run.S * run.B, rows = N, S = run.S, B = run.B;
-    const int NH = run.attn.NH, HD = run.attn.HD, C_loc = run.C_loc, F_loc = run.F_loc;
-    const DType dt = run.dtype;
-    const LayerWeights& w = run.w;
-    const LayerGrads& g = run.g;
-    const int64_t n_act = (int64_t)rows * C, s2 = (int64_t)B * NH * S * S;
-    const double attn_gemm = 2.0 * B * NH * (double)S * S * HD;  // one of the core-attention GEMMs
-    std::vector<OpTime> ops = {
-        {"LN1", false, 0},
-        {"QKV linear (+bias epilogue)", false, 2.0 * N * C * 3.0 * C_loc},
-        {"attention probs (QK^T + softmax + dropout)", false, attn_gemm},
-        {"attention context (P_d V)", false, attn_gemm},
-        {"attention proj linear", false, 2.0 * N * (double)C_loc * C},
-        {"bias + dropout + residual", false, 0},
-        {"LN2", false, 0},
-        {"fc1 linear (+bias epilogue)", false, 2.0 * N * (double)C * F_loc},
-        {"GeLU", false, 0},
-        {"fc2 linear", false, 2.0 * N * (double)F_loc * C},
-        {"bias + dropout + residual", false, 0},
-        {"dropout backward (MLP)", true, 0},
-        {"bias grad fc2", true, 0},
-        {"fc2 backward (dX, dW)", true, 4.0 * N * (double)F_loc * C},
-        {"GeLU backward", true, 0},
-        {"fc1 backward (dX, dW, db)", true, 4.0 * N * (double)C * F_loc},
-        {"LN2 backward", true, 0},
-        {"dropout backward (attn)", true, 0},
-        {"bias grad proj", true, 0},
-        {"attention proj backward (dX, dW)", true, 4.0 * N * (double)C_loc * C},
-        {"attention backward (4 GEMMs + softmax bwd)", true, 4 * attn_gemm},
-        {"QKV backward (dX, dW, db)", true, 4.0 * N * C * 3.0 * C_loc},
-        {"LN1 backward", true, 0},
-    };
-    const int points = (int)ops.size() + 1;
-    BenchTimer timer(ctx, points);
-    std::vector<double> qk_all;
-    for (int it = 0; it < o.warmup + o.reps; it++) {
-        Tensor x = A.alloc(dt, n_act, 0, "tmp:x"), dres = A.alloc(dt, n_act, 0, "tmp:dres");
-        tensor_convert(ctx, x, x_src.slice(0, n_act));
-        tensor_convert(ctx, dres, dy_src.slice(0, n_act));
-        Tensor mean1 = A.alloc(DType::F32, rows, 0, "tmp:mean1"), rstd1 = A.alloc(DType::F32, rows, 0, "tmp:rstd1");
-        Tensor mean2 = A.alloc(DType::F32, rows, 0, "tmp:mean2"), rstd2 = A.alloc(DType::F32, rows, 0, "tmp:rstd2");
-        Tensor h1 = A.alloc(dt, n_act, 0, "tmp:h1"), qkv = A.alloc(dt, (int64_t)N * 3 * C_loc, 0, "tmp:qkv");
-        Tensor probs = A.alloc(dt, s2, 0, "tmp:probs"), mask = A.alloc(DType::U8, s2, 0, "tmp:mask");
-        Tensor pdrop = A.alloc(dt, s2, 0, "tmp:pdrop"), ctxo = A.alloc(dt, (int64_t)N * C_loc, 0, "tmp:ctx");
-        Tensor y = A.alloc(dt, n_act, 0, "tmp:y"), m1 = A.alloc(DType::U8, n_act, 0, "tmp:m1");
-        Tensor r1 = A.alloc(dt, n_act, 0, "tmp:r1"), h2 = A.alloc(dt, n_act, 0, "tmp:h2");
-        Tensor f1 = A.alloc(dt, (int64_t)N * F_loc, 0, "tmp:f1"), f2 = A.alloc(dt, (int64_t)N * F_loc, 0, "tmp:f2");
-        Tensor m2 = A.alloc(DType::U8, n_act, 0, "tmp:m2"), out = A.alloc(dt, n_act, 0, "tmp:out");
-        int k = 0;
-        timer.mark(k++);
-        layernorm_forward(ctx, h1, mean1, rstd1, x, w.ln1w, w.ln1b, rows, C);
-        timer.mark(k++);
-        column_parallel_forward(run.region, ctx, qkv, h1, w.qkvw, w.qkvb, N, C, 3 * C_loc);
-        timer.mark(k++);
-        attention_probs_forward(ctx, probs, mask, pdrop, qkv, run.attn, run.dropout, run.seed, 0);
-        timer.mark(k++);
-        attention_context_forward(ctx, ctxo, pdrop, qkv, run.attn);
-        timer.mark(k++);
-        row_parallel_forward(run.region, ctx, y, ctxo, w.attprojw, N, C_loc, C);
-        timer.mark(k++);
-        bias_dropout_residual_forward(ctx, r1, m1, y, w.attprojb, x, run.dropout, run.seed, 1, S, B, C, run.where);
-        timer.mark(k++);
-        layernorm_forward(ctx, h2, mean2, rstd2, r1, w.ln2w, w.ln2b, rows, C);
-        timer.mark(k++);
-        column_parallel_forward(run.region, ctx, f1, h2, w.fcw, w.fcb, N, C, F_loc);
-        timer.mark(k++);
-        gelu_forward(ctx, f2, f1, (int64_t)N * F_loc);
-        timer.mark(k++);
-        row_parallel_forward(run.region, ctx, y, f2, w.fcprojw, N, F_loc, C);
-        timer.mark(k++);
-        bias_dropout_residual_forward(ctx, out, m2, y, w.fcprojb, r1, run.dropout, run.seed, 2, S, B, C, run.where);
-        timer.mark(k++);
-        // backward (y is reused for the dropout gradients once its forward value is consumed)
-        Tensor dy2 = y, dh = A.alloc(dt, (int64_t)N * F_loc, 0, "tmp:dh"), dln = A.alloc(dt, n_act, 0, "tmp:dln");
-        dropout_backward(ctx, dy2, dres, m2, run.dropout, n_act);
-        timer.mark(k++);
-        bias_backward(ctx, g.fcprojb, dy2, rows, C);
-        timer.mark(k++);
-        row_parallel_backward(run.region, ctx, dh, g.fcprojw, dy2, f2, w.fcprojw, N, F_loc, C);
-        timer.mark(k++);
-        gelu_backward(ctx, dh, f1, dh, (int64_t)N * F_loc);
-        timer.mark(k++);
-        column_parallel_backward(run.region, ctx, dln, g.fcw, g.fcb, dh, h2, w.fcw, N, C, F_loc);
-        timer.mark(k++);
-        layernorm_backward(ctx, dres, g.ln2w, g.ln2b, dln, r1, w.ln2w, mean2, rstd2, rows, C);
-        timer.mark(k++);
-        dropout_backward(ctx, dy2, dres, m1, run.dropout, n_act);
-        timer.mark(k++);
-        bias_backward(ctx, g.attprojb, dy2, rows, C);
-        timer.mark(k++);
-        Tensor dctx = A.alloc(dt, (int64_t)N * C_loc, 0, "tmp:dctx"), dqkv = A.alloc(dt, (int64_t)N * 3 * C_loc, 0, "tmp:dqkv");
-        Tensor dprobs = A.alloc(dt, s2, 0, "tmp:dprobs");
-        row_parallel_backward(run.region, ctx, dctx, g.attprojw, dy2, ctxo, w.attprojw, N, C_loc, C);
-        timer.mark(k++);
-        attention_backward(ctx, dqkv, dctx, qkv, probs, mask, pdrop, dprobs, run.attn, run.dropout);
-        timer.mark(k++);
-        column_parallel_backward(run.region, ctx, dln, g.qkvw, g.qkvb, dqkv, h1, w.qkvw, N, C, 3 * C_loc);
-        timer.mark(k++);
-        layernorm_backward(ctx, dres, g.ln1w, g.ln1b, dln, x, w.ln1w, mean1, rstd1, rows, C);
-        timer.mark(k++);
-        // The QKᵀ GEMMs alone (the same calls as attention_probs_forward), to split "attention probs".
-        BenchTimer qk(ctx, 2);
-        qk.mark(0);
-        const int64_t R = (int64_t)B * 3 * NH * HD, SS = (int64_t)S * S;
-        for (int b = 0; b < B; b++) {
-            const char* q0 = static_cast<const char*>(qkv.data) + (size_t)b * 3 * NH * HD * dtype_size(dt);
-            gemm(ctx, false, true, S, S, HD, 1.f, GemmOperand{q0, R, HD},
-                 GemmOperand{q0 + (size_t)NH * HD * dtype_size(dt), R, HD}, 0.f,
-                 static_cast<char*>(probs.data) + (size_t)b * NH * SS * dtype_size(dt), S, SS, dt, dt, NH);
-        }
-        qk.mark(1);
-        if (it >= o.warmup) {
-            for (size_t i = 0; i < ops.size(); i++) ops[i].all_ms.push_back(timer.ms((int)i, (int)i + 1));
-            qk_all.push_back(qk.ms(0, 1));
-        }
-        Tensor* all[] = {&x, &dres, &mean1, &rstd1, &mean2, &rstd2, &h1, &qkv, &probs, &mask, &pdrop, &ctxo,
-                         &y, &m1, &r1, &h2, &f1, &f2, &m2, &out, &dh, &dln, &dctx, &dqkv, &dprobs};
-        for (Tensor* t : all) A.release(*t);
-    }
-    qk_gemm_ms = median_of(qk_all);
-    return ops;
+static ElemTiming elementwise_of(const std::vector<OpStat>& ops) {
+    ElemTiming e{0.0, 0.0};
+    for (const OpStat& op : ops)
+        if (outside_tp_regions(op)) (op.backward ? e.bwd_ms : e.fwd_ms) += op.ms();
+    return e;
 }
 
-static void print_ops(const std::vector<OpTime>& ops, double qk_ms, double layer_fwd, double layer_bwd) {
+// ---- where the time of one layer goes (--breakdown) ---------------------------------------------------------
+// Every op layer_forward / layer_backward called, as the op timer saw it in the baseline run; parts of an op
+// (the QKᵀ GEMMs and the softmax + dropout kernel of attention_probs_forward) under it. Their sum is printed
+// next to the layer timed as a whole (timer off): the difference is launch gaps and the timer's own events.
+static double part_ms(const std::vector<OpStat>& ops, const char* name) {
+    for (const OpStat& op : ops)
+        if (op.name == name) return op.ms();
+    return NAN;
+}
+
+static void print_ops(const std::vector<OpStat>& ops, double layer_fwd, double layer_bwd) {
     double fwd = 0, bwd = 0;
-    for (const OpTime& op : ops) (op.backward ? bwd : fwd) += op.ms();
-    printf("\nwhere one layer's time goes (baseline, each op timed alone; median of the runs):\n");
-    printf("  %-44s %9s %7s %11s\n", "op", "ms", "share", "matmul TF/s");
-    for (const OpTime& op : ops) {
-        char rate[32] = "";
-        if (op.flops > 0) snprintf(rate, sizeof rate, "%.3g", op.flops / (op.ms() * 1e-3) / 1e12);
-        printf("  %s %-42s %9.3f %6.1f%% %11s\n", op.backward ? "B" : "F", op.name, op.ms(), 100 * op.ms() / (fwd + bwd), rate);
-        if (!strcmp(op.name, "attention probs (QK^T + softmax + dropout)"))
-            printf("      of which the QK^T GEMMs %.3f ms (%.3g TF/s), softmax + dropout kernel %.3f ms\n", qk_ms,
-                   op.flops / (qk_ms * 1e-3) / 1e12, op.ms() - qk_ms);
+    for (const OpStat& op : ops)
+        if (op.depth == 1) (op.backward ? bwd : fwd) += op.ms();
+    printf("\nwhere one layer's time goes (baseline; every op of layer_forward / layer_backward, op timer on;\n"
+           "median of the runs, summed over an op's calls):\n");
+    printf("  %-44s %5s %9s %7s %12s\n", "op", "calls", "ms", "share", "matmul TF/s");
+    auto rate = [](const OpStat& op) {
+        char r[32] = "";
+        if (op.flops > 0) snprintf(r, sizeof r, "%.3g", op.flops / (op.ms() * 1e-3) / 1e12);
+        return std::string(r);
+    };
+    for (const OpStat& op : ops) {
+        if (op.depth != 1) continue;
+        printf("  %s %-42s %5d %9.3f %6.1f%% %12s\n", op.backward ? "B" : "F", op.name.c_str(), op.calls, op.ms(),
+               100 * op.ms() / (fwd + bwd), rate(op).c_str());
+        const std::string prefix = op.name + "/";
+        for (const OpStat& part : ops)  // its parts, right under it
+            if (part.depth == 2 && part.backward == op.backward && part.name.rfind(prefix, 0) == 0)
+                printf("      of which %-31s %5d %9.3f %7s %12s\n", part.name.substr(prefix.size()).c_str(), part.calls,
+                       part.ms(), "", rate(part).c_str());
     }
     printf("  sum of ops: fwd %.3f ms, bwd %.3f ms; the layer measured as a whole: fwd %.3f, bwd %.3f ms\n", fwd,
            bwd, layer_fwd, layer_bwd);
 }
 
-static void json_ops(JsonOut& j, const std::vector<OpTime>& ops, double qk_ms) {
+static void json_ops(JsonOut& j, const std::vector<OpStat>& ops) {
     j.key("breakdown");
     j.open('{');
-    j.kv("qk_gemm_ms", qk_ms);
+    j.kv("qk_gemm_ms", part_ms(ops, "attention_probs_forward/qk_gemm"));
     j.key("ops");
     j.open('[');
-    for (const OpTime& op : ops) {
+    for (const OpStat& op : ops) {
         j.open('{');
         j.kv("name", op.name);
         j.kv("phase", op.backward ? "backward" : "forward");
+        j.kv("calls", op.calls);
         j.kv("ms", op.ms());
         j.kv("matmul_flops", op.flops);
         j.close('}');
@@ -583,32 +446,34 @@ int main(int argc, char** argv) {
     Tensor x_src = tensor_alloc(device, dt, (int64_t)S * B * C), dy_src = tensor_alloc(device, dt, (int64_t)S * B * C);
     bench_fill_normal(x_src, 7, 1, 0.f, 1.f);
     bench_fill_normal(dy_src, 7, 2, 0.f, 1e-2f);
-    BenchLayer L = make_layer(o, ctx, A, dt, 1234);
+    BenchModel bm;
+    bench_model_create(bm, o, grid, ctx, A, dt, 1234);
+    LayerContext tp_layer = bench_layer(bm, S, B, /*sp=*/false, &grid.tp_comm);
 
     // ---- measured directly: baseline, full recompute, selective recompute (plain TP shapes) ----------------
     std::vector<Result> rows(5);
-    set_region(L.run, &grid.tp_comm, false, t);
     // Each result is printed as soon as it exists, so a run cut short still shows what it measured.
     auto progress = [](const Result& r) {
         printf("  done: %-30s %-9s fwd %9.3f ms  bwd %9.3f ms\n", r.name.c_str(), r.method.c_str(), r.fwd_ms, r.bwd_ms);
     };
-    rows[0] = time_layer(o, L, Recompute::None, x_src, dy_src, kTable4[0].name, "measured");
+    rows[0] = time_layer(o, tp_layer, Recompute::None, x_src, dy_src, kTable4[0].name, "measured");
     progress(rows[0]);
-    rows[2] = time_layer(o, L, Recompute::Full, x_src, dy_src, kTable4[2].name, "measured");
+    rows[2] = time_layer(o, tp_layer, Recompute::Full, x_src, dy_src, kTable4[2].name, "measured");
     progress(rows[2]);
-    rows[3] = time_layer(o, L, Recompute::Selective, x_src, dy_src, kTable4[3].name, "measured");
+    rows[3] = time_layer(o, tp_layer, Recompute::Selective, x_src, dy_src, kTable4[3].name, "measured");
     progress(rows[3]);
     const double base = rows[0].combined();
-    std::vector<OpTime> ops;
-    double qk_ms = NAN;
-    if (o.breakdown) {
-        ops = time_ops(o, L, x_src, dy_src, qk_ms);
-        printf("  done: per-op breakdown of the baseline layer (%zu ops)\n", ops.size());
-    }
+
+    // ---- the baseline again, op by op: the breakdown, and the element-wise ops at s·b and at s·b/t rows ------
+    // The second run is the same layer on a sequence of s/t tokens: its layer norms, dropouts and bias
+    // gradients see exactly the rows an SP rank's do.
+    const Result per_op = time_layer(o, tp_layer, Recompute::None, x_src, dy_src, "per-op", "measured", true);
+    LayerContext short_layer = bench_layer(bm, S / t, B, /*sp=*/false, &grid.tp_comm);
+    const Result per_op_short = time_layer(o, short_layer, Recompute::None, x_src, dy_src, "per-op", "measured", true);
+    printf("  done: the baseline layer op by op (%zu ops), at s=%d and at s/t=%d\n", per_op.ops.size(), S, S / t);
 
     // ---- SP, derived: subtract the element-wise work SP removes -------------------------------------------
-    ElemTiming e_full = time_elementwise(o, L, (int64_t)S * B, x_src, dy_src);
-    ElemTiming e_shard = time_elementwise(o, L, (int64_t)S / t * B, x_src, dy_src);
+    const ElemTiming e_full = elementwise_of(per_op.ops), e_shard = elementwise_of(per_op_short.ops);
     const double dfwd = e_full.fwd_ms - e_shard.fwd_ms, dbwd = e_full.bwd_ms - e_shard.bwd_ms;
     auto derived = [&](const Result& from, const PaperRow& p) {
         Result r;
@@ -618,9 +483,8 @@ int main(int argc, char** argv) {
         r.sp = true;
         r.fwd_ms = from.fwd_ms - dfwd;
         r.bwd_ms = from.bwd_ms - dbwd;
-        LayerFormulaInput fi;
-        fi.s = S; fi.b = B; fi.h = C; fi.a = o.heads; fi.t = t; fi.sp = true; fi.rc = from.policy;
-        fi.d = (int)dtype_size(dt);
+        const LayerFormulaInput fi =
+            formula_input(S, B, C, o.heads, 1, 0, t, true, from.policy, (int)dtype_size(dt)).layer();
         r.formula_bytes = layer_bytes(fi) + 16.0 * S / t * B;
         return r;
     };
@@ -643,11 +507,11 @@ int main(int argc, char** argv) {
             tensor_convert(ctx, prime.back(), x_src);
         }
         for (auto& p : prime) A.release(p);
-        set_region(L.run, &fake, true, t);
-        sp_fake = time_layer(o, L, Recompute::None, x_src, dy_src, kTable4[1].name, "fake-comm");
+        LayerContext sp_layer = bench_layer(bm, S, B, /*sp=*/true, &fake);
+        sp_fake = time_layer(o, sp_layer, Recompute::None, x_src, dy_src, kTable4[1].name, "fake-comm");
         progress(sp_fake);
         fake.counters.reset();
-        selsp_fake = time_layer(o, L, Recompute::Selective, x_src, dy_src, kTable4[4].name, "fake-comm");
+        selsp_fake = time_layer(o, sp_layer, Recompute::Selective, x_src, dy_src, kTable4[4].name, "fake-comm");
         progress(selsp_fake);
         per_layer = fake.counters;  // warm-up + timed runs of one setting
         for (int k = 0; k < kNumCollectives; k++) {
@@ -677,7 +541,7 @@ int main(int argc, char** argv) {
     } else {
         printf("fake-comm SP emulation not run: %s\n", o.sp_emulation == "derived" ? "--sp-emulation derived" : fake_why.c_str());
     }
-    if (o.breakdown) print_ops(ops, qk_ms, rows[0].fwd_ms, rows[0].bwd_ms);
+    if (o.breakdown) print_ops(per_op.ops, rows[0].fwd_ms, rows[0].bwd_ms);
     printf("element-wise work outside the TP regions: fwd %.3f ms / bwd %.3f ms on %d rows, %.3f / %.3f ms on %d rows\n",
            e_full.fwd_ms, e_full.bwd_ms, S * B, e_shard.fwd_ms, e_shard.bwd_ms, S / t * B);
     printf("baseline layer: %.4g model TFLOP/s (3 x forward matmul FLOPs %.3g per rank / combined time)\n",
@@ -737,7 +601,7 @@ int main(int argc, char** argv) {
             j.kv("reduce_scatter_calls", (double)per_layer.calls[kReduceScatter]);
             j.close('}');
         }
-        if (o.breakdown) json_ops(j, ops, qk_ms);
+        if (o.breakdown) json_ops(j, per_op.ops);
         j.kv("device_used_gb", device_used_gb(device));
         j.kv("allocator_peak_reserved_gb", A.peak_reserved_bytes() / 1e9);
         j.close('}');
@@ -747,8 +611,7 @@ int main(int argc, char** argv) {
 
     tensor_free(x_src);
     tensor_free(dy_src);
-    tensor_free(L.wflat);
-    tensor_free(L.gflat);
+    gpt_destroy(bm.m);
     bench_grid_destroy(mpi, grid);
     ctx_destroy(ctx);
     bench_mpi_finalize(mpi);

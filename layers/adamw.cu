@@ -9,6 +9,7 @@
 // Under tensor/sequence parallelism every rank updates its own shard; replicated parameters receive the
 // same summed gradient on every rank and so stay identical.
 #include "adamw.h"
+#include "op_timer.h"
 
 #include <cmath>
 #include <vector>
@@ -121,6 +122,7 @@ static unsigned grid_for(int64_t n, int threads) {
 
 void adamw_update(Ctx& ctx, Tensor param, Tensor grad, Tensor m, Tensor v, int64_t n, float lr, float beta1,
                   float beta2, float eps, float weight_decay, int t, float grad_scale) {
+    OpScope scope(ctx, "adamw_update");
     const char* op = "adamw_update";
     check_tensor(ctx, param, DType::F32, n, op, "param");
     check_tensor(ctx, grad, grad.dtype, n, op, "grad");
@@ -153,6 +155,7 @@ static int ssq_blocks(int64_t n) {
 }
 
 std::vector<double> sums_of_squares(Ctx& ctx, const std::vector<Tensor>& xs) {
+    OpScope scope(ctx, "sums_of_squares");
     std::vector<double> result(xs.size(), 0.0);
     size_t partial_count = 0;
     for (const Tensor& x : xs) {
@@ -192,6 +195,7 @@ std::vector<double> sums_of_squares(Ctx& ctx, const std::vector<Tensor>& xs) {
 double sum_of_squares(Ctx& ctx, Tensor x) { return sums_of_squares(ctx, {x})[0]; }
 
 void scale_inplace(Ctx& ctx, Tensor x, float s) {
+    OpScope scope(ctx, "scale_inplace");
     check_tensor(ctx, x, DType::F32, x.n, "scale_inplace", "x");
     if (x.n == 0) return;
     if (ctx.device == Device::CPU) {

@@ -26,9 +26,12 @@
 #include "attention.h"
 
 #include <cmath>
+#include <type_traits>
 #include "matmul.h"
+#include "op_timer.h"
 #include "philox.h"
 #include "vec8.h"
+#include "warp_reduce.cuh"
 
 static inline const void* elem_ptr(const Tensor& t, int64_t offset) {
     return static_cast<const char*>(t.data) + (size_t)offset * dtype_size(t.dtype);
@@ -55,6 +58,17 @@ struct SoftmaxDropoutArgs {
     uint64_t seed;
     uint32_t stream;
     int64_t b_offset, head_offset, NH_total;
+};
+
+// Backward of dropout + softmax, fused. On entry d holds dP_d = dO·Vᵀ (gradient w.r.t. probs_drop); on exit
+// it holds dS, the gradient w.r.t. the raw scores Q·Kᵀ:
+//   dP = dP_d ⊙ mask / (1-p)                        (dropout backward)
+//   dS = P ⊙ (dP − Σ_k dP⊙P) / sqrt(HD)             (softmax Jacobian-vector product, then the scale)
+// Masked keys (k > q) have P = 0 and get dS = 0 exactly.
+struct SoftmaxBackArgs {
+    int64_t rows;
+    int S;
+    float scale, inv_keep;
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -88,67 +102,6 @@ static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_drop, const So
     }
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// CUDA: one warp per row. Lane l handles keys l, l+32, ...; the max and the sum are combined with an xor
-// butterfly, which is a fixed order (and gives every lane the same bits), so the result is reproducible.
-// These scalar kernels read the row once per pass; they now serve only rows longer than the vectorized
-// kernels below hold in registers (S > 2048 in bf16, S > 1024 in f32).
-// ---------------------------------------------------------------------------------------------------------
-
-__device__ inline float warp_max(float v) {
-    for (int d = 16; d > 0; d >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, d));
-    return v;
-}
-__device__ inline float warp_sum(float v) {
-    for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
-    return v;
-}
-
-constexpr int kRowsPerBlock = 4;  // warps per block
-
-template <class T>
-__global__ void softmax_dropout_kernel(T* probs, uint8_t* mask, T* probs_drop, SoftmaxDropoutArgs a) {
-    const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
-    if (row >= a.rows) return;  // whole warps exit together: the shuffles below see full warps
-    const int S = a.S;
-    const int q = (int)(row % S);
-    const int64_t bn = row / S;
-    const int64_t n = bn % a.NH, b = bn / a.NH;
-    T* x = probs + row * S;
-    float m = -INFINITY;
-    for (int k = lane; k <= q; k += 32) m = fmaxf(m, to_f32(x[k]) * a.scale);
-    m = warp_max(m);
-    float sum = 0.f;
-    for (int k = lane; k <= q; k += 32) sum += expf(to_f32(x[k]) * a.scale - m);
-    sum = warp_sum(sum);
-    const float inv_sum = 1.f / sum;
-    // Each element is read and then overwritten by the same lane, so working in place is safe.
-    for (int k = lane; k < S; k += 32) {
-        float pk = k <= q ? expf(to_f32(x[k]) * a.scale - m) * inv_sum : 0.f;
-        bool keep = k <= q && dropout_keep(a.seed, a.stream,
-                                           attn_dropout_index(a.b_offset + b, a.head_offset + n, a.NH_total, S, q, k),
-                                           a.threshold);
-        x[k] = from_f32<T>(pk);
-        mask[row * S + k] = keep ? 1 : 0;
-        probs_drop[row * S + k] = from_f32<T>(keep ? pk * a.inv_keep : 0.f);
-    }
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Backward of dropout + softmax, fused. On entry d holds dP_d = dO·Vᵀ (gradient w.r.t. probs_drop); on exit
-// it holds dS, the gradient w.r.t. the raw scores Q·Kᵀ:
-//   dP = dP_d ⊙ mask / (1-p)                        (dropout backward)
-//   dS = P ⊙ (dP − Σ_k dP⊙P) / sqrt(HD)             (softmax Jacobian-vector product, then the scale)
-// Masked keys (k > q) have P = 0 and get dS = 0 exactly.
-// ---------------------------------------------------------------------------------------------------------
-
-struct SoftmaxBackArgs {
-    int64_t rows;
-    int S;
-    float scale, inv_keep;
-};
-
 template <class T>
 static void softmax_dropout_backward_cpu(T* d, const T* probs, const uint8_t* mask, const SoftmaxBackArgs& a) {
     const int S = a.S;
@@ -171,33 +124,11 @@ static void softmax_dropout_backward_cpu(T* d, const T* probs, const uint8_t* ma
     }
 }
 
-template <class T>
-__global__ void softmax_dropout_backward_kernel(T* d, const T* probs, const uint8_t* mask, SoftmaxBackArgs a) {
-    const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
-    if (row >= a.rows) return;
-    const int S = a.S;
-    const int q = (int)(row % S);
-    T* dr = d + row * S;
-    const T* pr = probs + row * S;
-    const uint8_t* mr = mask + row * S;
-    float dot = 0.f;
-    for (int k = lane; k <= q; k += 32) dot += (mr[k] ? to_f32(dr[k]) * a.inv_keep : 0.f) * to_f32(pr[k]);
-    dot = warp_sum(dot);
-    for (int k = lane; k < S; k += 32) {
-        float ds = 0.f;
-        if (k <= q) {
-            float dp = mr[k] ? to_f32(dr[k]) * a.inv_keep : 0.f;
-            ds = to_f32(pr[k]) * (dp - dot) * a.scale;
-        }
-        dr[k] = from_f32<T>(ds);
-    }
-}
-
 // ---------------------------------------------------------------------------------------------------------
-// CUDA, vectorized (rows of up to 2048 keys; the common case). Still one warp per row, but the row is cut into
-// packs of 8 keys (vec8.h): lane l owns packs l, l + 32, ... and keeps them in registers (kSlots packs, a
-// compile-time bound so the arrays stay in registers). Compared with the scalar kernels above:
+// CUDA kernels, vectorized (the common case: rows of up to 2048 keys in bf16, 1024 in f32). One warp per row,
+// the row cut into packs of 8 keys (vec8.h): lane l owns packs l, l + 32, ... and keeps them in registers
+// (kSlots packs, a compile-time bound so the arrays stay in registers). Compared with a scalar kernel (the
+// fallback at the end of this file):
 //  - the row is read from memory once (not once per pass), with 16-byte loads in bf16 (vec);
 //  - packs entirely after the query (c0 > q, about half of a causal row) are never read and draw no random
 //    numbers: their probabilities and mask bytes are 0, just written;
@@ -207,6 +138,8 @@ __global__ void softmax_dropout_backward_kernel(T* d, const T* probs, const uint
 // bits. The keep bits come from the same Philox words as dropout_keep (philox.h: dropout_keep8), so the mask
 // equals the CPU reference's bit for bit.
 // ---------------------------------------------------------------------------------------------------------
+
+constexpr int kRowsPerBlock = 4;  // warps per block
 
 template <class T, int kSlots>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
@@ -328,8 +261,18 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     }
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// dispatch and the ops
+// ---------------------------------------------------------------------------------------------------------
+
+// The fallback kernels, defined at the end of this file.
+template <class T>
+__global__ void softmax_dropout_kernel(T* probs, uint8_t* mask, T* probs_drop, SoftmaxDropoutArgs a);
+template <class T>
+__global__ void softmax_dropout_backward_kernel(T* d, const T* probs, const uint8_t* mask, SoftmaxBackArgs a);
+
 // Packs of 8 keys per lane for a row of S keys, or 0 when the row is too long for the vectorized kernels
-// (the scalar kernels then run). Up to 8 packs (S <= 2048) in bf16; up to 4 (S <= 1024) in f32, where a
+// (the fallback kernels then run). Up to 8 packs (S <= 2048) in bf16; up to 4 (S <= 1024) in f32, where a
 // pack takes twice the registers. Depends only on S and the dtype, never on alignment.
 template <class T>
 static int softmax_slots(int S) {
@@ -339,11 +282,20 @@ static int softmax_slots(int S) {
     return slots <= 1 ? 1 : slots <= 2 ? 2 : slots <= 4 ? 4 : 8;
 }
 
-static unsigned row_blocks(int64_t rows) { return (unsigned)((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
+// Call launch(std::integral_constant<int, kSlots>()) with the kSlots that holds a row of S keys, so that the
+// caller instantiates its vectorized kernel for exactly that bound. Returns false when no kSlots does.
+template <class T, class Launch>
+static bool launch_by_slots(int S, Launch&& launch) {
+    switch (softmax_slots<T>(S)) {
+        case 1: launch(std::integral_constant<int, 1>()); return true;
+        case 2: launch(std::integral_constant<int, 2>()); return true;
+        case 4: launch(std::integral_constant<int, 4>()); return true;
+        case 8: launch(std::integral_constant<int, 8>()); return true;
+        default: return false;
+    }
+}
 
-// ---------------------------------------------------------------------------------------------------------
-// ops
-// ---------------------------------------------------------------------------------------------------------
+static unsigned row_blocks(int64_t rows) { return (unsigned)((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
 static void check_shape(const char* op, const AttnShape& sh, const Tensor& qkv) {
     if (sh.S <= 0 || sh.B <= 0 || sh.NH <= 0 || sh.HD <= 0)
@@ -371,13 +323,19 @@ void attention_probs_forward(Ctx& ctx, Tensor probs, Tensor mask, Tensor probs_d
     const int S = sh.S, B = sh.B, NH = sh.NH, HD = sh.HD;
     const int64_t R = (int64_t)B * 3 * NH * HD;  // row stride of Q, K, V
     const int64_t SS = (int64_t)S * S;
+    const double gemm_flops = 2.0 * B * NH * (double)S * S * HD;
+    OpScope scope(ctx, "attention_probs_forward", gemm_flops);
     // scores[b, n] = Q[b, n] · K[b, n]ᵀ, written straight into probs (the kernel below works in place).
-    for (int b = 0; b < B; b++) {
-        int64_t q0 = (int64_t)b * 3 * NH * HD;
-        gemm(ctx, false, true, S, S, HD, 1.f, GemmOperand{elem_ptr(qkv, q0), R, HD},
-             GemmOperand{elem_ptr(qkv, q0 + (int64_t)NH * HD), R, HD}, 0.f, elem_ptr_mut(probs, b * NH * SS), S,
-             SS, qkv.dtype, probs.dtype, NH);
+    {
+        OpScope part(ctx, "qk_gemm", gemm_flops);  // the GEMM and the softmax kernel are timed apart
+        for (int b = 0; b < B; b++) {
+            int64_t q0 = (int64_t)b * 3 * NH * HD;
+            gemm(ctx, false, true, S, S, HD, 1.f, GemmOperand{elem_ptr(qkv, q0), R, HD},
+                 GemmOperand{elem_ptr(qkv, q0 + (int64_t)NH * HD), R, HD}, 0.f, elem_ptr_mut(probs, b * NH * SS),
+                 S, SS, qkv.dtype, probs.dtype, NH);
+        }
     }
+    OpScope part(ctx, "softmax_dropout");
     SoftmaxDropoutArgs a;
     a.rows = (int64_t)B * NH * S;
     a.S = S;
@@ -398,13 +356,11 @@ void attention_probs_forward(Ctx& ctx, Tensor probs, Tensor mask, Tensor probs_d
             T* pp = probs.as<T>();
             T* pd = probs_drop.as<T>();
             uint8_t* pm = mask.as<uint8_t>();
-            switch (softmax_slots<T>(S)) {
-                case 1: softmax_dropout_vec_kernel<T, 1><<<blocks, threads, 0, ctx.stream>>>(pp, pm, pd, a, vec); break;
-                case 2: softmax_dropout_vec_kernel<T, 2><<<blocks, threads, 0, ctx.stream>>>(pp, pm, pd, a, vec); break;
-                case 4: softmax_dropout_vec_kernel<T, 4><<<blocks, threads, 0, ctx.stream>>>(pp, pm, pd, a, vec); break;
-                case 8: softmax_dropout_vec_kernel<T, 8><<<blocks, threads, 0, ctx.stream>>>(pp, pm, pd, a, vec); break;
-                default: softmax_dropout_kernel<T><<<blocks, threads, 0, ctx.stream>>>(pp, pm, pd, a); break;
-            }
+            const bool launched = launch_by_slots<T>(S, [&](auto slots) {
+                softmax_dropout_vec_kernel<T, decltype(slots)::value><<<blocks, threads, 0, ctx.stream>>>(pp, pm, pd, a,
+                                                                                                        vec);
+            });
+            if (!launched) softmax_dropout_kernel<T><<<blocks, threads, 0, ctx.stream>>>(pp, pm, pd, a);
             CUDA_CHECK_LAST();
         } else {
             softmax_dropout_cpu<T>(probs.as<T>(), mask.as<uint8_t>(), probs_drop.as<T>(), a);
@@ -419,6 +375,7 @@ void attention_context_forward(Ctx& ctx, Tensor out, Tensor probs_drop, Tensor q
     if (out.n != (int64_t)S * B * NH * HD || out.dtype != qkv.dtype)
         mm_fatal("attention_context_forward: out must be [S*B, NH*HD] of the qkv dtype");
     const int64_t R = (int64_t)B * 3 * NH * HD, RO = (int64_t)B * NH * HD, SS = (int64_t)S * S;
+    OpScope scope(ctx, "attention_context_forward", 2.0 * B * NH * (double)S * S * HD);
     // out[b, n] = probs_drop[b, n] · V[b, n]; the heads of out sit side by side in its [S·B, NH·HD] rows.
     for (int b = 0; b < B; b++) {
         int64_t v0 = (int64_t)b * 3 * NH * HD + 2 * (int64_t)NH * HD;
@@ -442,6 +399,7 @@ void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor p
     if (!(p >= 0.f && p < 1.f)) mm_fatal("%s: dropout p=%g outside [0, 1)", op, p);
     const int64_t R = (int64_t)B * 3 * NH * HD, RO = (int64_t)B * NH * HD, SS = (int64_t)S * S;
     const DType dt = qkv.dtype;
+    OpScope scope(ctx, "attention_backward", 4 * 2.0 * B * NH * (double)S * S * HD);  // four GEMMs
     for (int b = 0; b < B; b++) {
         const int64_t v0 = (int64_t)b * 3 * NH * HD + 2 * (int64_t)NH * HD;
         const GemmOperand dO{elem_ptr(dout, (int64_t)b * NH * HD), RO, HD};
@@ -465,13 +423,11 @@ void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor p
             T* d = scratch.as<T>();
             const T* pp = probs.as<T>();
             const uint8_t* pm = mask.as<uint8_t>();
-            switch (softmax_slots<T>(S)) {
-                case 1: softmax_dropout_backward_vec_kernel<T, 1><<<blocks, threads, 0, ctx.stream>>>(d, pp, pm, a, vec); break;
-                case 2: softmax_dropout_backward_vec_kernel<T, 2><<<blocks, threads, 0, ctx.stream>>>(d, pp, pm, a, vec); break;
-                case 4: softmax_dropout_backward_vec_kernel<T, 4><<<blocks, threads, 0, ctx.stream>>>(d, pp, pm, a, vec); break;
-                case 8: softmax_dropout_backward_vec_kernel<T, 8><<<blocks, threads, 0, ctx.stream>>>(d, pp, pm, a, vec); break;
-                default: softmax_dropout_backward_kernel<T><<<blocks, threads, 0, ctx.stream>>>(d, pp, pm, a); break;
-            }
+            const bool launched = launch_by_slots<T>(S, [&](auto slots) {
+                softmax_dropout_backward_vec_kernel<T, decltype(slots)::value><<<blocks, threads, 0, ctx.stream>>>(
+                    d, pp, pm, a, vec);
+            });
+            if (!launched) softmax_dropout_backward_kernel<T><<<blocks, threads, 0, ctx.stream>>>(d, pp, pm, a);
             CUDA_CHECK_LAST();
         } else {
             softmax_dropout_backward_cpu<T>(scratch.as<T>(), probs.as<T>(), mask.as<uint8_t>(), a);
@@ -485,5 +441,64 @@ void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor p
              elem_ptr_mut(dqkv, q0), R, HD, dt, dt, NH);
         gemm(ctx, true, false, S, HD, S, 1.f, dS, GemmOperand{elem_ptr(qkv, q0), R, HD}, 0.f,
              elem_ptr_mut(dqkv, k0), R, HD, dt, dt, NH);
+    }
+}
+
+
+// ---------------------------------------------------------------------------------------------------------
+// Fallback: rows longer than the vectorized kernels hold in registers (S > 2048 in bf16, S > 1024 in f32).
+// One warp per row, lane l handles keys l, l+32, ...; the row is read from memory once per pass. The max and
+// the sums use the same xor butterflies as above (warp_reduce.cuh), so the result is reproducible.
+// ---------------------------------------------------------------------------------------------------------
+
+template <class T>
+__global__ void softmax_dropout_kernel(T* probs, uint8_t* mask, T* probs_drop, SoftmaxDropoutArgs a) {
+    const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= a.rows) return;  // whole warps exit together: the shuffles below see full warps
+    const int S = a.S;
+    const int q = (int)(row % S);
+    const int64_t bn = row / S;
+    const int64_t n = bn % a.NH, b = bn / a.NH;
+    T* x = probs + row * S;
+    float m = -INFINITY;
+    for (int k = lane; k <= q; k += 32) m = fmaxf(m, to_f32(x[k]) * a.scale);
+    m = warp_max(m);
+    float sum = 0.f;
+    for (int k = lane; k <= q; k += 32) sum += expf(to_f32(x[k]) * a.scale - m);
+    sum = warp_sum(sum);
+    const float inv_sum = 1.f / sum;
+    // Each element is read and then overwritten by the same lane, so working in place is safe.
+    for (int k = lane; k < S; k += 32) {
+        float pk = k <= q ? expf(to_f32(x[k]) * a.scale - m) * inv_sum : 0.f;
+        bool keep = k <= q && dropout_keep(a.seed, a.stream,
+                                           attn_dropout_index(a.b_offset + b, a.head_offset + n, a.NH_total, S, q, k),
+                                           a.threshold);
+        x[k] = from_f32<T>(pk);
+        mask[row * S + k] = keep ? 1 : 0;
+        probs_drop[row * S + k] = from_f32<T>(keep ? pk * a.inv_keep : 0.f);
+    }
+}
+
+template <class T>
+__global__ void softmax_dropout_backward_kernel(T* d, const T* probs, const uint8_t* mask, SoftmaxBackArgs a) {
+    const int64_t row = (int64_t)blockIdx.x * kRowsPerBlock + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= a.rows) return;
+    const int S = a.S;
+    const int q = (int)(row % S);
+    T* dr = d + row * S;
+    const T* pr = probs + row * S;
+    const uint8_t* mr = mask + row * S;
+    float dot = 0.f;
+    for (int k = lane; k <= q; k += 32) dot += (mr[k] ? to_f32(dr[k]) * a.inv_keep : 0.f) * to_f32(pr[k]);
+    dot = warp_sum(dot);
+    for (int k = lane; k < S; k += 32) {
+        float ds = 0.f;
+        if (k <= q) {
+            float dp = mr[k] ? to_f32(dr[k]) * a.inv_keep : 0.f;
+            ds = to_f32(pr[k]) * (dp - dot) * a.scale;
+        }
+        dr[k] = from_f32<T>(ds);
     }
 }

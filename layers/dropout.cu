@@ -11,6 +11,7 @@
 // In the paper's Table 2 accounting every dropout stores its mask (1 byte per element), even with p = 0;
 // we keep that: the mask is always written (all ones when p == 0).
 #include "dropout.h"
+#include "op_timer.h"
 #include "philox.h"
 #include "vec8.h"
 
@@ -155,6 +156,7 @@ void bias_dropout_residual_forward(Ctx& ctx, Tensor out, Tensor mask, Tensor x, 
     check_tensor(ctx, mask, DType::U8, n, op, "mask");
     if (!bias.empty()) check_tensor(ctx, bias, out.dtype, C, op, "bias");
     if (!resid.empty()) check_tensor(ctx, resid, out.dtype, n, op, "resid");
+    OpScope scope(ctx, op);
     if (n == 0) return;
     const uint32_t threshold = dropout_threshold(p);  // 0 when p == 0: keep everything
 
@@ -184,6 +186,7 @@ void dropout_backward(Ctx& ctx, Tensor dx, Tensor dout, Tensor mask, float p, in
     check_tensor(ctx, dx, dout.dtype, n, op, "dx");
     check_tensor(ctx, dout, dout.dtype, n, op, "dout");
     check_tensor(ctx, mask, DType::U8, n, op, "mask");
+    OpScope scope(ctx, op);
     if (n == 0) return;
     MM_DISPATCH_ACT(dout.dtype, {
         if (ctx.device == Device::CPU) {

@@ -11,13 +11,15 @@
 // tokens); the backward then gives each (unique token, channel) to one thread that sums its rows in
 // ascending row order: a fixed order, identical on every run, and no write conflicts.
 #include "embedding.h"
+#include "op_timer.h"
 
 #include <cstring>
 
 // ---------------------------------------------------------------------------------------------------------
-// token embedding forward
+// CPU reference
 // ---------------------------------------------------------------------------------------------------------
 
+// token embedding forward: out[r, :] = wte[token[r] - v_begin, :] for a token this rank owns, else 0.
 template <class TO, class TW>
 static void token_fwd_cpu(TO* out, const int32_t* tokens, const TW* wte, int64_t v_begin, int V_local, int N,
                           int C) {
@@ -28,6 +30,52 @@ static void token_fwd_cpu(TO* out, const int32_t* tokens, const TW* wte, int64_t
         for (int c = 0; c < C; c++) out[r * C + c] = from_f32<TO>(own ? to_f32(wte[local * C + c]) : 0.f);
     }
 }
+
+// token embedding backward: one (unique token, channel) at a time, its rows summed in ascending order.
+template <class TG, class TD>
+static void token_bwd_cpu(TG* dwte, const TD* dout, const int32_t* token, const int32_t* row_ptr,
+                          const int32_t* rows, int U, int C) {
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int u = 0; u < U; u++) {
+        TG* dst = dwte + (int64_t)token[u] * C;
+        for (int c = 0; c < C; c++) {
+            float acc = 0.f;
+            for (int j = row_ptr[u]; j < row_ptr[u + 1]; j++) acc += to_f32(dout[(int64_t)rows[j] * C + c]);
+            dst[c] = from_f32<TG>(to_f32(dst[c]) + acc);
+        }
+    }
+}
+
+// position embedding: out[s, b, :] += wpe[s_offset + s, :]. Under sequence parallelism a rank holds the
+// positions [s_offset, s_offset + S_loc), so it reads (and, in backward, writes) only those rows of wpe;
+// its dwpe is partial, and parallel/sequence_parallel.cu sums it over the TP group after the backward, with
+// the other parameters replicated across the group (paper §4.2.2; docs/design.md "Sequence parallelism").
+template <class TO, class TW>
+static void pos_fwd_cpu(TO* out, const TW* wpe, int64_t s_offset, int S_loc, int B, int C) {
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < (int64_t)S_loc * B; r++) {
+        const TW* w = wpe + (s_offset + r / B) * C;
+        for (int c = 0; c < C; c++) out[r * C + c] = from_f32<TO>(to_f32(out[r * C + c]) + to_f32(w[c]));
+    }
+}
+
+template <class TG, class TD>
+static void pos_bwd_cpu(TG* dwpe, const TD* dout, int64_t s_offset, int S_loc, int B, int C) {
+#pragma omp parallel for schedule(static)
+    for (int s = 0; s < S_loc; s++) {
+        TG* dst = dwpe + (s_offset + s) * C;
+        for (int c = 0; c < C; c++) {
+            float acc = 0.f;
+            for (int b = 0; b < B; b++) acc += to_f32(dout[((int64_t)s * B + b) * C + c]);
+            dst[c] = from_f32<TG>(to_f32(dst[c]) + acc);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// CUDA kernels: one thread per output element (forward) or per (token, channel) / (position, channel)
+// of the gradient, which sums its rows in the CPU reference's order
+// ---------------------------------------------------------------------------------------------------------
 
 template <class TO, class TW>
 __global__ void token_fwd_kernel(TO* out, const int32_t* tokens, const TW* wte, int64_t v_begin, int V_local,
@@ -40,28 +88,35 @@ __global__ void token_fwd_kernel(TO* out, const int32_t* tokens, const TW* wte, 
     out[i] = from_f32<TO>(own ? to_f32(wte[local * C + c]) : 0.f);
 }
 
-static unsigned blocks_for(int64_t total, int threads) { return (unsigned)((total + threads - 1) / threads); }
+template <class TG, class TD>
+__global__ void token_bwd_kernel(TG* dwte, const TD* dout, const int32_t* token, const int32_t* row_ptr,
+                                 const int32_t* rows, int C) {
+    const int u = blockIdx.x;
+    const int c = blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float acc = 0.f;
+    for (int j = row_ptr[u]; j < row_ptr[u + 1]; j++) acc += to_f32(dout[(int64_t)rows[j] * C + c]);
+    TG* dst = dwte + (int64_t)token[u] * C + c;
+    *dst = from_f32<TG>(to_f32(*dst) + acc);
+}
 
-void token_embedding_forward(Ctx& ctx, Tensor out, Tensor tokens, Tensor wte_local, int64_t v_begin,
-                             int V_local, int N, int C) {
-    if (out.n != (int64_t)N * C || tokens.n != N || tokens.dtype != DType::I32 ||
-        wte_local.n != (int64_t)V_local * C)
-        mm_fatal("token_embedding_forward: sizes do not match N=%d C=%d V_local=%d", N, C, V_local);
-    if ((int64_t)N * C == 0) return;
-    MM_DISPATCH_ACT(out.dtype, {
-        using TO = T;
-        MM_DISPATCH_ACT(wte_local.dtype, {
-            if (ctx.device == Device::CUDA) {
-                int64_t total = (int64_t)N * C;
-                token_fwd_kernel<TO, T><<<blocks_for(total, 256), 256, 0, ctx.stream>>>(
-                    out.as<TO>(), tokens.as<int32_t>(), wte_local.as<T>(), v_begin, V_local, total, C);
-                CUDA_CHECK_LAST();
-            } else {
-                token_fwd_cpu<TO, T>(out.as<TO>(), tokens.as<int32_t>(), wte_local.as<T>(), v_begin, V_local, N,
-                                     C);
-            }
-        });
-    });
+template <class TO, class TW>
+__global__ void pos_fwd_kernel(TO* out, const TW* wpe, int64_t s_offset, int B, int C, int64_t total) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total) return;
+    int64_t r = i / C, c = i % C;
+    out[i] = from_f32<TO>(to_f32(out[i]) + to_f32(wpe[(s_offset + r / B) * C + c]));
+}
+
+template <class TG, class TD>
+__global__ void pos_bwd_kernel(TG* dwpe, const TD* dout, int64_t s_offset, int B, int C, int64_t total) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;  // (s, c) of the local block
+    if (i >= total) return;
+    int64_t s = i / C, c = i % C;
+    float acc = 0.f;
+    for (int b = 0; b < B; b++) acc += to_f32(dout[(s * B + b) * C + c]);
+    TG* dst = dwpe + (s_offset + s) * C + c;
+    *dst = from_f32<TG>(to_f32(*dst) + acc);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -135,36 +190,36 @@ void embedding_index_free(EmbeddingIndex& idx) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// token embedding backward: one (unique token, channel) per thread, rows summed in ascending order
+// dispatch
 // ---------------------------------------------------------------------------------------------------------
 
-template <class TG, class TD>
-static void token_bwd_cpu(TG* dwte, const TD* dout, const int32_t* token, const int32_t* row_ptr,
-                          const int32_t* rows, int U, int C) {
-#pragma omp parallel for schedule(dynamic, 16)
-    for (int u = 0; u < U; u++) {
-        TG* dst = dwte + (int64_t)token[u] * C;
-        for (int c = 0; c < C; c++) {
-            float acc = 0.f;
-            for (int j = row_ptr[u]; j < row_ptr[u + 1]; j++) acc += to_f32(dout[(int64_t)rows[j] * C + c]);
-            dst[c] = from_f32<TG>(to_f32(dst[c]) + acc);
-        }
-    }
-}
+static unsigned blocks_for(int64_t total, int threads) { return (unsigned)((total + threads - 1) / threads); }
 
-template <class TG, class TD>
-__global__ void token_bwd_kernel(TG* dwte, const TD* dout, const int32_t* token, const int32_t* row_ptr,
-                                 const int32_t* rows, int C) {
-    const int u = blockIdx.x;
-    const int c = blockIdx.y * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float acc = 0.f;
-    for (int j = row_ptr[u]; j < row_ptr[u + 1]; j++) acc += to_f32(dout[(int64_t)rows[j] * C + c]);
-    TG* dst = dwte + (int64_t)token[u] * C + c;
-    *dst = from_f32<TG>(to_f32(*dst) + acc);
+void token_embedding_forward(Ctx& ctx, Tensor out, Tensor tokens, Tensor wte_local, int64_t v_begin,
+                             int V_local, int N, int C) {
+    OpScope scope(ctx, "token_embedding_forward");
+    if (out.n != (int64_t)N * C || tokens.n != N || tokens.dtype != DType::I32 ||
+        wte_local.n != (int64_t)V_local * C)
+        mm_fatal("token_embedding_forward: sizes do not match N=%d C=%d V_local=%d", N, C, V_local);
+    if ((int64_t)N * C == 0) return;
+    MM_DISPATCH_ACT(out.dtype, {
+        using TO = T;
+        MM_DISPATCH_ACT(wte_local.dtype, {
+            if (ctx.device == Device::CUDA) {
+                int64_t total = (int64_t)N * C;
+                token_fwd_kernel<TO, T><<<blocks_for(total, 256), 256, 0, ctx.stream>>>(
+                    out.as<TO>(), tokens.as<int32_t>(), wte_local.as<T>(), v_begin, V_local, total, C);
+                CUDA_CHECK_LAST();
+            } else {
+                token_fwd_cpu<TO, T>(out.as<TO>(), tokens.as<int32_t>(), wte_local.as<T>(), v_begin, V_local, N,
+                                     C);
+            }
+        });
+    });
 }
 
 void token_embedding_backward(Ctx& ctx, Tensor dwte_local, Tensor dout, const EmbeddingIndex& idx, int C) {
+    OpScope scope(ctx, "token_embedding_backward");
     if (idx.U == 0 || C == 0) return;
     if (dwte_local.n % C != 0 || dout.n % C != 0)
         mm_fatal("token_embedding_backward: dwte (%lld) and dout (%lld) must be multiples of C=%d",
@@ -188,30 +243,8 @@ void token_embedding_backward(Ctx& ctx, Tensor dwte_local, Tensor dout, const Em
     });
 }
 
-// ---------------------------------------------------------------------------------------------------------
-// position embedding: out[s, b, :] += wpe[s_offset + s, :]. Under sequence parallelism a rank holds the
-// positions [s_offset, s_offset + S_loc), so it reads (and, in backward, writes) only those rows of wpe;
-// its dwpe is partial and parallel/ sums it over the TP group (docs/design.md "Sequence parallelism").
-// ---------------------------------------------------------------------------------------------------------
-
-template <class TO, class TW>
-static void pos_fwd_cpu(TO* out, const TW* wpe, int64_t s_offset, int S_loc, int B, int C) {
-#pragma omp parallel for schedule(static)
-    for (int64_t r = 0; r < (int64_t)S_loc * B; r++) {
-        const TW* w = wpe + (s_offset + r / B) * C;
-        for (int c = 0; c < C; c++) out[r * C + c] = from_f32<TO>(to_f32(out[r * C + c]) + to_f32(w[c]));
-    }
-}
-
-template <class TO, class TW>
-__global__ void pos_fwd_kernel(TO* out, const TW* wpe, int64_t s_offset, int B, int C, int64_t total) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= total) return;
-    int64_t r = i / C, c = i % C;
-    out[i] = from_f32<TO>(to_f32(out[i]) + to_f32(wpe[(s_offset + r / B) * C + c]));
-}
-
 void position_embedding_forward(Ctx& ctx, Tensor out, Tensor wpe, int64_t s_offset, int S_loc, int B, int C) {
+    OpScope scope(ctx, "position_embedding_forward");
     if (out.n != (int64_t)S_loc * B * C || wpe.n < (s_offset + S_loc) * (int64_t)C || s_offset < 0)
         mm_fatal("position_embedding_forward: sizes do not match S_loc=%d B=%d C=%d s_offset=%lld", S_loc, B, C,
                  (long long)s_offset);
@@ -231,31 +264,8 @@ void position_embedding_forward(Ctx& ctx, Tensor out, Tensor wpe, int64_t s_offs
     });
 }
 
-template <class TG, class TD>
-static void pos_bwd_cpu(TG* dwpe, const TD* dout, int64_t s_offset, int S_loc, int B, int C) {
-#pragma omp parallel for schedule(static)
-    for (int s = 0; s < S_loc; s++) {
-        TG* dst = dwpe + (s_offset + s) * C;
-        for (int c = 0; c < C; c++) {
-            float acc = 0.f;
-            for (int b = 0; b < B; b++) acc += to_f32(dout[((int64_t)s * B + b) * C + c]);
-            dst[c] = from_f32<TG>(to_f32(dst[c]) + acc);
-        }
-    }
-}
-
-template <class TG, class TD>
-__global__ void pos_bwd_kernel(TG* dwpe, const TD* dout, int64_t s_offset, int B, int C, int64_t total) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;  // (s, c) of the local block
-    if (i >= total) return;
-    int64_t s = i / C, c = i % C;
-    float acc = 0.f;
-    for (int b = 0; b < B; b++) acc += to_f32(dout[(s * B + b) * C + c]);
-    TG* dst = dwpe + (s_offset + s) * C + c;
-    *dst = from_f32<TG>(to_f32(*dst) + acc);
-}
-
 void position_embedding_backward(Ctx& ctx, Tensor dwpe, Tensor dout, int64_t s_offset, int S_loc, int B, int C) {
+    OpScope scope(ctx, "position_embedding_backward");
     if (dout.n != (int64_t)S_loc * B * C || dwpe.n < (s_offset + S_loc) * (int64_t)C || s_offset < 0)
         mm_fatal("position_embedding_backward: sizes do not match S_loc=%d B=%d C=%d s_offset=%lld", S_loc, B, C,
                  (long long)s_offset);

@@ -5,6 +5,7 @@
 //
 // The backward needs the GeLU *input* (the paper's 8sbh "GeLU input" term of Table 2, saved by the MLP).
 #include "gelu.h"
+#include "op_timer.h"
 #include "vec8.h"
 
 // ---- the math, shared by the CPU reference and the CUDA kernels ----------------------------------------
@@ -79,6 +80,7 @@ __global__ void gelu_backward_kernel(T* din, const T* in, const T* dout, int64_t
 void gelu_forward(Ctx& ctx, Tensor out, Tensor in, int64_t n) {
     check_tensor(ctx, out, in.dtype, n, "gelu_forward", "out");
     check_tensor(ctx, in, in.dtype, n, "gelu_forward", "in");
+    OpScope scope(ctx, "gelu_forward");
     if (n == 0) return;
     MM_DISPATCH_ACT(in.dtype, {
         if (ctx.device == Device::CPU) {
@@ -95,6 +97,7 @@ void gelu_backward(Ctx& ctx, Tensor din, Tensor in, Tensor dout, int64_t n) {
     check_tensor(ctx, din, in.dtype, n, "gelu_backward", "din");
     check_tensor(ctx, in, in.dtype, n, "gelu_backward", "in");
     check_tensor(ctx, dout, in.dtype, n, "gelu_backward", "dout");
+    OpScope scope(ctx, "gelu_backward");
     if (n == 0) return;
     MM_DISPATCH_ACT(in.dtype, {
         if (ctx.device == Device::CPU) {

@@ -9,12 +9,15 @@
 //   dweight += Σ_rows dout · n,     dbias += Σ_rows dout
 //
 // dweight and dbias are sums over rows. Under sequence parallelism each rank sums over its own s/t rows
-// only and parallel/sequence_parallel.cu all-reduces the partial sums over the TP group (paper §4.2.2).
+// only; after the backward, parallel/sequence_parallel.cu sums these partial gradients over the TP group,
+// with the other parameters that are replicated across it (paper §4.2.2).
 // These sums are computed in a fixed order on both devices (no float atomics), so the selective / full
 // recomputation policies, which run exactly these kernels on exactly these inputs, give bitwise identical
 // gradients.
 #include "layernorm.h"
+#include "op_timer.h"
 #include "vec8.h"
+#include "warp_reduce.cuh"
 
 // ---- CPU reference -------------------------------------------------------------------------------------
 
@@ -91,52 +94,6 @@ static void layernorm_backward_cpu(T* din, float* dweight, float* dbias, const T
             dweight[c] += acc_w[c - c0];
             dbias[c] += acc_b[c - c0];
         }
-    }
-}
-
-// ---- CUDA kernels --------------------------------------------------------------------------------------
-
-// Sum of `v` over the 32 lanes of a warp, returned to every lane. The xor butterfly adds the same pairs in
-// the same order on every run, and every lane ends with the same bits (a + b == b + a in IEEE arithmetic),
-// so this reduction is deterministic.
-__device__ inline float warp_sum(float v) {
-    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    return v;
-}
-
-constexpr int kWarpsPerBlock = 8;  // 256 threads: 8 rows per block, one row per warp
-
-// Forward for rows too wide to keep in registers (C above the largest kSlots instantiated below; no model
-// here has such rows, it keeps the op general). One warp per row: lane l handles channels l, l+32, l+64, ...
-// (consecutive lanes touch consecutive addresses, so every load is coalesced), then the warp combines its 32
-// partial sums with shuffles: no shared memory and no __syncthreads. The second and third passes over the
-// row hit L1/L2, not DRAM.
-template <class T>
-__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* in, const T* weight,
-                                         const T* bias, int N, int C) {
-    const int lane = threadIdx.x % 32;
-    const int64_t r = (int64_t)blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
-    if (r >= N) return;  // whole warps leave together, so the shuffles below see all 32 lanes
-    const T* x = in + r * C;
-    T* y = out + r * C;
-
-    float sum = 0.0f;
-    for (int c = lane; c < C; c += 32) sum += to_f32(x[c]);
-    const float m = warp_sum(sum) / C;
-    float sq = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-        float d = to_f32(x[c]) - m;
-        sq += d * d;
-    }
-    // 1/sqrtf rather than rsqrtf: rsqrtf is an approximation and would move the GPU away from the CPU oracle.
-    const float s = 1.0f / sqrtf(warp_sum(sq) / C + kLayerNormEps);
-    for (int c = lane; c < C; c += 32) {
-        float n = (to_f32(x[c]) - m) * s;
-        y[c] = from_f32<T>(n * to_f32(weight[c]) + to_f32(bias[c]));
-    }
-    if (lane == 0) {
-        if (mean) mean[r] = m;
-        if (rstd) rstd[r] = s;
     }
 }
 
@@ -218,8 +175,7 @@ __global__ void __launch_bounds__(kVecWarps * 32)
 // again; this warp read them a moment ago, so they mostly come from L1/L2, not DRAM.
 // __restrict__: din never aliases the inputs (it is its own accumulator). Without it the compiler must assume
 // the store to dx may change x, dy or weight, so each iteration's loads wait for the previous store and the
-// kernel becomes latency-bound (measured on an H200, bf16 [8192 x 1024], scalar version of this kernel:
-// 250 us without it; the whole backward then dropped from 209 us to 50 us).
+// kernel becomes latency-bound (bench/PERF_NOTES.md has the measurement).
 template <class T>
 __global__ void __launch_bounds__(kVecWarps * 32)
     layernorm_backward_din_vec_kernel(T* __restrict__ din, const T* __restrict__ dout, const T* __restrict__ in,
@@ -318,10 +274,17 @@ __global__ void layernorm_backward_sum_partials_kernel(float* dweight, float* db
 
 // ---- dispatch ------------------------------------------------------------------------------------------
 
+// The fallback forward, defined at the end of this file.
+constexpr int kWarpsPerBlock = 8;  // 256 threads: 8 rows per block, one row per warp
+template <class T>
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* in, const T* weight,
+                                         const T* bias, int N, int C);
+
 // Launch the register-resident forward with the smallest kSlots (packs of 8 per lane) that holds a row:
 // kSlots = 4 covers C <= 1024, 8 C <= 2048, 16 C <= 4096, 24 C <= 6144 (bf16 only: 24 packs are 96
 // registers in bf16 but 192 in f32, which would spill). Returns false when the row is wider (the caller
-// then runs the scalar kernel). The choice depends only on C and the dtype, never on alignment.
+// then runs the fallback kernel at the end of this file). The choice depends only on C and the dtype, never
+// on alignment.
 template <class T, int kSlots>
 static void launch_ln_forward_vec(Ctx& ctx, T* out, float* mean, float* rstd, const T* in, const T* weight,
                                   const T* bias, int N, int C, bool vec) {
@@ -357,6 +320,7 @@ void layernorm_forward(Ctx& ctx, Tensor out, Tensor mean, Tensor rstd, Tensor in
     check_tensor(ctx, bias, dt, C, op, "bias");
     if (!mean.empty()) check_tensor(ctx, mean, DType::F32, N, op, "mean");
     if (!rstd.empty()) check_tensor(ctx, rstd, DType::F32, N, op, "rstd");
+    OpScope scope(ctx, op);
     if (N == 0 || C == 0) return;
     float* mp = mean.empty() ? nullptr : mean.as<float>();
     float* rp = rstd.empty() ? nullptr : rstd.as<float>();
@@ -385,6 +349,7 @@ void layernorm_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tens
     check_tensor(ctx, dbias, DType::F32, C, op, "dbias");
     check_tensor(ctx, mean, DType::F32, N, op, "mean");
     check_tensor(ctx, rstd, DType::F32, N, op, "rstd");
+    OpScope scope(ctx, op);
     if (N == 0 || C == 0) return;
     MM_DISPATCH_ACT(dt, {
         if (ctx.device == Device::CPU) {
@@ -421,4 +386,40 @@ void layernorm_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tens
             CUDA_CHECK_LAST();
         }
     });
+}
+
+// ---- fallback: rows wider than the vectorized forward holds ---------------------------------------------
+
+// Forward for rows too wide to keep in registers: C > 6144 in bf16 (e.g. the hidden sizes of the paper's
+// 175B, 530B and 1T models), C > 4096 in f32 (the largest kSlots of layernorm_forward_vec). One warp per row:
+// lane l handles channels l, l+32, l+64, ... (consecutive lanes touch consecutive addresses, so every load is
+// coalesced), then the warp combines its 32 partial sums with shuffles. The second and third passes over the
+// row hit L1/L2, not DRAM.
+template <class T>
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* in, const T* weight,
+                                         const T* bias, int N, int C) {
+    const int lane = threadIdx.x % 32;
+    const int64_t r = (int64_t)blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+    if (r >= N) return;  // whole warps leave together, so the shuffles below see all 32 lanes
+    const T* x = in + r * C;
+    T* y = out + r * C;
+
+    float sum = 0.0f;
+    for (int c = lane; c < C; c += 32) sum += to_f32(x[c]);
+    const float m = warp_sum(sum) / C;
+    float sq = 0.0f;
+    for (int c = lane; c < C; c += 32) {
+        float d = to_f32(x[c]) - m;
+        sq += d * d;
+    }
+    // 1/sqrtf rather than rsqrtf: rsqrtf is an approximation and would move the GPU away from the CPU oracle.
+    const float s = 1.0f / sqrtf(warp_sum(sq) / C + kLayerNormEps);
+    for (int c = lane; c < C; c += 32) {
+        float n = (to_f32(x[c]) - m) * s;
+        y[c] = from_f32<T>(n * to_f32(weight[c]) + to_f32(bias[c]));
+    }
+    if (lane == 0) {
+        if (mean) mean[r] = m;
+        if (rstd) rstd[r] = s;
+    }
 }

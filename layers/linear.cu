@@ -10,16 +10,19 @@
 #include "linear.h"
 
 #include "matmul.h"
+#include "op_timer.h"
 
 #include <cstdint>
 #include <map>
 #include <tuple>
 
 // ---------------------------------------------------------------------------------------------------------
-// bias broadcast: out[r, :] = bias. The forward GEMM then runs with beta = 1, so the bias is added inside the
-// GEMM's fp32 epilogue and a bf16 output is rounded once (acc + bias), not twice. On the GPU this is the
-// fallback: linear_forward_lt below fuses the bias into the GEMM and saves this pass.
+// CPU reference (the GEMMs themselves are gemm()'s, matmul.cu)
 // ---------------------------------------------------------------------------------------------------------
+
+// bias broadcast: out[r, :] = bias. The forward GEMM then runs with beta = 1, so the bias is added inside the
+// GEMM's fp32 epilogue and a bf16 output is rounded once (acc + bias), not twice. On the GPU the same
+// broadcast is the fallback (end of this file): linear_forward_lt fuses the bias into the GEMM.
 
 template <class TO, class TB>
 static void bias_broadcast_cpu(TO* out, const TB* bias, int N, int C) {
@@ -28,17 +31,32 @@ static void bias_broadcast_cpu(TO* out, const TB* bias, int N, int C) {
         for (int c = 0; c < C; c++) out[r * C + c] = from_f32<TO>(to_f32(bias[c]));
 }
 
-template <class TO, class TB>
-__global__ void bias_broadcast_kernel(TO* out, const TB* bias, int64_t total, int C) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < total) out[i] = from_f32<TO>(to_f32(bias[i % C]));
+// bias gradient: dbias[c] += Σ_r dout[r, c], in a fixed order (no atomics), so that it is bitwise
+// reproducible — recompute policies are compared bitwise (docs/design.md "Recomputation").
+
+template <class TD, class TG>
+static void bias_backward_cpu(TG* dbias, const TD* dout, int N, int C) {
+    // Columns in blocks of 64 so that each thread walks rows of a contiguous strip (cache friendly), and
+    // each column is summed top to bottom in one thread: a fixed order.
+    const int CB = 64;
+    const int nblk = (C + CB - 1) / CB;
+#pragma omp parallel for schedule(static)
+    for (int blk = 0; blk < nblk; blk++) {
+        float acc[CB];
+        int c0 = blk * CB, c1 = c0 + CB < C ? c0 + CB : C;
+        for (int c = c0; c < c1; c++) acc[c - c0] = 0.f;
+        for (int64_t r = 0; r < N; r++)
+            for (int c = c0; c < c1; c++) acc[c - c0] += to_f32(dout[r * C + c]);
+        for (int c = c0; c < c1; c++) dbias[c] = from_f32<TG>(to_f32(dbias[c]) + acc[c - c0]);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// GPU forward with the bias fused into the GEMM: cuBLASLt's BIAS epilogue adds bias[c] to the fp32
-// accumulator of every output element before the one rounding to the output dtype. The broadcast path below
-// writes N×OC elements and the GEMM with beta = 1 reads them back: one extra write and one extra read of the
-// whole output (for GPT-2 XL's fc1, 8192 × 6400 bf16: 2 × 105 MB per layer), which this path skips.
+// CUDA, the common case: the forward with the bias fused into the GEMM. cuBLASLt's BIAS epilogue adds bias[c]
+// to the fp32 accumulator of every output element before the one rounding to the output dtype. The broadcast
+// path (the fallback) writes N×OC elements and the GEMM with beta = 1 reads them back: one extra write and
+// one extra read of the whole output (for GPT-2 XL's fc1, 8192 × 6400 bf16: 2 × 105 MB per layer), which
+// this path skips.
 //
 // Row-major out[N×OC] = in[N×IC] · Wᵀ is column-major outᵀ[OC×N] = W_cm ᵀ · in_cm, where W_cm (IC×OC,
 // ld IC) and in_cm (IC×N, ld IC) are the row-major buffers read column-major (matmul.cu explains the swap):
@@ -144,61 +162,9 @@ static bool linear_forward_lt(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Te
     return true;
 }
 
-void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias, int N, int IC, int OC) {
-    if (in.n != (int64_t)N * IC || weight.n != (int64_t)OC * IC || out.n != (int64_t)N * OC ||
-        (!bias.empty() && bias.n != OC))
-        mm_fatal("linear_forward: sizes do not match N=%d IC=%d OC=%d", N, IC, OC);
-    if (weight.dtype != in.dtype || (!bias.empty() && bias.dtype != in.dtype))
-        mm_fatal("linear_forward: in, weight and bias must share a dtype");
-    // GPU with a bias: one cuBLASLt GEMM with the bias in its epilogue (when cuBLASLt has a kernel for it).
-    if (ctx.device == Device::CUDA && !bias.empty() && linear_forward_lt(ctx, out, in, weight, bias, N, IC, OC))
-        return;
-    float beta = 0.f;
-    if (!bias.empty()) {
-        beta = 1.f;
-        MM_DISPATCH_ACT(out.dtype, {
-            using TO = T;
-            MM_DISPATCH_ACT(bias.dtype, {
-                if (ctx.device == Device::CUDA) {
-                    int64_t total = (int64_t)N * OC;
-                    int threads = 256;
-                    int64_t blocks = (total + threads - 1) / threads;
-                    if (blocks > 0)
-                        bias_broadcast_kernel<TO, T><<<(unsigned)blocks, threads, 0, ctx.stream>>>(
-                            out.as<TO>(), bias.as<T>(), total, OC);
-                    CUDA_CHECK_LAST();
-                } else {
-                    bias_broadcast_cpu<TO, T>(out.as<TO>(), bias.as<T>(), N, OC);
-                }
-            });
-        });
-    }
-    // out = in · Wᵀ (+ out): M = N rows, N = OC columns, K = IC.
-    gemm(ctx, false, true, N, OC, IC, 1.f, GemmOperand{in.data, IC}, GemmOperand{weight.data, IC}, beta,
-         out.data, OC, 0, in.dtype, out.dtype);
-}
-
 // ---------------------------------------------------------------------------------------------------------
-// bias gradient: dbias[c] += Σ_r dout[r, c], in a fixed order (no atomics), so that it is bitwise
-// reproducible — recompute policies are compared bitwise (docs/design.md "Recomputation").
+// CUDA kernels: the bias gradient, in two deterministic stages
 // ---------------------------------------------------------------------------------------------------------
-
-template <class TD, class TG>
-static void bias_backward_cpu(TG* dbias, const TD* dout, int N, int C) {
-    // Columns in blocks of 64 so that each thread walks rows of a contiguous strip (cache friendly), and
-    // each column is summed top to bottom in one thread: a fixed order.
-    const int CB = 64;
-    const int nblk = (C + CB - 1) / CB;
-#pragma omp parallel for schedule(static)
-    for (int blk = 0; blk < nblk; blk++) {
-        float acc[CB];
-        int c0 = blk * CB, c1 = c0 + CB < C ? c0 + CB : C;
-        for (int c = c0; c < c1; c++) acc[c - c0] = 0.f;
-        for (int64_t r = 0; r < N; r++)
-            for (int c = c0; c < c1; c++) acc[c - c0] += to_f32(dout[r * C + c]);
-        for (int c = c0; c < c1; c++) dbias[c] = from_f32<TG>(to_f32(dbias[c]) + acc[c - c0]);
-    }
-}
 
 // Stage 1: block (column tile of 32, row chunk) sums its rows: 32 columns × 8 row-lanes, each lane strides
 // over the chunk's rows, then the 8 lanes are combined in a fixed order. One partial per (chunk, column).
@@ -232,9 +198,53 @@ __global__ void bias_finish_kernel(TG* dbias, const float* partial, int chunks, 
     dbias[c] = from_f32<TG>(to_f32(dbias[c]) + s);
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// dispatch
+// ---------------------------------------------------------------------------------------------------------
+
+// The fallback broadcast kernel, defined at the end of this file.
+template <class TO, class TB>
+__global__ void bias_broadcast_kernel(TO* out, const TB* bias, int64_t total, int C);
+
+void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias, int N, int IC, int OC) {
+    if (in.n != (int64_t)N * IC || weight.n != (int64_t)OC * IC || out.n != (int64_t)N * OC ||
+        (!bias.empty() && bias.n != OC))
+        mm_fatal("linear_forward: sizes do not match N=%d IC=%d OC=%d", N, IC, OC);
+    if (weight.dtype != in.dtype || (!bias.empty() && bias.dtype != in.dtype))
+        mm_fatal("linear_forward: in, weight and bias must share a dtype");
+    OpScope scope(ctx, "linear_forward", 2.0 * N * (double)IC * OC);
+    // GPU with a bias: one cuBLASLt GEMM with the bias in its epilogue (when cuBLASLt has a kernel for it).
+    if (ctx.device == Device::CUDA && !bias.empty() && linear_forward_lt(ctx, out, in, weight, bias, N, IC, OC))
+        return;
+    float beta = 0.f;
+    if (!bias.empty()) {
+        beta = 1.f;
+        MM_DISPATCH_ACT(out.dtype, {
+            using TO = T;
+            MM_DISPATCH_ACT(bias.dtype, {
+                if (ctx.device == Device::CUDA) {
+                    int64_t total = (int64_t)N * OC;
+                    int threads = 256;
+                    int64_t blocks = (total + threads - 1) / threads;
+                    if (blocks > 0)
+                        bias_broadcast_kernel<TO, T><<<(unsigned)blocks, threads, 0, ctx.stream>>>(
+                            out.as<TO>(), bias.as<T>(), total, OC);
+                    CUDA_CHECK_LAST();
+                } else {
+                    bias_broadcast_cpu<TO, T>(out.as<TO>(), bias.as<T>(), N, OC);
+                }
+            });
+        });
+    }
+    // out = in · Wᵀ (+ out): M = N rows, N = OC columns, K = IC.
+    gemm(ctx, false, true, N, OC, IC, 1.f, GemmOperand{in.data, IC}, GemmOperand{weight.data, IC}, beta,
+         out.data, OC, 0, in.dtype, out.dtype);
+}
+
 void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C) {
     if (dbias.empty()) return;
     if (dbias.n != C || dout.n != (int64_t)N * C) mm_fatal("bias_backward: sizes do not match N=%d C=%d", N, C);
+    OpScope scope(ctx, "bias_backward");
     if (N == 0 || C == 0) return;
     MM_DISPATCH_ACT(dout.dtype, {
         using TD = T;
@@ -258,6 +268,9 @@ void linear_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor 
                      int N, int IC, int OC, bool accumulate_din) {
     if (dout.n != (int64_t)N * OC) mm_fatal("linear_backward: dout has %lld elements, expected N*OC=%lld",
                                             (long long)dout.n, (long long)N * OC);
+    // Matmul FLOPs: one N×IC×OC GEMM for din, one for dweight (each skipped when its output is empty).
+    const int gemms = (din.empty() ? 0 : 1) + (dweight.empty() ? 0 : 1);
+    OpScope scope(ctx, "linear_backward", gemms * 2.0 * N * (double)IC * OC);
     if (!din.empty()) {
         if (din.n != (int64_t)N * IC || weight.n != (int64_t)OC * IC || weight.dtype != dout.dtype)
             mm_fatal("linear_backward: din/weight do not match N=%d IC=%d OC=%d", N, IC, OC);
@@ -273,4 +286,15 @@ void linear_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor 
              dweight.data, IC, 0, dout.dtype, dweight.dtype);
     }
     bias_backward(ctx, dbias, dout, N, OC);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// fallback: the bias broadcast on the GPU, when the fused-bias GEMM does not apply (output dtype not the
+// input's, a bias under 16-byte alignment, or no cuBLASLt kernel for the shape)
+// ---------------------------------------------------------------------------------------------------------
+
+template <class TO, class TB>
+__global__ void bias_broadcast_kernel(TO* out, const TB* bias, int64_t total, int C) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < total) out[i] = from_f32<TO>(to_f32(bias[i % C]));
 }

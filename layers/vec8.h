@@ -1,5 +1,5 @@
-// vec8.h — packs of 8 elements for the memory-bound CUDA kernels (layernorm, dropout, gelu, residual,
-// attention softmax).
+// vec8.h — packs of 8 elements for the memory-bound CUDA kernels (layernorm, dropout, gelu, attention
+// softmax).
 //
 // Why: an element-wise kernel that moves one bf16 (2 bytes) per thread per load issues 8× more memory
 // instructions than one that moves 16 bytes, and on an H100/H200 (3–5 TB/s) the instruction issue, not
