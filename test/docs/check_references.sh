@@ -7,7 +7,7 @@
 # tree. Every tracked text file (`git ls-files`; without git, every file under SOURCE_ROOT except .git,
 # build*/ and data/generated/) is searched, line by line, for three kinds of pointer that lead outside:
 #
-#  1. A Markdown file that does not exist. A word ending in ".md" (e.g. docs/paper.md, ../README.md) must
+#  1. A Markdown file that does not exist. A word ending in ".md" (e.g. docs/paper.md, ../../README.md) must
 #     name an existing path, relative to the folder of the file that mentions it or to SOURCE_ROOT. A
 #     leading shell or CMake variable (`$src/`, `${CMAKE_SOURCE_DIR}/`) stands for the root and is dropped;
 #     a name assembled from variables (`${name}.md`), a bare pattern (`*.md`) and a quoted string that
