@@ -20,6 +20,8 @@
 #     /opt — are allowed. A root counts only where a path starts: "data/work/x" and "${DIR}/home/x" are
 #     relative paths, not absolute ones.
 #  3. The project's former workspace folder beside the repository: "..", then "shared".
+#  4. A section that does not exist. A .md name followed by a quoted name (`docs/design.md "Ops"`, also after a
+#     comma) cites a section: some heading of that file must contain the quoted words.
 #
 # Prints one line per hit (file:line: what) and exits 1 when there is any, else prints a summary, exit 0.
 set -u
@@ -75,17 +77,31 @@ scan() {
             if (tok ~ /[$%{}]/) continue                               # assembled from variables
             if (tok !~ /[A-Za-z0-9_][.]md$/) continue                  # *.md, a bare ".md"
             print FILENAME "\t" FNR "\tmd\t" tok
+            if (match(rest, /^,? "[^"]+"/)) {                           # a .md name, then a quoted section
+                name = substr(rest, 1, RLENGTH)
+                sub(/^,? "/, "", name)
+                sub(/"$/, "", name)
+                print FILENAME "\t" FNR "\tsection\t" tok "\t" name
+            }
         }
     }' "$@"
 }
 
 hits=0
-while IFS=$'\t' read -r file line kind text; do
+while IFS=$'\t' read -r file line kind text section; do
     case $kind in
         md)
             dir=$(dirname -- "$file")
             if [ -e "$dir/$text" ] || [ -e "$text" ]; then continue; fi
             echo "${file#./}:$line: refers to $text, which is not in the repository"
+            ;;
+        section)
+            dir=$(dirname -- "$file")
+            md=$text
+            [ -e "$dir/$text" ] && md=$dir/$text
+            [ -f "$md" ] || continue                                   # reported as a missing file already
+            if grep -E '^#+ ' -- "$md" | grep -qF -- "$section"; then continue; fi
+            echo "${file#./}:$line: $text has no section \"$section\""
             ;;
         abs) echo "${file#./}:$line: absolute path of a machine: $text" ;;
         shared) echo "${file#./}:$line: refers to the folder beside the repository: $text" ;;
