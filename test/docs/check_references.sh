@@ -54,8 +54,9 @@ roots_re=$(echo "$MACHINE_ROOTS" | tr ' ' '|')
 scan() {
     awk -v roots="$roots_re" '
     BEGIN {
-        abs_re = "[^A-Za-z0-9_.~/$})-]/(" roots ")/"
-        win_re = "[^A-Za-z0-9_%\\\\][A-Z]:[\\\\/][\\\\/]?[A-Za-z0-9_. -][A-Za-z0-9_. -]+[\\\\/]"
+        tail = "[^ \t\"\047`<>(),;]*"                                  # the rest of the path, for the message
+        abs_re = "[^A-Za-z0-9_.~/$})-]/(" roots ")/" tail
+        win_re = "[^A-Za-z0-9_%\\\\][A-Z]:[\\\\/][\\\\/]?[A-Za-z0-9_. -][A-Za-z0-9_. -]+[\\\\/]" tail
         shared_re = "[.][.]/shared[^A-Za-z0-9_]"
     }
     {
