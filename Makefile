@@ -15,7 +15,7 @@ NP ?= 2
 MPIRUN ?= mpirun --oversubscribe --bind-to none
 export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
-DEB_PACKAGES = cmake g++ make ccache openmpi-bin libopenmpi-dev libopenblas-dev libstb-dev python3
+DEB_PACKAGES = cmake g++ make ccache openmpi-bin libopenmpi-dev libopenblas-dev libstb-dev libpcre2-dev python3
 
 TRAIN_ARGS ?= --tp 2 --sp --recompute selective --memory-report --layers 4 --heads 4 --hidden 128 --seq 64 \
               --batch 16 --steps 600 --lr 2e-3 --warmup 50 --dropout 0.0 --val-every 200 --log-every 50 \

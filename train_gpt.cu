@@ -80,8 +80,8 @@ static TrainState describe_run(const TrainOptions& o, const GPTConfig& cfg, cons
     s.lr = o.lr; s.min_lr_frac = o.min_lr_frac; s.beta1 = o.beta1; s.beta2 = o.beta2; s.eps = o.eps;
     s.weight_decay = o.weight_decay; s.grad_clip = o.grad_clip; s.dropout = o.dropout;
     if (!o.checkpoint_dir.empty() || !o.resume.empty()) {
-        s.train_tokens = (int64_t)train.tokens.size();
-        s.train_hash = fnv1a64(train.tokens.data(), train.tokens.size() * sizeof(uint16_t));
+        s.train_tokens = train.total_tokens();
+        s.train_hash = train.fingerprint();  // data/dataloader.h: counts and edges of each shard
     }
     return s;
 }

@@ -13,40 +13,39 @@
 
 static std::string sys_error() { return std::string(strerror(errno)); }
 
-bool read_token_shard(const std::string& path, std::vector<uint16_t>& tokens, std::string& err) {
-    tokens.clear();
-    FILE* f = fopen(path.c_str(), "rb");
-    if (!f) {
+ShardFile::~ShardFile() {
+    if (fd >= 0) close(fd);
+}
+
+bool open_token_shard(const std::string& path, ShardFile& shard, std::string& err) {
+    shard.path = path;
+    shard.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (shard.fd < 0) {
         err = "cannot open token shard " + path + ": " + sys_error();
         return false;
     }
     // The file's real length, to check the header's token count against it before trusting it.
     struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
+    if (fstat(shard.fd, &st) != 0) {
         err = "cannot stat token shard " + path + ": " + sys_error();
-        fclose(f);
         return false;
     }
     const int64_t file_bytes = (int64_t)st.st_size;
     const int64_t header_bytes = kShardHeaderInts * (int64_t)sizeof(int32_t);
-
     int32_t header[kShardHeaderInts];
-    if (file_bytes < header_bytes || fread(header, sizeof(int32_t), kShardHeaderInts, f) != kShardHeaderInts) {
+    if (file_bytes < header_bytes || pread(shard.fd, header, (size_t)header_bytes, 0) != (ssize_t)header_bytes) {
         err = "token shard " + path + " is truncated: expected a header of " + std::to_string(header_bytes) +
               " bytes, the file has " + std::to_string(file_bytes) + " bytes";
-        fclose(f);
         return false;
     }
     if (header[0] != kShardMagic) {
         err = "token shard " + path + " has magic " + std::to_string(header[0]) + ", expected " +
               std::to_string(kShardMagic) + " (not an llm.c token shard?)";
-        fclose(f);
         return false;
     }
     if (header[1] != kShardVersion) {
         err = "token shard " + path + " has version " + std::to_string(header[1]) + ", expected " +
               std::to_string(kShardVersion);
-        fclose(f);
         return false;
     }
     // The count is an int32 in the header, so a shard holds at most 2^31-1 tokens; negative is corrupt.
@@ -56,18 +55,43 @@ bool read_token_shard(const std::string& path, std::vector<uint16_t>& tokens, st
         err = "token shard " + path + ": header says " + std::to_string(count) + " tokens, so expected " +
               std::to_string(expected_bytes) + " bytes, but the file has " + std::to_string(file_bytes) +
               " bytes (" + (file_bytes < expected_bytes ? "truncated" : "trailing data") + ")";
-        fclose(f);
         return false;
     }
-    tokens.resize((size_t)count);
-    if (count > 0 && fread(tokens.data(), sizeof(uint16_t), (size_t)count, f) != (size_t)count) {
-        err = "error reading " + std::to_string(count) + " tokens from token shard " + path + ": " +
-              (ferror(f) ? sys_error() : std::string("unexpected end of file"));
+    shard.n_tokens = count;
+    return true;
+}
+
+bool read_shard_tokens(const ShardFile& shard, int64_t first, int64_t count, uint16_t* out, std::string& err) {
+    if (first < 0 || count < 0 || first + count > shard.n_tokens) {
+        err = "token shard " + shard.path + ": tokens [" + std::to_string(first) + ", " + std::to_string(first + count) +
+              ") are outside its " + std::to_string(shard.n_tokens) + " tokens";
+        return false;
+    }
+    const int64_t header_bytes = kShardHeaderInts * (int64_t)sizeof(int32_t);
+    char* dst = (char*)out;
+    int64_t done = 0, want = count * (int64_t)sizeof(uint16_t);
+    while (done < want) {  // pread may return less than asked (signals, large reads): go on from there
+        ssize_t got = pread(shard.fd, dst + done, (size_t)(want - done), header_bytes + first * 2 + done);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            err = "error reading token shard " + shard.path + " at token " + std::to_string(first) + ": " +
+                  (got < 0 ? sys_error() : std::string("unexpected end of file"));
+            return false;
+        }
+        done += got;
+    }
+    return true;
+}
+
+bool read_token_shard(const std::string& path, std::vector<uint16_t>& tokens, std::string& err) {
+    tokens.clear();
+    ShardFile shard;
+    if (!open_token_shard(path, shard, err)) return false;
+    tokens.resize((size_t)shard.n_tokens);
+    if (!read_shard_tokens(shard, 0, shard.n_tokens, tokens.data(), err)) {
         tokens.clear();
-        fclose(f);
         return false;
     }
-    fclose(f);
     return true;
 }
 

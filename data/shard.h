@@ -14,6 +14,24 @@ constexpr int kShardHeaderInts = 256;
 constexpr int32_t kShardMagic = 20240520;
 constexpr int32_t kShardVersion = 1;
 
+// An open shard whose header has been checked: read batch by batch (pread), never held whole in memory.
+// Closed when the last copy goes away.
+struct ShardFile {
+    std::string path;
+    int64_t n_tokens = 0;
+    int fd = -1;
+    ShardFile() = default;
+    ShardFile(const ShardFile&) = delete;
+    ShardFile& operator=(const ShardFile&) = delete;
+    ~ShardFile();
+};
+// Open `path` and check its header (magic, version, the token count against the file's length). False with
+// `err` naming the file and what was expected, as read_token_shard.
+bool open_token_shard(const std::string& path, ShardFile& shard, std::string& err);
+// Tokens [first, first + count) of an open shard into `out`. False with `err` (naming the file) on an I/O
+// error or a range past the end.
+bool read_shard_tokens(const ShardFile& shard, int64_t first, int64_t count, uint16_t* out, std::string& err);
+
 // Read a whole shard into `tokens`. Returns false and sets `err` (naming the file and what was expected)
 // when the file cannot be opened, has the wrong magic or version, or its length disagrees with the count
 // in its header (truncated or with trailing bytes).

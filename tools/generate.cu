@@ -5,14 +5,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include "data/tokenizer.h"
+#include "data/text_tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/generate.h"
 
 static void usage() {
     printf("usage: [mpirun -np T] build/generate --init FILE [--prompt TEXT] [--n N] [--temperature X] [--top-k K]\n"
-           "                      [--window W] [--seed S] [--tp T] [--device cpu|cuda]\n"
-           "Samples N tokens (default 200) from an llm.c checkpoint, decoded with the byte-level tokenizer.\n");
+           "                      [--window W] [--seed S] [--tp T] [--device cpu|cuda] [--tokenizer FILE]\n"
+           "Samples N tokens (default 200) from an llm.c checkpoint, decoded with the byte-level tokenizer,\n"
+           "or with GPT-2's BPE from llm.c's gpt2_tokenizer.bin (--tokenizer).\n");
 }
 
 int main(int argc, char** argv) {
@@ -20,7 +21,7 @@ int main(int argc, char** argv) {
     int rank = 0, world = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    std::string init, prompt = "\n", device = cuda_available() ? "cuda" : "cpu";
+    std::string init, tokenizer_file, prompt = "\n", device = cuda_available() ? "cuda" : "cpu";
     int n = 200, top_k = 40, window = 0, tp = world;
     float temperature = 0.8f;
     uint64_t seed = 1;
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
         else if (a == "--seed") seed = strtoull(v, nullptr, 10);
         else if (a == "--tp") tp = atoi(v);
         else if (a == "--device") device = v;
+        else if (a == "--tokenizer") tokenizer_file = v;
         else { if (rank == 0) fprintf(stderr, "error: unknown flag %s (see --help)\n", a.c_str()); MPI_Finalize(); return 2; }
     }
     if (init.empty()) { if (rank == 0) fprintf(stderr, "error: --init FILE is required\n"); MPI_Finalize(); return 2; }
@@ -46,6 +48,12 @@ int main(int argc, char** argv) {
     std::vector<float> params;
     std::string err;
     if (!checkpoint_read(init, cfg, params, err)) { if (rank == 0) fprintf(stderr, "error: %s\n", err.c_str()); MPI_Finalize(); return 1; }
+    TextTokenizer text;
+    if (!text_tokenizer_open(tokenizer_file, cfg.vocab, text, err)) {
+        if (rank == 0) fprintf(stderr, "error: %s\n", err.c_str());
+        MPI_Finalize();
+        return 1;
+    }
     if (window <= 0) window = cfg.max_seq < 256 ? cfg.max_seq : 256;
     window = window / tp * tp;
     std::string bad = grid_validate(world, tp, false, cfg, 1, window);
@@ -58,12 +66,11 @@ int main(int argc, char** argv) {
         GPT model;
         gpt_create(model, cfg, grid, ctx, alloc, DType::F32, Recompute::None, 0.f, seed);
         gpt_load_full(model, params.data());
-        std::vector<uint16_t> p16 = tokenizer::encode(prompt);
-        std::vector<int> toks(p16.begin(), p16.end());
+        std::vector<int> toks = text.encode(prompt);
         size_t n0 = toks.size();
         generate(model, toks, n, window, temperature, top_k, seed);
-        std::vector<uint16_t> out(toks.begin() + n0, toks.end());
-        if (rank == 0) printf("%s%s\n", prompt.c_str(), tokenizer::decode(out).c_str());
+        std::vector<int> out(toks.begin() + n0, toks.end());
+        if (rank == 0) printf("%s%s\n", prompt.c_str(), text.decode(out).c_str());
         gpt_destroy(model);
         grid_destroy(grid);
         ctx_destroy(ctx);

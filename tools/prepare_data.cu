@@ -1,10 +1,13 @@
-// prepare_data.cu — turn text files into llm.c token shards (train.bin, val.bin) with the byte tokenizer.
+// prepare_data.cu — turn text files into llm.c token shards (train.bin, val.bin) with the byte tokenizer,
+// or with GPT-2's BPE tokenizer from a tokenizer file.
 //
-//   build/prepare_data --out-dir DIR [--val-fraction 0.1] FILE...
+//   build/prepare_data --out-dir DIR [--val-fraction 0.1] [--tokenizer gpt2_tokenizer.bin] FILE...
 //   build/prepare_data --default [--root DIR] [--out-dir DIR] [--val-fraction 0.1]
 //
-// The files are read as bytes, encoded one token per byte, and joined with EOT between files (each file is
-// a document). The last val-fraction of the tokens becomes val.bin, the rest train.bin.
+// Each file is one document. Byte-level (the default): one token per byte, EOT between documents.
+// --tokenizer FILE (llm.c's tokenizer format, data/gpt2_tokenizer.h): GPT-2 byte-level BPE, each document
+// preceded by the end-of-text token, as llm.c's data preparation scripts write GPT-2 shards. The last
+// val-fraction of the tokens becomes val.bin, the rest train.bin.
 //
 // --default builds the project's default corpus from the project itself: README.md and the other *.md
 // files, and the sources (*.cu, *.h, *.cmake, Makefile, CMakeLists.txt) found under --root (default: the
@@ -24,6 +27,7 @@
 #include <system_error>
 #include <vector>
 
+#include "../data/gpt2_tokenizer.h"
 #include "../data/shard.h"
 #include "../data/tokenizer.h"
 
@@ -31,10 +35,12 @@ namespace fs = std::filesystem;
 
 static void usage(FILE* out) {
     fprintf(out,
-            "usage: prepare_data --out-dir DIR [--val-fraction F] FILE...\n"
+            "usage: prepare_data --out-dir DIR [--val-fraction F] [--tokenizer FILE] FILE...\n"
             "       prepare_data --default [--root DIR] [--out-dir DIR] [--val-fraction F]\n"
             "  Encodes text files with the byte-level tokenizer (EOT between files) into DIR/train.bin and\n"
             "  DIR/val.bin (llm.c token shards); the last fraction F (default 0.1) of tokens is validation.\n"
+            "  --tokenizer FILE: GPT-2 byte-level BPE from llm.c's gpt2_tokenizer.bin instead, each file\n"
+            "  preceded by the end-of-text token.\n"
             "  --default: the corpus is this repository's *.md and source files under --root (default .),\n"
             "  written to ROOT/data/generated/default unless --out-dir is given.\n");
 }
@@ -96,7 +102,7 @@ static std::string read_file(const std::string& path) {
 }
 
 int main(int argc, char** argv) {
-    std::string out_dir, root = ".";
+    std::string out_dir, root = ".", tokenizer_file;
     double val_fraction = 0.1;
     bool use_default = false;
     std::vector<std::string> files;
@@ -112,6 +118,7 @@ int main(int argc, char** argv) {
         };
         if (a == "--out-dir") out_dir = value("--out-dir");
         else if (a == "--root") root = value("--root");
+        else if (a == "--tokenizer") tokenizer_file = value("--tokenizer");
         else if (a == "--default") use_default = true;
         else if (a == "--val-fraction") {
             std::string v = value("--val-fraction");
@@ -149,15 +156,28 @@ int main(int argc, char** argv) {
         return 2;
     }
 
-    // One document per file, EOT between documents.
+    Gpt2Tokenizer bpe;
+    if (!tokenizer_file.empty()) {
+        std::string err;
+        if (!gpt2_tokenizer_load(tokenizer_file, bpe, err)) die(err);
+    }
+
+    // One document per file: byte-level with EOT between documents, BPE with EOT before each.
     std::vector<uint16_t> tokens;
     size_t total_bytes = 0;
     for (size_t i = 0; i < files.size(); i++) {
         std::string text = read_file(files[i]);
         total_bytes += text.size();
-        if (i > 0) tokens.push_back((uint16_t)tokenizer::kEOT);
-        std::vector<uint16_t> t = tokenizer::encode(text);
-        tokens.insert(tokens.end(), t.begin(), t.end());
+        if (tokenizer_file.empty()) {
+            if (i > 0) tokens.push_back((uint16_t)tokenizer::kEOT);
+            std::vector<uint16_t> t = tokenizer::encode(text);
+            tokens.insert(tokens.end(), t.begin(), t.end());
+        } else {
+            tokens.push_back((uint16_t)bpe.eot);  // ids fit: the loader refuses vocabularies above 65536
+            for (int id : gpt2_encode(bpe, text)) tokens.push_back((uint16_t)id);
+        }
+        if (!tokenizer_file.empty() && files.size() > 20 && (i + 1) % 20 == 0)  // progress on long BPE inputs
+            fprintf(stderr, "prepare_data: %zu of %zu files, %zu tokens\n", i + 1, files.size(), tokens.size());
     }
     if (total_bytes == 0) die("the input files are empty: there is no text to tokenize");
 
@@ -174,8 +194,12 @@ int main(int argc, char** argv) {
     write_token_shard(train_path, tokens.data(), n_train);
     write_token_shard(val_path, tokens.data() + n_train, n_val);
 
-    printf("prepare_data: %zu file%s, %zu bytes -> %zu tokens (byte-level, vocab %d, EOT between files)\n",
-           files.size(), files.size() == 1 ? "" : "s", total_bytes, n, tokenizer::kVocab);
+    if (tokenizer_file.empty())
+        printf("prepare_data: %zu file%s, %zu bytes -> %zu tokens (byte-level, vocab %d, EOT between files)\n",
+               files.size(), files.size() == 1 ? "" : "s", total_bytes, n, tokenizer::kVocab);
+    else
+        printf("prepare_data: %zu file%s, %zu bytes -> %zu tokens (BPE from %s, vocab %d, EOT %d before each file)\n",
+               files.size(), files.size() == 1 ? "" : "s", total_bytes, n, tokenizer_file.c_str(), bpe.vocab(), bpe.eot);
     printf("  %s: %zu tokens\n", train_path.c_str(), n_train);
     printf("  %s: %zu tokens%s\n", val_path.c_str(), n_val, n_val == 0 ? " (--val-fraction 0: empty)" : "");
     return 0;

@@ -1,0 +1,77 @@
+// pipeline_schedule.cu — AFAB, 1F1B and interleaved 1F1B as lists of ops (see pipeline_schedule.h).
+#include "pipeline_schedule.h"
+
+#include <algorithm>
+
+const char* pipe_schedule_name(PipeSchedule s) {
+    switch (s) {
+        case PipeSchedule::AFAB: return "afab";
+        case PipeSchedule::OneFOneB: return "1f1b";
+        default: return "interleaved";
+    }
+}
+
+std::string pipe_schedule_problem(PipeSchedule s, int p, int M, int m) {
+    if (p < 1 || M < 1 || m < 1)
+        return "pipeline size " + std::to_string(p) + ", " + std::to_string(M) + " micro-batches and " +
+               std::to_string(m) + " model chunks must all be at least 1";
+    if (s != PipeSchedule::Interleaved && m != 1)
+        return std::string("the ") + pipe_schedule_name(s) + " schedule runs one model chunk per stage, not " + std::to_string(m);
+    if (s == PipeSchedule::Interleaved) {
+        if (m < 2) return "the interleaved schedule needs at least 2 model chunks per stage (got " + std::to_string(m) + ")";
+        if (M % p != 0)
+            return "the interleaved schedule takes micro-batches in groups of the pipeline size: " + std::to_string(M) +
+                   " micro-batches are not a multiple of --pp " + std::to_string(p);
+    }
+    return "";
+}
+
+int pipe_warmup(PipeSchedule s, int p, int rank, int M, int m) {
+    switch (s) {
+        case PipeSchedule::AFAB: return M;
+        case PipeSchedule::OneFOneB: return std::min(p - rank - 1, M);
+        default: {
+            // Rank r must have run its chunk-0 forwards of the first p micro-batches and enough of the later
+            // chunks that the last virtual stage's first backward can reach it: 2 per stage below the last,
+            // plus p per extra chunk. With M == p there is nothing to alternate with: all forwards first.
+            const int total = M * m;
+            if (M == p) return total;
+            return std::min((p - rank - 1) * 2 + (m - 1) * p, total);
+        }
+    }
+}
+
+// Interleaved order of the k-th forward (and backward) of a rank: micro-batches in groups of p, each group
+// through every chunk in turn (backward: the chunks in reverse).
+static PipeOp interleaved_op(PipeOp::Kind kind, int k, int p, int m) {
+    const int group = k / (p * m), in_group = k % (p * m);
+    int chunk = in_group / p;
+    if (kind == PipeOp::Backward) chunk = m - 1 - chunk;
+    return PipeOp{kind, group * p + in_group % p, chunk};
+}
+
+std::vector<PipeOp> pipe_schedule(PipeSchedule s, int p, int rank, int M, int m) {
+    std::vector<PipeOp> ops;
+    const int total = M * m, warmup = pipe_warmup(s, p, rank, M, m);
+    auto fwd = [&](int k) {
+        ops.push_back(s == PipeSchedule::Interleaved ? interleaved_op(PipeOp::Forward, k, p, m) : PipeOp{PipeOp::Forward, k, 0});
+    };
+    auto bwd = [&](int k) {
+        ops.push_back(s == PipeSchedule::Interleaved ? interleaved_op(PipeOp::Backward, k, p, m) : PipeOp{PipeOp::Backward, k, 0});
+    };
+    for (int k = 0; k < warmup; k++) fwd(k);                   // warm-up
+    for (int k = 0; k < total - warmup; k++) fwd(warmup + k), bwd(k);  // steady state: one forward, one backward
+    for (int k = total - warmup; k < total; k++) bwd(k);       // cool-down
+    return ops;
+}
+
+int pipe_peak_in_flight(const std::vector<PipeOp>& ops) {
+    int live = 0, peak = 0;
+    for (const PipeOp& op : ops) {
+        live += op.kind == PipeOp::Forward ? 1 : -1;
+        peak = std::max(peak, live);
+    }
+    return peak;
+}
+
+double pipe_ideal_bubble(int p, int M, int m) { return (double)(p - 1) / ((double)m * M); }

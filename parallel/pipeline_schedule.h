@@ -1,0 +1,51 @@
+// pipeline_schedule.h — the order in which a pipeline stage runs the forward and backward passes of its
+// micro-batches (paper §2 and §4.2.3; Narayanan et al. 2021 for 1F1B and the interleaved schedule).
+//
+// Pure host code: no MPI, no CUDA. A schedule is a list of ops for one rank; what a stage sends and receives
+// follows from it (an op's input comes from the neighbouring stage), so the same list drives the trainer and
+// a test that simulates every rank.
+//
+// Terms. p pipeline stages (ranks), M micro-batches per step, m model chunks per rank (interleaving; 1 for
+// the plain schedules). Chunk c of rank r is virtual stage v = c·p + r of P = p·m: the model's layers are cut
+// into P equal parts and virtual stage v holds part v. A micro-batch's forward runs v = 0, 1, …, P−1 (rank
+// 0, 1, …, p−1, then rank 0 again for chunk 1, …) and its backward runs back from P−1 to 0.
+//
+//  AFAB ("all forward, all backward", GPipe): every forward, then every backward. Simple, and it holds all
+//       M micro-batches' activations at once: the memory a pipeline should avoid.
+//  1F1B (PipeDream-Flush, Megatron's default): rank r runs min(p − r − 1, M) warm-up forwards, then
+//       alternates one forward and one backward, then drains the remaining backwards. A stage holds at most
+//       p − r micro-batches in flight, so the first stage holds p micro-batches of L/p layers: L layers'
+//       worth, whatever p is (§4.2.3).
+//  Interleaved 1F1B: the same with m chunks per rank, micro-batches taken in groups of p through each chunk
+//       in turn. The bubble shrinks by m; the first stage holds (p−1)·2 + (m−1)·p + 1 (micro-batch, chunk)
+//       pairs of L/(p·m) layers each: L·(1 + (p−1)/(p·m)) layers' worth (§4.2.3). Needs M a multiple of p.
+//
+// Every schedule runs the backwards of one chunk in micro-batch order 0, 1, …, M−1 (FIFO), so each parameter
+// accumulates its micro-batches' gradients in the order of a single-rank accumulation loop.
+#pragma once
+#include <string>
+#include <vector>
+
+enum class PipeSchedule { AFAB, OneFOneB, Interleaved };
+const char* pipe_schedule_name(PipeSchedule s);  // "afab" | "1f1b" | "interleaved"
+
+struct PipeOp {
+    enum Kind { Forward, Backward } kind;
+    int microbatch;  // 0..M−1
+    int chunk;       // 0..m−1 (virtual stage chunk·p + rank)
+    bool operator==(const PipeOp& o) const { return kind == o.kind && microbatch == o.microbatch && chunk == o.chunk; }
+};
+
+// Why (p, M, m) cannot run `s`, in words naming the numbers; "" when it can. AFAB and 1F1B take m = 1;
+// interleaving takes m >= 2 and M a multiple of p.
+std::string pipe_schedule_problem(PipeSchedule s, int p, int M, int m);
+// The ops of rank `rank` of p, in the order it runs them.
+std::vector<PipeOp> pipe_schedule(PipeSchedule s, int p, int rank, int M, int m);
+// The number of forwards rank `rank` runs before its first backward (its warm-up).
+int pipe_warmup(PipeSchedule s, int p, int rank, int M, int m);
+// The most (micro-batch, chunk) pairs whose forward has run and backward has not, over the ops: what the
+// stage holds at its peak, in units of one chunk's activations of one micro-batch.
+int pipe_peak_in_flight(const std::vector<PipeOp>& ops);
+// The ideal bubble: the fraction of a step a stage idles when every forward and backward of a chunk takes the
+// same time and communication is free: (p − 1) / (m · M).
+double pipe_ideal_bubble(int p, int M, int m);
