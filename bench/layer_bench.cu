@@ -150,8 +150,7 @@ static void bench_model_create(BenchModel& bm, const Options& o, const ProcessGr
 // Layer 0 for a batch of B sequences of S tokens, with sequence parallelism on or off, on communicator `tp`.
 static LayerContext bench_layer(BenchModel& bm, int S, int B, bool sp, Comm* tp) {
     bm.grid.sp = sp;
-    bm.m.S = S;  // the step in flight, as gpt_forward would set it
-    bm.m.B = B;
+    bm.m.shape = gpt_step_shape(bm.m, B, S);  // the step in flight, as gpt_forward sets it
     LayerContext run = gpt_layer_context(bm.m, 0);
     run.region.tp = tp;
     return run;

@@ -136,7 +136,7 @@ void gpt_load_full_optimizer(GPT& m, const float* adam_m, const float* adam_v) {
 void gpt_zero_grad(GPT& m) { tensor_zero(*m.ctx, m.grads); }
 
 // ---- the step's shapes and one layer's context ---------------------------------------------------------
-static StepShape make_step_shape(const GPT& m, int B_local, int S) {
+StepShape gpt_step_shape(const GPT& m, int B_local, int S) {
     const ProcessGrid& g = *m.grid;
     StepShape sh;
     sh.S = S;
@@ -228,7 +228,7 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
     ActivationAllocator& A = *m.alloc;
     const ProcessGrid& g = *m.grid;
     const GPTConfig& cfg = m.cfg;
-    m.shape = make_step_shape(m, B_local, S);
+    m.shape = gpt_step_shape(m, B_local, S);
     const StepShape& sh = m.shape;
     const int C = cfg.channels, N_shard = sh.N_shard, N_full = sh.N_full;
 

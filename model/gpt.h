@@ -11,7 +11,7 @@
 #include "../layers/embedding.h"
 #include "../parallel/process_grid.h"
 
-// The shapes of the step in flight, computed once per forward pass (make_step_shape in gpt.cu) and read by
+// The shapes of the step in flight, computed once per forward pass (gpt_step_shape in gpt.cu) and read by
 // the forward, the backward and every layer's context.
 struct StepShape {
     int S = 0, B = 0;      // full sequence length, local batch (this DP rank's sequences)
@@ -77,6 +77,9 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
 // Backward pass of the last forward: accumulates into m.grads (zero them first) and releases activations.
 void gpt_backward(GPT& m);
 void gpt_zero_grad(GPT& m);
+// The shapes of a step of B_local sequences of S tokens on this rank (gpt_forward sets m.shape to it; a
+// benchmark that runs one layer alone sets it itself).
+StepShape gpt_step_shape(const GPT& m, int B_local, int S);
 // The description of layer l for the step in flight (shapes, weight views, global dropout coordinates).
 LayerContext gpt_layer_context(GPT& m, int l);
 // Rewrite the compute copy of the weights from the fp32 master weights (bf16 only; a no-op in fp32, where
