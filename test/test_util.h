@@ -1,11 +1,15 @@
-// test_util.h — a tiny test harness: checks that count failures, random inputs, comparisons, GPU skip.
+// test_util.h — a tiny test harness: checks that count failures, random inputs, comparisons, GPU skip, and a
+// temporary directory for file-format tests.
 // Every test executable returns 0 on success, 1 on failure, 77 when it needs a GPU and none is visible.
 #pragma once
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 #include "../layers/runtime.h"
@@ -89,3 +93,55 @@ inline std::vector<float> round_bf16(std::vector<float> v) {
     for (auto& x : v) x = to_f32(from_f32<bf16>(x));
     return v;
 }
+
+// =========================================================================================================
+// Files (the data and checkpoint format tests)
+// =========================================================================================================
+
+// This run's temporary directory, made by tmp_dir_create(), removed by tmp_dir_finish() when every check
+// passed, kept for inspection when one failed.
+inline std::string& tmp_dir() {
+    static std::string dir;
+    return dir;
+}
+inline void tmp_dir_create(const char* tag) {
+    std::string tmpl = std::string("/tmp/mm_") + tag + "_XXXXXX";
+    if (!mkdtemp(&tmpl[0])) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    tmp_dir() = tmpl;
+}
+inline void tmp_dir_finish() {
+    std::error_code ec;
+    if (g_failures == 0) std::filesystem::remove_all(tmp_dir(), ec);
+    else fprintf(stderr, "files kept in %s\n", tmp_dir().c_str());
+}
+inline std::string tmp_path(const std::string& name) { return tmp_dir() + "/" + name; }
+// Files in the temporary directory named like an unfinished atomic write ("*.tmp.<pid>", data/atomic_file.h):
+// none may be left beside the real ones once a write returned.
+inline int count_tmp_files() {
+    int n = 0;
+    for (auto& e : std::filesystem::directory_iterator(tmp_dir()))
+        if (e.path().filename().string().find(".tmp.") != std::string::npos) n++;
+    return n;
+}
+
+inline std::string read_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+inline void write_bytes(const std::string& path, const std::string& bytes) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), (std::streamsize)bytes.size());
+}
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+// The i-th int32 of an llm.c file's 256-int header (shards and checkpoints), and setting it (to corrupt one).
+inline int32_t header_int(const std::string& bytes, int i) {
+    int32_t v = 0;
+    memcpy(&v, bytes.data() + 4 * i, 4);
+    return v;
+}
+inline void set_header_int(std::string& bytes, int i, int32_t v) { memcpy(&bytes[4 * i], &v, 4); }
