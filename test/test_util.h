@@ -4,6 +4,7 @@
 // Every test executable returns 0 on success, 1 on failure, 77 when it needs a GPU and none is visible.
 #pragma once
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -96,6 +97,14 @@ inline std::vector<float> random_vec(size_t n, std::mt19937& rng, float lo = -1.
     std::vector<float> v(n);
     for (auto& x : v) x = d(rng);
     return v;
+}
+
+// n token ids uniform in [0, vocab), as a token shard stores them.
+inline std::vector<uint16_t> random_tokens(size_t n, int vocab, std::mt19937& rng) {
+    std::uniform_int_distribution<int> d(0, vocab - 1);
+    std::vector<uint16_t> t(n);
+    for (auto& x : t) x = (uint16_t)d(rng);
+    return t;
 }
 
 // Max over i of |a-b| / (|b| + floor): relative error with an absolute floor for values near zero.

@@ -7,13 +7,6 @@
 #include "data/shard.h"
 #include "test/test_util.h"
 
-static std::vector<uint16_t> random_tokens(size_t n, int vocab, std::mt19937& rng) {
-    std::uniform_int_distribution<int> d(0, vocab - 1);
-    std::vector<uint16_t> t(n);
-    for (auto& x : t) x = (uint16_t)d(rng);
-    return t;
-}
-
 // llm.c's reading: global batch k's sequence i = tokens[k·B·T + i·T + t], target one further.
 static bool batch_matches(const DataLoader& dl, const std::vector<uint16_t>& toks, int64_t k) {
     const int64_t start = k * dl.B * dl.T + (int64_t)dl.dp_rank * dl.B_local * dl.T;

@@ -5,13 +5,6 @@
 #include "data/shard.h"
 #include "test/test_util.h"
 
-static std::vector<uint16_t> random_tokens(size_t n, int vocab, std::mt19937& rng) {
-    std::uniform_int_distribution<int> d(0, vocab - 1);
-    std::vector<uint16_t> t(n);
-    for (auto& x : t) x = (uint16_t)d(rng);
-    return t;
-}
-
 static void test_shard_round_trip(std::mt19937& rng) {
     for (size_t n : {(size_t)0, (size_t)1, (size_t)12345}) {
         std::vector<uint16_t> toks = random_tokens(n, 65536, rng);
