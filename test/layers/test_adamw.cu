@@ -1,0 +1,163 @@
+// test_adamw.cu — the optimizer step and the gradient-norm reductions (layers/adamw.cu): the CPU reference
+// (--cpu, label unit) and the CUDA kernels against it (--gpu, label gpu).
+//
+// CPU checks: AdamW against a hand-written double-precision reference for 3 steps, with f32 and bf16
+// gradients (a zero gradient on the first step: only weight decay moves it); sum_of_squares against a
+// double sum over several of the CPU's fixed chunks and a ragged end, the batched sums_of_squares giving the
+// same bits as one call per tensor, scale_inplace; sum_of_squares gives the same bits with 1 and 3 OpenMP
+// threads (so the gradient clipping of a run does not depend on the machine).
+// GPU checks, f32 and bf16 gradients: 3 AdamW steps, sum_of_squares (fp64 accumulation, bitwise
+// reproducible; single and batched) and scale_inplace against the CPU.
+#include <omp.h>
+#include <cstdint>
+#include "layers/adamw.h"
+#include "test/test_util.h"
+
+typedef std::vector<float> vf;
+static Ctx g_cpu, g_gpu;
+
+// =========================================================================================================
+// CPU checks (--cpu): the reference against math done by hand
+// =========================================================================================================
+
+static void test_adamw(std::mt19937& rng) {
+    const int64_t n = 777;
+    const float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, gs = 0.5f;
+    vf p0 = random_vec(n, rng);
+    std::vector<vf> grads;
+    for (int t = 0; t < 3; t++) grads.push_back(random_vec(n, rng));
+    grads[0][0] = 0.0f;  // a zero gradient on the first step: only weight decay moves it
+    // hand-written reference, in double
+    std::vector<double> P(p0.begin(), p0.end()), M(n, 0.0), V(n, 0.0);
+    for (int t = 1; t <= 3; t++)
+        for (int64_t i = 0; i < n; i++) {
+            double g = (double)grads[t - 1][i] * gs;
+            M[i] = b1 * M[i] + (1 - (double)b1) * g;
+            V[i] = b2 * V[i] + (1 - (double)b2) * g * g;
+            double mh = M[i] / (1 - std::pow((double)b1, t)), vh = V[i] / (1 - std::pow((double)b2, t));
+            P[i] -= lr * (mh / (std::sqrt(vh) + eps) + wd * P[i]);
+        }
+    for (DType gdt : {DType::F32, DType::BF16}) {
+        Tensor tp = cpu_tensor(DType::F32, p0), tm = tensor_zeros(Device::CPU, DType::F32, n);
+        Tensor tv = tensor_zeros(Device::CPU, DType::F32, n);
+        for (int t = 1; t <= 3; t++) {
+            Tensor tg = cpu_tensor(gdt, grads[t - 1]);
+            adamw_update(g_cpu, tp, tg, tm, tv, n, lr, b1, b2, eps, wd, t, gs);
+            tensor_free(tg);
+        }
+        vf ref_p(P.begin(), P.end()), ref_m(M.begin(), M.end()), ref_v(V.begin(), V.end());
+        double tol = gdt == DType::F32 ? 1e-5 : 1e-2;
+        CHECK(max_rel_err(to_host(tp), ref_p) < tol, "adamw (%s grads) params: %.3g", dtype_name(gdt),
+              max_rel_err(to_host(tp), ref_p));
+        CHECK(norm_rel_err(to_host(tm), ref_m) < tol, "adamw (%s grads) m: %.3g", dtype_name(gdt),
+              norm_rel_err(to_host(tm), ref_m));
+        CHECK(norm_rel_err(to_host(tv), ref_v) < tol, "adamw (%s grads) v: %.3g", dtype_name(gdt),
+              norm_rel_err(to_host(tv), ref_v));
+        free_all({&tp, &tm, &tv});
+    }
+}
+
+static void test_sum_of_squares_and_scale(std::mt19937& rng) {
+    const int64_t n = 200003;  // several of the CPU's fixed chunks, and a ragged end
+    vf x = random_vec(n, rng, -3.f, 3.f);
+    double want = 0;
+    for (float v : x) want += (double)v * v;
+    Tensor t = cpu_tensor(DType::F32, x);
+    double got = sum_of_squares(g_cpu, t);
+    CHECK(std::fabs(got - want) <= 1e-12 * want, "sum_of_squares %.17g vs %.17g", got, want);
+    scale_inplace(g_cpu, t, 0.25f);
+    vf s = to_host(t);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (s[i] != x[i] * 0.25f) bad++;
+    CHECK(bad == 0, "scale_inplace: %d wrong", bad);
+    tensor_free(t);
+    Tensor e = tensor_alloc(Device::CPU, DType::F32, 0);
+    CHECK(sum_of_squares(g_cpu, e) == 0.0, "sum_of_squares of an empty tensor");
+    // Batched (the gradient norm's form): the same bits as one call per tensor, mixed dtypes, empty ones 0.
+    vf y = random_vec(70001, rng);
+    Tensor ty = cpu_tensor(DType::F32, y), tyb = cpu_tensor(DType::BF16, y), tx = cpu_tensor(DType::F32, x);
+    const double s_x = sum_of_squares(g_cpu, tx), s_y = sum_of_squares(g_cpu, ty), s_yb = sum_of_squares(g_cpu, tyb);
+    std::vector<double> batch = sums_of_squares(g_cpu, {tx, e, ty, tyb});
+    CHECK(batch.size() == 4 && memcmp(&batch[0], &s_x, sizeof(double)) == 0 && batch[1] == 0.0 &&
+              memcmp(&batch[2], &s_y, sizeof(double)) == 0 && memcmp(&batch[3], &s_yb, sizeof(double)) == 0,
+          "sums_of_squares: batched sums differ from single calls");
+    CHECK(s_yb != s_y, "bf16 storage rounds (the batched check saw two different dtypes)");
+    tensor_free(ty);
+    tensor_free(tyb);
+    tensor_free(tx);
+}
+
+// sum_of_squares gives the same bits with 1 and with 3 OpenMP threads (fixed order, not thread-count order).
+static void test_thread_independence(std::mt19937& rng) {
+    vf big = random_vec(300000, rng);
+    int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    Tensor tb = cpu_tensor(DType::F32, big);
+    double s1 = sum_of_squares(g_cpu, tb);
+    omp_set_num_threads(3);
+    double s3 = sum_of_squares(g_cpu, tb);
+    omp_set_num_threads(saved);
+    CHECK(memcmp(&s1, &s3, sizeof(double)) == 0, "sum_of_squares depends on the number of threads");
+    tensor_free(tb);
+}
+
+static void cpu_checks() {
+    std::mt19937 rng(1235);
+    test_adamw(rng);
+    test_sum_of_squares_and_scale(rng);
+    test_thread_independence(rng);
+}
+
+// =========================================================================================================
+// GPU-vs-CPU checks (--gpu): the CUDA kernels against the CPU reference
+// =========================================================================================================
+
+static void test_adamw_and_reductions(DType grad_dt, int64_t n, std::mt19937& rng) {
+    const char* dn = dtype_name(grad_dt);
+    TensorPair p = on_both(DType::F32, random_vec(n, rng));
+    TensorPair m = on_both(DType::F32, vf(n, 0.0f)), v = on_both(DType::F32, vf(n, 0.0f));
+    for (int t = 1; t <= 3; t++) {
+        TensorPair g = on_both(grad_dt, random_vec(n, rng));
+        adamw_update(g_cpu, p.c, g.c, m.c, v.c, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, 0.7f);
+        adamw_update(g_gpu, p.g, g.g, m.g, v.g, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, 0.7f);
+        free_all({&g});
+    }
+    check_close(to_host(p.g), to_host(p.c), 1e-5, 1e-6, "adamw param", dn, (int)n, 1);
+    check_close(to_host(m.g), to_host(m.c), 1e-5, 1e-6, "adamw m", dn, (int)n, 1);
+    check_close(to_host(v.g), to_host(v.c), 1e-5, 1e-6, "adamw v", dn, (int)n, 1);
+
+    // sum of squares (of an f32 or bf16 tensor): fp64 accumulation on both devices, different order
+    TensorPair x = on_both(grad_dt, random_vec(n, rng, -3.f, 3.f));
+    double sc = sum_of_squares(g_cpu, x.c), sg1 = sum_of_squares(g_gpu, x.g), sg2 = sum_of_squares(g_gpu, x.g);
+    CHECK(std::fabs(sg1 - sc) <= 1e-12 * sc, "sum_of_squares [%s n=%lld]: gpu %.17g cpu %.17g", dn, (long long)n, sg1, sc);
+    CHECK(memcmp(&sg1, &sg2, sizeof(double)) == 0, "sum_of_squares not bitwise reproducible on GPU");
+    // the batched form (one synchronization for the step's gradient norm): each sum bit-identical to the
+    // single-tensor call, an empty tensor giving 0, mixed dtypes and sizes in one call
+    TensorPair small = on_both(DType::F32, random_vec(1000, rng));
+    Tensor empty = tensor_alloc(Device::CUDA, grad_dt, 0);
+    std::vector<double> batch = sums_of_squares(g_gpu, {x.g, empty, small.g, x.g});
+    const double s_small = sum_of_squares(g_gpu, small.g);
+    CHECK(batch.size() == 4 && memcmp(&batch[0], &sg1, sizeof(double)) == 0 && batch[1] == 0.0 &&
+              memcmp(&batch[2], &s_small, sizeof(double)) == 0 && memcmp(&batch[3], &sg1, sizeof(double)) == 0,
+          "sums_of_squares [%s n=%lld]: batched sums differ from single calls", dn, (long long)n);
+    tensor_free(empty);
+    free_all({&small});
+    // scale_inplace (f32 parameters/gradients)
+    scale_inplace(g_cpu, p.c, 0.3f);
+    scale_inplace(g_gpu, p.g, 0.3f);
+    check_close(to_host(p.g), to_host(p.c), 1e-5, 1e-6, "scale_inplace", "f32", (int)n, 1);
+    free_all({&p, &m, &v, &x});
+}
+
+static void gpu_checks() {
+    std::mt19937 rng(4321);
+    for (DType dt : {DType::F32, DType::BF16}) {
+        test_adamw_and_reductions(dt, 37 * 129, rng);
+        test_adamw_and_reductions(dt, 1000 * 768 + 13, rng);
+    }
+}
+
+int main(int argc, char** argv) {
+    return run_op_test(argc, argv, "test_adamw", g_cpu, g_gpu, cpu_checks, gpu_checks);
+}

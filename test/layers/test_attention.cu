@@ -1,0 +1,422 @@
+// test_attention.cu — causal self-attention with dropout on the probabilities (layers/attention.cu): the CPU
+// reference (--cpu, label unit) and the CUDA kernels against it (--gpu, label gpu).
+//
+// CPU checks: probs, probs_drop, out and dqkv against a straightforward double-precision attention (masks
+// from dropout_keep at the documented global index); exactly 0 above the diagonal, softmax rows sum to 1;
+// end-to-end directional finite differences of L = Σ G ⊙ attention(qkv), also for Q, K and V separately;
+// the dropout rate; a rank holding heads [h0, h0 + NH) of batches [b0, b0 + B) reproduces that slice of the
+// single-rank result, masks included (what the TP and DP equivalence tests rely on); bf16 storage.
+// GPU checks, f32 and bf16, p = 0 and 0.1, sizes that are no multiple of any tile (S = 37, 133, 64, 1024,
+// 2100; sub-ranges of heads and batches): masks bit-identical to the CPU's, probs, probs_drop, out, dqkv
+// against the CPU (outputs poisoned first), exactly 0 above the diagonal, the backward twice and the
+// forward twice give identical bits (selective recompute relies on it).
+#include <algorithm>
+#include <functional>
+#include "layers/attention.h"
+#include "layers/philox.h"
+#include "test/test_util.h"
+
+static std::mt19937 g_rng;  // reseeded by each half: --cpu or --gpu alone draws what a run of both draws
+static Ctx g_cpu, g_gpu;
+static Ctx& ctx_of(Device dev) { return dev == Device::CUDA ? g_gpu : g_cpu; }
+
+// =========================================================================================================
+// CPU checks (--cpu): the reference against math done by hand
+// =========================================================================================================
+
+struct AttnRef {
+    std::vector<double> probs, probs_drop, out, dqkv;
+    std::vector<uint8_t> mask;
+};
+
+// Straightforward double-precision attention for a [S·B, 3·NH·HD] qkv block with global coordinates.
+static AttnRef attention_ref(const std::vector<float>& qkv, const std::vector<float>& dout, const AttnShape& sh,
+                             float p, uint64_t seed, uint32_t stream) {
+    const int S = sh.S, B = sh.B, NH = sh.NH, HD = sh.HD, W = 3 * NH * HD;
+    auto Q = [&](int s, int b, int n, int d) { return (double)qkv[(s * B + b) * W + n * HD + d]; };
+    auto K = [&](int s, int b, int n, int d) { return (double)qkv[(s * B + b) * W + NH * HD + n * HD + d]; };
+    auto V = [&](int s, int b, int n, int d) { return (double)qkv[(s * B + b) * W + 2 * NH * HD + n * HD + d]; };
+    AttnRef r;
+    size_t SS = (size_t)S * S;
+    r.probs.assign(B * NH * SS, 0);
+    r.probs_drop.assign(B * NH * SS, 0);
+    r.mask.assign(B * NH * SS, 0);
+    r.out.assign((size_t)S * B * NH * HD, 0);
+    r.dqkv.assign(qkv.size(), 0);
+    const double scale = 1.0 / std::sqrt((double)HD), inv_keep = 1.0 / (1.0 - p);
+    const uint32_t thr = dropout_threshold(p);
+    for (int b = 0; b < B; b++)
+        for (int n = 0; n < NH; n++) {
+            double* P = &r.probs[(b * NH + n) * SS];
+            double* PD = &r.probs_drop[(b * NH + n) * SS];
+            uint8_t* Mk = &r.mask[(b * NH + n) * SS];
+            for (int q = 0; q < S; q++) {
+                std::vector<double> sc(q + 1);
+                double m = -1e300, sum = 0;
+                for (int k = 0; k <= q; k++) {
+                    double s = 0;
+                    for (int d = 0; d < HD; d++) s += Q(q, b, n, d) * K(k, b, n, d);
+                    sc[k] = s * scale;
+                    m = std::max(m, sc[k]);
+                }
+                for (int k = 0; k <= q; k++) sum += std::exp(sc[k] - m);
+                for (int k = 0; k < S; k++) {
+                    uint64_t gi = (((uint64_t)(sh.b_offset + b) * sh.NH_total + (sh.head_offset + n)) * S + q) * S + k;
+                    Mk[q * S + k] = k <= q && dropout_keep(seed, stream, gi, thr) ? 1 : 0;  // causal keys only
+                    P[q * S + k] = k <= q ? std::exp(sc[k] - m) / sum : 0.0;
+                    PD[q * S + k] = Mk[q * S + k] ? P[q * S + k] * inv_keep : 0.0;
+                }
+            }
+            // out = PD · V ; backward
+            std::vector<double> dPD(SS, 0), dS(SS, 0);
+            for (int q = 0; q < S; q++)
+                for (int d = 0; d < HD; d++) {
+                    double s = 0;
+                    for (int k = 0; k < S; k++) s += PD[q * S + k] * V(k, b, n, d);
+                    r.out[(q * B + b) * NH * HD + n * HD + d] = s;
+                }
+            if (dout.empty()) continue;
+            auto dO = [&](int s, int d) { return (double)dout[(s * B + b) * NH * HD + n * HD + d]; };
+            for (int q = 0; q < S; q++)
+                for (int k = 0; k < S; k++) {
+                    double s = 0;
+                    for (int d = 0; d < HD; d++) s += dO(q, d) * V(k, b, n, d);
+                    dPD[q * S + k] = s;
+                }
+            for (int q = 0; q < S; q++) {
+                double dotp = 0;
+                for (int k = 0; k <= q; k++) dotp += dPD[q * S + k] * Mk[q * S + k] * inv_keep * P[q * S + k];
+                for (int k = 0; k <= q; k++)
+                    dS[q * S + k] = P[q * S + k] * (dPD[q * S + k] * Mk[q * S + k] * inv_keep - dotp) * scale;
+            }
+            for (int s = 0; s < S; s++)
+                for (int d = 0; d < HD; d++) {
+                    double dq = 0, dk = 0, dv = 0;
+                    for (int t = 0; t < S; t++) {
+                        dq += dS[s * S + t] * K(t, b, n, d);
+                        dk += dS[t * S + s] * Q(t, b, n, d);
+                        dv += PD[t * S + s] * dO(t, d);
+                    }
+                    size_t row = (size_t)(s * B + b) * W;
+                    r.dqkv[row + n * HD + d] = dq;
+                    r.dqkv[row + NH * HD + n * HD + d] = dk;
+                    r.dqkv[row + 2 * NH * HD + n * HD + d] = dv;
+                }
+        }
+    return r;
+}
+
+struct AttnRun {
+    std::vector<float> probs, probs_drop, out, dqkv;
+    std::vector<uint8_t> mask;
+};
+
+// Run the ops (forward, then backward when dout is given) in `dtype` on ctx's device.
+static AttnRun attention_run(Ctx& ctx, DType dtype, const std::vector<float>& qkv, const std::vector<float>& dout,
+                             const AttnShape& sh, float p, uint64_t seed, uint32_t stream) {
+    const int64_t SSBN = (int64_t)sh.B * sh.NH * sh.S * sh.S, NO = (int64_t)sh.S * sh.B * sh.NH * sh.HD;
+    Device dev = ctx.device;
+    Tensor tq = make_tensor(dev, dtype, qkv);
+    Tensor probs = tensor_alloc(dev, dtype, SSBN), pd = tensor_alloc(dev, dtype, SSBN),
+           mask = tensor_alloc(dev, DType::U8, SSBN), out = tensor_alloc(dev, dtype, NO);
+    tensor_fill_f32(probs, NAN);
+    tensor_fill_f32(pd, NAN);
+    tensor_fill_f32(mask, 7);
+    tensor_fill_f32(out, NAN);
+    attention_probs_forward(ctx, probs, mask, pd, tq, sh, p, seed, stream);
+    attention_context_forward(ctx, out, pd, tq, sh);
+    AttnRun r;
+    r.probs = tensor_to_host_f32(probs);
+    r.probs_drop = tensor_to_host_f32(pd);
+    r.out = tensor_to_host_f32(out);
+    std::vector<float> m = tensor_to_host_f32(mask);
+    r.mask.assign(m.begin(), m.end());
+    if (!dout.empty()) {
+        Tensor td = make_tensor(dev, dtype, dout), dq = tensor_alloc(dev, dtype, tq.n),
+               scratch = tensor_alloc(dev, dtype, SSBN);
+        tensor_fill_f32(dq, NAN);
+        tensor_fill_f32(scratch, NAN);
+        attention_backward(ctx, dq, td, tq, probs, mask, pd, scratch, sh, p);
+        r.dqkv = tensor_to_host_f32(dq);
+        tensor_free(td);
+        tensor_free(dq);
+        tensor_free(scratch);
+    }
+    tensor_free(tq);
+    tensor_free(probs);
+    tensor_free(pd);
+    tensor_free(mask);
+    tensor_free(out);
+    return r;
+}
+
+static void test_attention(Ctx& ctx) {
+    AttnShape sh;
+    sh.S = 7;
+    sh.B = 2;
+    sh.NH = 3;
+    sh.HD = 8;
+    sh.B_total = 2;
+    sh.NH_total = 3;
+    const int W = 3 * sh.NH * sh.HD;
+    const uint64_t seed = 42;
+    const uint32_t stream = dropout_stream(3, kSiteAttnProbs);
+    for (float p : {0.f, 0.1f}) {
+        std::vector<float> qkv = random_vec((size_t)sh.S * sh.B * W, g_rng, -1.5f, 1.5f);
+        std::vector<float> G = random_vec((size_t)sh.S * sh.B * sh.NH * sh.HD, g_rng);
+        AttnRun run = attention_run(ctx, DType::F32, qkv, G, sh, p, seed, stream);
+        AttnRef ref = attention_ref(qkv, G, sh, p, seed, stream);
+        CHECK(run.mask == ref.mask, "attention mask (p=%g) equals dropout_keep at the documented global index", p);
+        CHECK(max_rel_err(run.probs, to_float(ref.probs)) < 1e-5, "attention probs (p=%g)", p);
+        CHECK(max_rel_err(run.probs_drop, to_float(ref.probs_drop)) < 1e-5, "attention probs_drop (p=%g)", p);
+        CHECK(max_rel_err(run.out, to_float(ref.out)) < 1e-5, "attention out (p=%g)", p);
+        CHECK(max_rel_err(run.dqkv, to_float(ref.dqkv)) < 1e-4, "attention dqkv vs double reference (p=%g): %g", p,
+              max_rel_err(run.dqkv, to_float(ref.dqkv)));
+        // Causal mask: keys after the query have probability exactly 0; rows sum to 1.
+        bool causal_zero = true, rows_one = true;
+        int dropped = 0;
+        for (int bn = 0; bn < sh.B * sh.NH; bn++)
+            for (int q = 0; q < sh.S; q++) {
+                double s = 0;
+                for (int k = 0; k < sh.S; k++) {
+                    size_t i = ((size_t)bn * sh.S + q) * sh.S + k;
+                    if (k > q && (run.probs[i] != 0.f || run.probs_drop[i] != 0.f || run.mask[i] != 0)) causal_zero = false;
+                    s += run.probs[i];
+                    dropped += k <= q && run.mask[i] == 0;
+                }
+                if (std::fabs(s - 1.0) > 1e-5) rows_one = false;
+            }
+        CHECK(causal_zero, "probs, probs_drop and mask above the diagonal are exactly 0 (p=%g)", p);
+        CHECK(rows_one, "softmax rows sum to 1 (p=%g)", p);
+        if (p == 0.f) CHECK(dropped == 0, "p=0 keeps everything (%d dropped)", dropped);
+        else CHECK(dropped > 0, "p=%g drops something", p);
+        // End to end finite differences: L(qkv) = Σ G ⊙ attention(qkv); with a fixed seed the mask is a fixed
+        // function of the index, so L is smooth in qkv.
+        auto loss = [&]() { return dot(G, attention_run(ctx, DType::F32, qkv, {}, sh, p, seed, stream).out); };
+        for (int rep = 0; rep < 3; rep++) {
+            std::vector<float> d = random_vec(qkv.size(), g_rng);
+            char what[64];
+            snprintf(what, sizeof what, "attention dqkv FD (p=%g, dir %d)", p, rep);
+            check_fd(what, fd_directional(qkv, d, 1e-2f, loss), dot(run.dqkv, d), 2e-3);
+        }
+        // Q, K, V separately (a wrong Q/K swap could hide in a mixed direction).
+        for (int part = 0; part < 3; part++) {
+            std::vector<float> d(qkv.size(), 0.f);
+            for (size_t r = 0; r < (size_t)sh.S * sh.B; r++)
+                for (int c = 0; c < sh.NH * sh.HD; c++)
+                    d[r * W + part * sh.NH * sh.HD + c] = std::uniform_real_distribution<float>(-1, 1)(g_rng);
+            char what[64];
+            snprintf(what, sizeof what, "attention d%c FD (p=%g)", "QKV"[part], p);
+            check_fd(what, fd_directional(qkv, d, 1e-2f, loss), dot(run.dqkv, d), 2e-3);
+        }
+    }
+    // Dropout rate on a bigger block: about p of the entries are dropped.
+    {
+        AttnShape big = sh;
+        big.S = 64;
+        std::vector<float> qkv = random_vec((size_t)big.S * big.B * W, g_rng);
+        AttnRun run = attention_run(ctx, DType::F32, qkv, {}, big, 0.1f, seed, stream);
+        // Only keys k <= q draw a keep bit (the others are causally masked, mask 0).
+        int64_t causal = 0, dropped = 0;
+        for (int64_t i = 0; i < (int64_t)run.mask.size(); i++) {
+            const int64_t q = (i / big.S) % big.S, k = i % big.S;
+            if (k > q) continue;
+            causal++;
+            dropped += run.mask[i] == 0;
+        }
+        double frac = dropped / (double)causal;
+        CHECK(std::fabs(frac - 0.1) < 0.015, "attention dropout rate %.4f ~ 0.1 over the causal entries", frac);
+    }
+}
+
+// A rank that holds heads [h0, h0 + NH) of batches [b0, b0 + B) of the global problem must reproduce that slice
+// of the single-rank result, dropout masks included (the property TP and DP tests rely on).
+static void test_attention_subrange(Ctx& ctx) {
+    AttnShape full;
+    full.S = 6;
+    full.B = 3;
+    full.NH = 4;
+    full.HD = 5;
+    full.B_total = 3;
+    full.NH_total = 4;
+    AttnShape sub = full;
+    sub.B = 2;
+    sub.b_offset = 1;
+    sub.NH = 2;
+    sub.head_offset = 1;
+    const float p = 0.2f;
+    const uint64_t seed = 7;
+    const uint32_t stream = dropout_stream(1, kSiteAttnProbs);
+    const int HD = full.HD, Wf = 3 * full.NH * HD, Ws = 3 * sub.NH * HD;
+    std::vector<float> qkv = random_vec((size_t)full.S * full.B * Wf, g_rng, -1.5f, 1.5f);
+    std::vector<float> G = random_vec((size_t)full.S * full.B * full.NH * HD, g_rng);
+    std::vector<float> qkv_s((size_t)sub.S * sub.B * Ws), G_s((size_t)sub.S * sub.B * sub.NH * HD);
+    for (int s = 0; s < full.S; s++)
+        for (int b = 0; b < sub.B; b++)
+            for (int n = 0; n < sub.NH; n++)
+                for (int d = 0; d < HD; d++) {
+                    size_t rf = (size_t)s * full.B + sub.b_offset + b, rs = (size_t)s * sub.B + b;
+                    int nf = (int)sub.head_offset + n;
+                    for (int part = 0; part < 3; part++)
+                        qkv_s[rs * Ws + part * sub.NH * HD + n * HD + d] = qkv[rf * Wf + part * full.NH * HD + nf * HD + d];
+                    G_s[rs * sub.NH * HD + n * HD + d] = G[rf * full.NH * HD + nf * HD + d];
+                }
+    AttnRun rf = attention_run(ctx, DType::F32, qkv, G, full, p, seed, stream);
+    AttnRun rs = attention_run(ctx, DType::F32, qkv_s, G_s, sub, p, seed, stream);
+    const int S = full.S;
+    bool mask_eq = true;
+    std::vector<float> pf, ps, pdf, pds, of, os, df, ds;
+    for (int b = 0; b < sub.B; b++)
+        for (int n = 0; n < sub.NH; n++)
+            for (int i = 0; i < S * S; i++) {
+                size_t f = ((size_t)(sub.b_offset + b) * full.NH + sub.head_offset + n) * S * S + i;
+                size_t l = ((size_t)b * sub.NH + n) * S * S + i;
+                if (rf.mask[f] != rs.mask[l]) mask_eq = false;
+                pf.push_back(rf.probs[f]);
+                ps.push_back(rs.probs[l]);
+                pdf.push_back(rf.probs_drop[f]);
+                pds.push_back(rs.probs_drop[l]);
+            }
+    for (int s = 0; s < S; s++)
+        for (int b = 0; b < sub.B; b++)
+            for (int n = 0; n < sub.NH; n++)
+                for (int d = 0; d < HD; d++) {
+                    size_t rfi = (size_t)s * full.B + sub.b_offset + b, rsi = (size_t)s * sub.B + b;
+                    int nf = (int)sub.head_offset + n;
+                    of.push_back(rf.out[rfi * full.NH * HD + nf * HD + d]);
+                    os.push_back(rs.out[rsi * sub.NH * HD + n * HD + d]);
+                    for (int part = 0; part < 3; part++) {
+                        df.push_back(rf.dqkv[rfi * Wf + part * full.NH * HD + nf * HD + d]);
+                        ds.push_back(rs.dqkv[rsi * Ws + part * sub.NH * HD + n * HD + d]);
+                    }
+                }
+    int dropped = (int)std::count(rs.mask.begin(), rs.mask.end(), 0);
+    CHECK(mask_eq && dropped > 0, "sub-range dropout masks equal the full run's slice (%d dropped)", dropped);
+    CHECK(max_rel_err(ps, pf) < 1e-6, "sub-range probs");
+    CHECK(max_rel_err(pds, pdf) < 1e-6, "sub-range probs_drop");
+    CHECK(max_rel_err(os, of) < 1e-5, "sub-range out");
+    CHECK(max_rel_err(ds, df) < 1e-5, "sub-range dqkv");
+}
+
+// bf16 storage vs fp32: inputs rounded to bf16; results agree within bf16 precision.
+static void test_attention_bf16(Ctx& ctx) {
+    AttnShape sh;
+    sh.S = 11;
+    sh.B = 2;
+    sh.NH = 2;
+    sh.HD = 16;
+    sh.B_total = 2;
+    sh.NH_total = 2;
+    std::vector<float> qkv = round_bf16(random_vec((size_t)sh.S * sh.B * 3 * sh.NH * sh.HD, g_rng, -1.5f, 1.5f));
+    std::vector<float> G = round_bf16(random_vec((size_t)sh.S * sh.B * sh.NH * sh.HD, g_rng));
+    AttnRun f = attention_run(ctx, DType::F32, qkv, G, sh, 0.1f, 5, 2);
+    AttnRun h = attention_run(ctx, DType::BF16, qkv, G, sh, 0.1f, 5, 2);
+    CHECK(f.mask == h.mask, "bf16 attention masks equal the fp32 ones");
+    CHECK(norm_rel_err(h.probs, f.probs) < 1e-2, "bf16 attention probs: %.3g", norm_rel_err(h.probs, f.probs));
+    CHECK(norm_rel_err(h.out, f.out) < 2e-2, "bf16 attention out: %.3g", norm_rel_err(h.out, f.out));
+    CHECK(norm_rel_err(h.dqkv, f.dqkv) < 3e-2, "bf16 attention dqkv: %.3g", norm_rel_err(h.dqkv, f.dqkv));
+}
+
+static void cpu_checks() {
+    g_rng.seed(1234);
+    test_attention(g_cpu);
+    test_attention_subrange(g_cpu);
+    test_attention_bf16(g_cpu);
+}
+
+// =========================================================================================================
+// GPU-vs-CPU checks (--gpu): the CUDA kernels against the CPU reference
+// =========================================================================================================
+
+struct AttnRunGpu {
+    std::vector<float> probs, probs_drop, out, dqkv, dqkv_again;
+    std::vector<float> mask;
+};
+
+static AttnRunGpu attention_run_gpu(Device dev, DType dt, const std::vector<float>& qkv, const std::vector<float>& dout,
+                             const AttnShape& sh, float p, uint64_t seed, uint32_t stream) {
+    Ctx& ctx = ctx_of(dev);
+    const int64_t SS = (int64_t)sh.B * sh.NH * sh.S * sh.S, NO = (int64_t)sh.S * sh.B * sh.NH * sh.HD;
+    Tensor tq = make_tensor(dev, dt, qkv), probs = poisoned_tensor(dev, dt, SS), pd = poisoned_tensor(dev, dt, SS),
+           mask = poisoned_tensor(dev, DType::U8, SS), out = poisoned_tensor(dev, dt, NO);
+    attention_probs_forward(ctx, probs, mask, pd, tq, sh, p, seed, stream);
+    attention_context_forward(ctx, out, pd, tq, sh);
+    AttnRunGpu r;
+    r.probs = to_host(probs);
+    r.probs_drop = to_host(pd);
+    r.out = to_host(out);
+    r.mask = to_host(mask);
+    Tensor td = make_tensor(dev, dt, dout);
+    for (int rep = 0; rep < (dev == Device::CUDA ? 2 : 1); rep++) {
+        Tensor dq = poisoned_tensor(dev, dt, tq.n), scratch = poisoned_tensor(dev, dt, SS);
+        attention_backward(ctx, dq, td, tq, probs, mask, pd, scratch, sh, p);
+        (rep ? r.dqkv_again : r.dqkv) = to_host(dq);
+        tensor_free(dq);
+        tensor_free(scratch);
+    }
+    free_all({&tq, &probs, &pd, &mask, &out, &td});
+    return r;
+}
+
+static void test_attention_gpu() {
+    struct Case {
+        int S, B, NH, HD;
+        int64_t b_offset, B_total, head_offset, NH_total;
+    };
+    // The second case is a sub-range (a TP rank's heads of a DP rank's batches) with S > 32 * 4.
+    // S = 64 and 1024 take the aligned 16-byte paths of the row-in-registers softmax kernels; S = 2100 is
+    // longer than those kernels hold (2048 in bf16) and takes the general kernel.
+    const Case cases[] = {{37, 3, 3, 24, 0, 3, 0, 3}, {133, 2, 3, 24, 1, 5, 2, 6}, {64, 2, 2, 32, 0, 2, 0, 2},
+                          {1024, 1, 2, 16, 1, 2, 0, 2}, {2100, 1, 1, 16, 0, 1, 1, 2}};
+    for (const Case& cs : cases)
+        for (DType dt : {DType::F32, DType::BF16})
+            for (float p : {0.f, 0.1f}) {
+                AttnShape sh;
+                sh.S = cs.S;
+                sh.B = cs.B;
+                sh.NH = cs.NH;
+                sh.HD = cs.HD;
+                sh.b_offset = cs.b_offset;
+                sh.B_total = cs.B_total;
+                sh.head_offset = cs.head_offset;
+                sh.NH_total = cs.NH_total;
+                std::vector<float> qkv = round_to(dt, random_vec((size_t)sh.S * sh.B * 3 * sh.NH * sh.HD, g_rng, -1.5f, 1.5f));
+                std::vector<float> G = round_to(dt, random_vec((size_t)sh.S * sh.B * sh.NH * sh.HD, g_rng));
+                const uint64_t seed = 0x1234567890ull;
+                const uint32_t stream = dropout_stream(5, kSiteAttnProbs);
+                AttnRunGpu c = attention_run_gpu(Device::CPU, dt, qkv, G, sh, p, seed, stream);
+                AttnRunGpu g = attention_run_gpu(Device::CUDA, dt, qkv, G, sh, p, seed, stream);
+                char what[128];
+                snprintf(what, sizeof what, "attention S=%d B=%d NH=%d HD=%d p=%g", sh.S, sh.B, sh.NH, sh.HD, p);
+                std::string w(what);
+                CHECK(bitwise_equal(g.mask, c.mask), "%s: masks bit-identical to the CPU [%s]", what, dtype_name(dt));
+                check_close_norm((w + " probs").c_str(), dt, g.probs, c.probs);
+                check_close_norm((w + " probs_drop").c_str(), dt, g.probs_drop, c.probs_drop);
+                check_close_norm((w + " out").c_str(), dt, g.out, c.out);
+                check_close_norm((w + " dqkv").c_str(), dt, g.dqkv, c.dqkv);
+                CHECK(bitwise_equal(g.dqkv, g.dqkv_again), "%s: backward twice gives identical bits [%s]", what,
+                      dtype_name(dt));
+                bool causal = true;
+                for (int64_t bn = 0; bn < (int64_t)sh.B * sh.NH; bn++)
+                    for (int q = 0; q < sh.S; q++)
+                        for (int k = q + 1; k < sh.S; k++) {
+                            size_t i = ((size_t)bn * sh.S + q) * sh.S + k;
+                            causal &= g.probs[i] == 0.f && g.probs_drop[i] == 0.f && g.mask[i] == 0.f;
+                        }
+                CHECK(causal, "%s: GPU probs, probs_drop and mask exactly 0 above the diagonal [%s]", what, dtype_name(dt));
+                // Forward again: identical bits (selective recompute relies on it).
+                AttnRunGpu g2 = attention_run_gpu(Device::CUDA, dt, qkv, G, sh, p, seed, stream);
+                CHECK(bitwise_equal(g2.probs, g.probs) && bitwise_equal(g2.probs_drop, g.probs_drop) &&
+                          bitwise_equal(g2.out, g.out),
+                      "%s: forward twice gives identical bits [%s]", what, dtype_name(dt));
+            }
+}
+
+static void gpu_checks() {
+    g_rng.seed(4321);
+    test_attention_gpu();
+}
+
+int main(int argc, char** argv) {
+    return run_op_test(argc, argv, "test_attention", g_cpu, g_gpu, cpu_checks, gpu_checks);
+}

@@ -1,0 +1,108 @@
+// test_gelu.cu — GeLU, tanh form (layers/gelu.cu): the CPU reference (--cpu, label unit) and the CUDA
+// kernels against it (--gpu, label gpu).
+//
+// CPU checks: the forward against the formula in double (including |x| up to 100, where 1 + tanh cancels);
+// the backward against central finite differences per element; the backward in place (din aliasing dout,
+// as the MLP backward calls it) gives the same bits; bf16 storage against fp32 storage within bf16 tolerance.
+// GPU checks, f32 and bf16, shapes that are not multiples of any block size: forward and backward against
+// the CPU, outputs poisoned with NaN first.
+#include "layers/gelu.h"
+#include "test/test_util.h"
+
+typedef std::vector<float> vf;
+static Ctx g_cpu, g_gpu;
+
+// =========================================================================================================
+// CPU checks (--cpu): the reference against math done by hand
+// =========================================================================================================
+
+static vf gelu_fwd(DType dt, const vf& x) {
+    Tensor tx = cpu_tensor(dt, x), to = tensor_alloc(Device::CPU, dt, (int64_t)x.size());
+    gelu_forward(g_cpu, to, tx, (int64_t)x.size());
+    vf r = to_host(to);
+    free_all({&tx, &to});
+    return r;
+}
+static vf gelu_bwd(DType dt, const vf& x, const vf& dout, bool in_place) {
+    Tensor tx = cpu_tensor(dt, x), tdo = cpu_tensor(dt, dout);
+    Tensor tdi = in_place ? tdo : tensor_alloc(Device::CPU, dt, (int64_t)x.size());
+    gelu_backward(g_cpu, tdi, tx, tdo, (int64_t)x.size());
+    vf r = to_host(tdi);
+    if (!in_place) tensor_free(tdi);
+    free_all({&tx, &tdo});
+    return r;
+}
+
+static void test_gelu(std::mt19937& rng) {
+    vf x = random_vec(1000, rng, -4.f, 4.f);
+    for (float e : {-100.f, -50.f, -10.f, -0.75f, 0.f, 10.f, 50.f, 100.f}) x.push_back(e);
+    const size_t n = x.size();
+    // forward against the formula in double
+    vf y = gelu_fwd(DType::F32, x);
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double xi = x[i], u = std::sqrt(2.0 / M_PI) * (xi + 0.044715 * xi * xi * xi);
+        double want = 0.5 * xi * (1.0 + std::tanh(u));
+        // 1 + tanh(u) cancels for x << 0, so judge errors against O(1) there: 1e-5 relative + 1e-6 absolute
+        worst = std::fmax(worst, std::fabs(y[i] - want) / (1e-5 * std::fabs(want) + 1e-6));
+    }
+    CHECK(worst <= 1, "gelu forward vs double formula: error / allowed = %.3g", worst);
+    // backward against central differences, per element
+    vf w = random_vec(n, rng);
+    vf g = gelu_bwd(DType::F32, x, w, false);
+    const float h = 1e-2f;
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        vf p = {x[i] + h}, m = {x[i] - h};
+        double num = w[i] * ((double)gelu_fwd(DType::F32, p)[0] - (double)gelu_fwd(DType::F32, m)[0]) / (2.0 * h);
+        if (!std::isfinite(g[i]) || !fd_close(num, g[i], 0.1)) {
+            bad++;
+            if (bad < 5) fprintf(stderr, "  gelu x=%g: numeric %.6f analytic %.6f\n", x[i], num, g[i]);
+        }
+    }
+    CHECK(bad == 0, "gelu finite differences: %d mismatches of %zu", bad, n);
+    // in place (din aliases dout) gives the same result
+    CHECK(bitwise_equal(gelu_bwd(DType::F32, x, w, true), g), "gelu backward in place differs");
+    // bf16 storage vs f32 storage, same values
+    vf xb = round_bf16(x), wb = round_bf16(w);
+    CHECK(max_rel_err(gelu_fwd(DType::BF16, xb), gelu_fwd(DType::F32, xb), 1e-2) < 1e-2, "gelu bf16 forward");
+    CHECK(max_rel_err(gelu_bwd(DType::BF16, xb, wb, false), gelu_bwd(DType::F32, xb, wb, false), 1e-2) < 1e-2,
+          "gelu bf16 backward");
+}
+
+static void cpu_checks() {
+    std::mt19937 rng(1234);
+    test_gelu(rng);
+}
+
+// =========================================================================================================
+// GPU-vs-CPU checks (--gpu): the CUDA kernels against the CPU reference
+// =========================================================================================================
+
+static void test_gelu_gpu(DType dt, int N, int C, std::mt19937& rng) {
+    const ElementwiseTol tol = elementwise_tol(dt);
+    const char* dn = dtype_name(dt);
+    const int64_t n = (int64_t)N * C;
+    vf xv = random_vec(n, rng, -5.f, 5.f);
+    xv[0] = -100.f, xv[1] = 100.f, xv[2] = 0.f;
+    TensorPair x = on_both(dt, xv), dout = on_both(dt, random_vec(n, rng));
+    TensorPair y = poisoned_pair(dt, n), dx = poisoned_pair(dt, n);
+    gelu_forward(g_cpu, y.c, x.c, n);
+    gelu_forward(g_gpu, y.g, x.g, n);
+    check_close(to_host(y.g), to_host(y.c), tol.rtol, tol.atol, "gelu_forward", dn, N, C);
+    gelu_backward(g_cpu, dx.c, x.c, dout.c, n);
+    gelu_backward(g_gpu, dx.g, x.g, dout.g, n);
+    check_close(to_host(dx.g), to_host(dx.c), tol.rtol, tol.atol, "gelu_backward", dn, N, C);
+    free_all({&x, &dout, &y, &dx});
+}
+
+static void gpu_checks() {
+    std::mt19937 rng(4321);
+    const int shapes[][2] = {{37, 129}, {1000, 768}, {5, 1}, {3, 2500}};
+    for (DType dt : {DType::F32, DType::BF16})
+        for (auto& s : shapes) test_gelu_gpu(dt, s[0], s[1], rng);
+}
+
+int main(int argc, char** argv) {
+    return run_op_test(argc, argv, "test_gelu", g_cpu, g_gpu, cpu_checks, gpu_checks);
+}

@@ -1,0 +1,218 @@
+// test_linear.cu — the linear layer y = x·Wᵀ + b and its backward (layers/linear.cu): the CPU reference
+// (--cpu, label unit) and the GPU path against it (--gpu, label gpu).
+//
+// CPU checks: the forward against a double reference with and without bias; the backward with prefilled
+// accumulators (dweight and dbias always accumulate, din when asked); directional finite differences of
+// L = Σ G ⊙ linear(x, W, b); empty gradients skipped; bf16 storage against fp32 within bf16 precision.
+// GPU checks, f32 and bf16, N=37, IC=129, OC=67, with and without bias and din accumulation: out, din,
+// dweight, dbias against the CPU (outputs poisoned first), the backward twice gives identical bits; the LM
+// head's bf16 -> f32 logits; bias_backward over 1500 rows (the two-stage GPU reduction), twice bitwise.
+#include <algorithm>
+#include "layers/linear.h"
+#include "test/test_util.h"
+
+static std::mt19937 g_rng;  // reseeded by each half: --cpu or --gpu alone draws what a run of both draws
+static Ctx g_cpu, g_gpu;
+static Ctx& ctx_of(Device dev) { return dev == Device::CUDA ? g_gpu : g_cpu; }
+
+// =========================================================================================================
+// CPU checks (--cpu): the reference against math done by hand
+// =========================================================================================================
+
+static void test_linear(Ctx& ctx) {
+    const int N = 5, IC = 7, OC = 6;
+    std::vector<float> x = random_vec(N * IC, g_rng), W = random_vec(OC * IC, g_rng), b = random_vec(OC, g_rng);
+    std::vector<float> G = random_vec(N * OC, g_rng);  // dL/dout for L = Σ G ⊙ out
+    std::vector<float> out(N * OC, NAN);
+    Tensor none;
+    // Forward against a double reference, with and without bias.
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        linear_forward(ctx, cpu_view(out), cpu_view(x), cpu_view(W), with_bias ? cpu_view(b) : none, N, IC, OC);
+        std::vector<double> ref(N * OC);
+        for (int i = 0; i < N; i++)
+            for (int o = 0; o < OC; o++) {
+                double s = with_bias ? b[o] : 0.0;
+                for (int k = 0; k < IC; k++) s += (double)x[i * IC + k] * W[o * IC + k];
+                ref[i * OC + o] = s;
+            }
+        CHECK(max_rel_err(out, to_float(ref)) < 1e-5, "linear_forward bias=%d", with_bias);
+    }
+    // Backward with accumulating outputs prefilled: dW and dbias always accumulate; din when asked.
+    std::vector<float> din0 = random_vec(N * IC, g_rng), dW0 = random_vec(OC * IC, g_rng), db0 = random_vec(OC, g_rng);
+    for (int acc = 0; acc < 2; acc++) {
+        std::vector<float> din = acc ? din0 : std::vector<float>(N * IC, NAN), dW = dW0, db = db0;
+        linear_backward(ctx, cpu_view(din), cpu_view(dW), cpu_view(db), cpu_view(G), cpu_view(x), cpu_view(W), N, IC, OC,
+                        acc == 1);
+        std::vector<double> rdin(N * IC), rdW(OC * IC), rdb(OC);
+        for (int i = 0; i < N; i++)
+            for (int k = 0; k < IC; k++) {
+                double s = acc ? din0[i * IC + k] : 0.0;
+                for (int o = 0; o < OC; o++) s += (double)G[i * OC + o] * W[o * IC + k];
+                rdin[i * IC + k] = s;
+            }
+        for (int o = 0; o < OC; o++) {
+            for (int k = 0; k < IC; k++) {
+                double s = dW0[o * IC + k];
+                for (int i = 0; i < N; i++) s += (double)G[i * OC + o] * x[i * IC + k];
+                rdW[o * IC + k] = s;
+            }
+            double s = db0[o];
+            for (int i = 0; i < N; i++) s += G[i * OC + o];
+            rdb[o] = s;
+        }
+        CHECK(max_rel_err(din, to_float(rdin)) < 1e-5, "linear din (accumulate_din=%d)", acc);
+        CHECK(max_rel_err(dW, to_float(rdW)) < 1e-5, "linear dweight accumulates (acc=%d)", acc);
+        CHECK(max_rel_err(db, to_float(rdb)) < 1e-5, "linear dbias accumulates (acc=%d)", acc);
+    }
+    // Finite differences of L = Σ G ⊙ linear(x, W, b) along random directions.
+    std::vector<float> din(N * IC), dW(OC * IC, 0.f), db(OC, 0.f);
+    linear_backward(ctx, cpu_view(din), cpu_view(dW), cpu_view(db), cpu_view(G), cpu_view(x), cpu_view(W), N, IC, OC);
+    auto loss = [&]() {
+        linear_forward(ctx, cpu_view(out), cpu_view(x), cpu_view(W), cpu_view(b), N, IC, OC);
+        return dot(G, out);
+    };
+    std::vector<float> dx = random_vec(x.size(), g_rng), dw = random_vec(W.size(), g_rng), dbb = random_vec(OC, g_rng);
+    check_fd("linear din", fd_directional(x, dx, 1e-2f, loss), dot(din, dx), 1e-3);
+    check_fd("linear dweight", fd_directional(W, dw, 1e-2f, loss), dot(dW, dw), 1e-3);
+    check_fd("linear dbias", fd_directional(b, dbb, 1e-2f, loss), dot(db, dbb), 1e-3);
+    // Empty gradients are skipped.
+    std::vector<float> only_db(OC, 0.f);
+    linear_backward(ctx, none, none, cpu_view(only_db), cpu_view(G), cpu_view(x), cpu_view(W), N, IC, OC);
+    for (int o = 0; o < OC; o++) {
+        double s = 0;
+        for (int i = 0; i < N; i++) s += G[i * OC + o];
+        CHECK(std::fabs(only_db[o] - s) < 1e-5, "bias-only backward col %d", o);
+    }
+}
+
+// bf16 storage vs fp32: inputs rounded to bf16; results agree within bf16 precision.
+static void test_linear_bf16(Ctx& ctx) {
+    const int N = 9, IC = 33, OC = 17;
+    std::vector<float> x = round_bf16(random_vec(N * IC, g_rng)), W = round_bf16(random_vec(OC * IC, g_rng)),
+                       b = round_bf16(random_vec(OC, g_rng)), G = round_bf16(random_vec(N * OC, g_rng));
+    std::vector<float> res[2][4];
+    for (int k = 0; k < 2; k++) {
+        DType dt = k ? DType::BF16 : DType::F32;
+        Tensor tx = make_tensor(Device::CPU, dt, x), tw = make_tensor(Device::CPU, dt, W),
+               tb = make_tensor(Device::CPU, dt, b), tg = make_tensor(Device::CPU, dt, G),
+               out = tensor_alloc(Device::CPU, dt, N * OC), din = tensor_alloc(Device::CPU, dt, N * IC),
+               dW = tensor_zeros(Device::CPU, DType::F32, OC * IC), db = tensor_zeros(Device::CPU, DType::F32, OC);
+        linear_forward(ctx, out, tx, tw, tb, N, IC, OC);
+        linear_backward(ctx, din, dW, db, tg, tx, tw, N, IC, OC);
+        res[k][0] = tensor_to_host_f32(out);
+        res[k][1] = tensor_to_host_f32(din);
+        res[k][2] = tensor_to_host_f32(dW);
+        res[k][3] = tensor_to_host_f32(db);
+        free_all({&tx, &tw, &tb, &tg, &out, &din, &dW, &db});
+    }
+    const char* names[4] = {"out", "din", "dweight", "dbias"};
+    for (int i = 0; i < 4; i++)
+        CHECK(norm_rel_err(res[1][i], res[0][i]) < 1e-2, "bf16 linear %s: norm rel err %.3g", names[i],
+              norm_rel_err(res[1][i], res[0][i]));
+}
+
+static void cpu_checks() {
+    g_rng.seed(1234);
+    test_linear(g_cpu);
+    test_linear_bf16(g_cpu);
+}
+
+// =========================================================================================================
+// GPU-vs-CPU checks (--gpu): the CUDA kernels against the CPU reference
+// =========================================================================================================
+
+struct LinearOut {
+    std::vector<float> out, din, dW, db;
+};
+
+static LinearOut linear_run(Device dev, DType dt, DType out_dt, const std::vector<float>& x, const std::vector<float>& W,
+                            const std::vector<float>& b, const std::vector<float>& G, const std::vector<float>& din0,
+                            const std::vector<float>& dW0, const std::vector<float>& db0, int N, int IC, int OC,
+                            bool acc_din, int repeats = 1, bool* repeat_bitwise = nullptr) {
+    Ctx& ctx = ctx_of(dev);
+    Tensor tx = make_tensor(dev, dt, x), tw = make_tensor(dev, dt, W);
+    Tensor tb = b.empty() ? Tensor() : make_tensor(dev, dt, b), tg = make_tensor(dev, dt, G);
+    Tensor out = poisoned_tensor(dev, out_dt, (int64_t)N * OC);
+    linear_forward(ctx, out, tx, tw, tb, N, IC, OC);
+    LinearOut r;
+    r.out = to_host(out);
+    for (int rep = 0; rep < repeats; rep++) {
+        Tensor din = acc_din ? make_tensor(dev, dt, din0) : poisoned_tensor(dev, dt, (int64_t)N * IC);
+        Tensor dW = make_tensor(dev, DType::F32, dW0), db = make_tensor(dev, DType::F32, db0);
+        linear_backward(ctx, din, dW, b.empty() ? Tensor() : db, tg, tx, tw, N, IC, OC, acc_din);
+        LinearOut cur{{}, to_host(din), to_host(dW), to_host(db)};
+        if (rep == 0) {
+            r.din = cur.din;
+            r.dW = cur.dW;
+            r.db = cur.db;
+        } else if (repeat_bitwise) {
+            *repeat_bitwise &= bitwise_equal(cur.din, r.din) && bitwise_equal(cur.dW, r.dW) && bitwise_equal(cur.db, r.db);
+        }
+        tensor_free(din);
+        tensor_free(dW);
+        tensor_free(db);
+    }
+    free_all({&tx, &tw, &tb, &tg, &out});
+    return r;
+}
+
+static void test_linear_gpu() {
+    const int N = 37, IC = 129, OC = 67;
+    for (DType dt : {DType::F32, DType::BF16})
+        for (int with_bias = 0; with_bias < 2; with_bias++)
+            for (int acc = 0; acc < 2; acc++) {
+                std::vector<float> x = round_to(dt, random_vec(N * IC, g_rng)), W = round_to(dt, random_vec(OC * IC, g_rng)),
+                                   b = with_bias ? round_to(dt, random_vec(OC, g_rng)) : std::vector<float>(),
+                                   G = round_to(dt, random_vec(N * OC, g_rng)),
+                                   din0 = round_to(dt, random_vec(N * IC, g_rng)), dW0 = random_vec(OC * IC, g_rng),
+                                   db0 = random_vec(OC, g_rng);
+                bool bitwise = true;
+                LinearOut c = linear_run(Device::CPU, dt, dt, x, W, b, G, din0, dW0, db0, N, IC, OC, acc);
+                LinearOut g = linear_run(Device::CUDA, dt, dt, x, W, b, G, din0, dW0, db0, N, IC, OC, acc, 2, &bitwise);
+                char what[96];
+                snprintf(what, sizeof what, "linear bias=%d acc_din=%d", with_bias, acc);
+                std::string w(what);
+                check_close_norm((w + " out").c_str(), dt, g.out, c.out);
+                check_close_norm((w + " din").c_str(), dt, g.din, c.din);
+                // dW and dbias are f32 buffers: their error comes from the inputs' dtype only.
+                check_close_norm((w + " dweight").c_str(), dt, g.dW, c.dW);
+                if (with_bias) check_close_norm((w + " dbias").c_str(), dt, g.db, c.db);
+                CHECK(bitwise, "%s: backward twice gives identical bits [%s]", what, dtype_name(dt));
+            }
+    // The LM head: bf16 input and weight, f32 logits.
+    {
+        std::vector<float> x = round_bf16(random_vec(N * IC, g_rng)), W = round_bf16(random_vec(OC * IC, g_rng));
+        std::vector<float> G(N * OC, 0.f);
+        LinearOut c = linear_run(Device::CPU, DType::BF16, DType::F32, x, W, {}, G, {}, std::vector<float>(OC * IC, 0.f),
+                                 std::vector<float>(OC, 0.f), N, IC, OC, false);
+        LinearOut g = linear_run(Device::CUDA, DType::BF16, DType::F32, x, W, {}, G, {}, std::vector<float>(OC * IC, 0.f),
+                                 std::vector<float>(OC, 0.f), N, IC, OC, false);
+        check_close_norm("linear bf16 -> f32 logits", DType::F32, g.out, c.out, 1e-5);
+    }
+    // bias_backward over many rows (several row chunks in the two-stage GPU reduction), twice: same bits.
+    for (DType dt : {DType::F32, DType::BF16}) {
+        const int NR = 1500, C = 67;
+        std::vector<float> dout = round_to(dt, random_vec((size_t)NR * C, g_rng)), db0 = random_vec(C, g_rng);
+        std::vector<float> res[2], again;
+        for (Device dev : {Device::CPU, Device::CUDA}) {
+            for (int rep = 0; rep < (dev == Device::CUDA ? 2 : 1); rep++) {
+                Tensor td = make_tensor(dev, dt, dout), db = make_tensor(dev, DType::F32, db0);
+                bias_backward(ctx_of(dev), db, td, NR, C);
+                (rep ? again : res[dev == Device::CUDA]) = to_host(db);
+                tensor_free(td);
+                tensor_free(db);
+            }
+        }
+        check_close_norm("bias_backward N=1500", dt, res[1], res[0], 1e-5);
+        CHECK(bitwise_equal(res[1], again), "bias_backward twice: identical bits [%s]", dtype_name(dt));
+    }
+}
+
+static void gpu_checks() {
+    g_rng.seed(4321);
+    test_linear_gpu();
+}
+
+int main(int argc, char** argv) {
+    return run_op_test(argc, argv, "test_linear", g_cpu, g_gpu, cpu_checks, gpu_checks);
+}
