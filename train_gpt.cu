@@ -91,13 +91,13 @@ static TrainState describe_run(const TrainOptions& o, const GPTConfig& cfg, cons
 
 // --resume: check the saved state against this run (collectively: every rank reaches the same verdict),
 // then restore the AdamW moments and the data position. Returns the first step to run.
-static int restore_training_state(TrainState& saved, const std::string& step_dir, const TrainState& run, GPT& model,
+static int restore_training_state(TrainState& saved, const std::string& step_dir, const TrainState& current, GPT& model,
                                   DataLoader& train, int64_t* skipped) {
     const std::string state_file = step_dir + "/state.bin";
-    refuse_if(train_state_mismatch(saved, run, state_file));
+    refuse_if(train_state_mismatch(saved, current, state_file));
     refuse_if(saved.data_position < train.num_batches ? "" : state_file + ": data position " +
               std::to_string(saved.data_position) + " is past the " + std::to_string(train.num_batches) + " batches of an epoch");
-    std::string note = train_state_layout_note(saved, run);
+    std::string note = train_state_layout_note(saved, current);
     if (!note.empty()) LOG0("note: %s\n", note.c_str());
     gpt_load_full_optimizer(model, saved.adam_m.data(), saved.adam_v.data());
     train.set_state({saved.data_epoch, saved.data_position});
