@@ -21,8 +21,13 @@ NP ?= 2
 MPIRUN ?= mpirun --oversubscribe --bind-to none
 export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
-DEB_PACKAGES = cmake g++ make ccache openmpi-bin libopenmpi-dev libopenblas-dev libstb-dev python3
+DEB_PACKAGES = cmake g++ make ccache ninja-build openmpi-bin libopenmpi-dev libopenblas-dev libstb-dev python3
 CONFIGURE = PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+# A new build folder uses Ninja when it is installed: it compiles a program's own files alongside the
+# libraries it links instead of after them. (An existing folder keeps the generator it was made with.)
+NEW_FOLDER_GENERATOR = $$(test -f $(BUILD)/CMakeCache.txt || ! command -v ninja >/dev/null || echo -G Ninja)
+# Sub-makes (the Makefile generator's) without "Entering directory" lines.
+MAKEFLAGS += --no-print-directory
 
 TRAIN_ARGS ?= --tp 2 --sp --recompute selective --memory-report --layers 4 --heads 4 --hidden 128 --seq 64 \
               --batch 16 --steps 600 --lr 2e-3 --warmup 50 --dropout 0.0 --val-every 200 --log-every 50 \
@@ -55,7 +60,7 @@ deps:
 build: deps
 	@grep -qsx 'CMAKE_CUDA_ARCHITECTURES:[A-Z]*=$(CUDA_ARCHS)' $(BUILD)/CMakeCache.txt || { \
 	  echo "build: configuring $(BUILD) for CUDA architectures $(CUDA_ARCHS) (every program, test and benchmark)"; \
-	  $(CONFIGURE) "-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCHS)" >/dev/null || exit 1; }
+	  $(CONFIGURE) $(NEW_FOLDER_GENERATOR) "-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCHS)" >/dev/null || exit 1; }
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # train_gpt and prepare_data only (see "the build folder").
@@ -66,7 +71,7 @@ trainer: deps
 	else archs='$(TRAIN_ARCHS)'; \
 	  echo "make train: building train_gpt and prepare_data for CUDA architecture $$archs only (this machine's GPU;" \
 	    "90 without one): a minute or two the first time"; \
-	  $(CONFIGURE) "-DCMAKE_CUDA_ARCHITECTURES=$$archs" >/dev/null || exit 1; fi
+	  $(CONFIGURE) $(NEW_FOLDER_GENERATOR) "-DCMAKE_CUDA_ARCHITECTURES=$$archs" >/dev/null || exit 1; fi
 	@cmake --build $(BUILD) -j $(JOBS) --target train_gpt prepare_data
 
 # The default corpus is the project's own text (docs and sources): no network needed.
