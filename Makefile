@@ -1,6 +1,7 @@
 # mini-megatron — the front door.
-#   make train   build, prepare the default data, train a small GPT with TP 2 + SP + selective recompute under mpirun
-#   make test    build and run every CTest test (unit, mpi; gpu tests skip without a GPU)
+#   make train   build the trainer (the first time: train_gpt and prepare_data only, for this machine's GPU),
+#                prepare the default data, train a small GPT with TP 2 + SP + selective recompute under mpirun
+#   make test    build everything and run every CTest test (unit, mpi; gpu tests skip without a GPU)
 #   make bench   layer and end-to-end benchmarks (tiny shapes on CPU; the paper's shapes on a GPU)
 #   make paper   the paper-scale calculator: Table 2, Figure 7 (docs/figure7.png), memory totals, MFU/HFU
 #   make memory  the Table 2 grid measured on a small model on CPU, next to the formulas
@@ -9,19 +10,32 @@
 #   make clean
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
-# CUDA architectures: A100 and H100/H200 by default.
+# CUDA architectures of a full build (make test, bench, paper, memory; CI): A100 and H100/H200.
 CUDA_ARCHS ?= 80;90
+# CUDA architectures of the build folder make train configures: this machine's GPUs (nvidia-smi's compute
+# capability, 9.0 -> 90), or 90 when there is none (the programs then run on the CPU).
+GPU_ARCHS = $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | \
+              grep -E '^[0-9]+\.[0-9]+$$' | tr -d . | sort -u | paste -sd';')
+TRAIN_ARCHS ?= $(or $(GPU_ARCHS),90)
 NP ?= 2
 MPIRUN ?= mpirun --oversubscribe --bind-to none
 export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
-DEB_PACKAGES = cmake g++ make ccache openmpi-bin libopenmpi-dev libopenblas-dev libstb-dev libpcre2-dev python3
+DEB_PACKAGES = cmake g++ make ccache ninja-build openmpi-bin libopenmpi-dev libopenblas-dev libstb-dev libpcre2-dev python3
+CONFIGURE = PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+# A new build folder uses Ninja when it is installed: it compiles a program's own files alongside the
+# libraries it links instead of after them. (An existing folder keeps the generator it was made with.)
+NEW_FOLDER_GENERATOR = $$(test -f $(BUILD)/CMakeCache.txt || ! command -v ninja >/dev/null || echo -G Ninja)
+# Sub-makes (the Makefile generator's) without "Entering directory" lines.
+MAKEFLAGS += --no-print-directory
 
 TRAIN_ARGS ?= --tp 2 --sp --recompute selective --memory-report --layers 4 --heads 4 --hidden 128 --seq 64 \
               --batch 16 --steps 600 --lr 2e-3 --warmup 50 --dropout 0.0 --val-every 200 --log-every 50 \
               --sample 400 --temperature 0.7 --top-k 20 --save $(BUILD)/model.bin --log $(BUILD)/train.jsonl
 
-.PHONY: all build train test bench paper memory pictures deps data clean
+.PHONY: all build trainer train test bench paper memory pictures deps data clean
+# One cmake --build at a time in the build folder, whatever -j says.
+.NOTPARALLEL:
 
 all: build
 
@@ -34,17 +48,37 @@ deps:
 	@command -v nvcc >/dev/null || test -x /usr/local/cuda/bin/nvcc || \
 	  { echo "deps: nvcc not found: install the CUDA Toolkit (nvcc, cuBLAS, NCCL); it is needed to build"; exit 1; }
 
-$(BUILD)/Makefile: CMakeLists.txt
-	@PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCHS)" >/dev/null
-
-build: deps $(BUILD)/Makefile
+# ---- the build folder -----------------------------------------------------------------------------------
+# There is one, $(BUILD), so that make pictures finds the log of the last make train, and nothing is built
+# twice. make train builds only the two programs it runs. When it finds no configured build folder, it
+# configures one for this machine's GPU only (TRAIN_ARCHS): the first make train compiles the core library
+# once, for one architecture, instead of 21 programs for two. A folder that is already configured (by an
+# earlier make test, say) is reused as it is, so make train never recompiles what is there. The full
+# targets need every program for CUDA_ARCHS: after a one-architecture make train, the first of them
+# reconfigures the folder and compiles every file again, once, for both architectures (ccache cannot help:
+# another architecture is another compilation); from then on both kinds of target reuse that build.
+build: deps
+	@grep -qsx 'CMAKE_CUDA_ARCHITECTURES:[A-Z]*=$(CUDA_ARCHS)' $(BUILD)/CMakeCache.txt || { \
+	  echo "build: configuring $(BUILD) for CUDA architectures $(CUDA_ARCHS) (every program, test and benchmark)"; \
+	  $(CONFIGURE) $(NEW_FOLDER_GENERATOR) "-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCHS)" >/dev/null || exit 1; }
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# train_gpt and prepare_data only (see "the build folder").
+trainer: deps
+	@if [ -f $(BUILD)/CMakeCache.txt ]; then \
+	  echo "make train: building train_gpt and prepare_data in $(BUILD) (CUDA architectures" \
+	    "$$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' $(BUILD)/CMakeCache.txt))"; \
+	else archs='$(TRAIN_ARCHS)'; \
+	  echo "make train: building train_gpt and prepare_data for CUDA architecture $$archs only (this machine's GPU;" \
+	    "90 without one): a minute or two the first time"; \
+	  $(CONFIGURE) $(NEW_FOLDER_GENERATOR) "-DCMAKE_CUDA_ARCHITECTURES=$$archs" >/dev/null || exit 1; fi
+	@cmake --build $(BUILD) -j $(JOBS) --target train_gpt prepare_data
+
 # The default corpus is the project's own text (docs and sources): no network needed.
-data: build
+data: trainer
 	@test -f data/generated/default/train.bin || $(BUILD)/prepare_data --default --root .
 
-train: build data
+train: trainer data
 	$(MPIRUN) -np $(NP) $(BUILD)/train_gpt $(TRAIN_ARGS)
 
 test: build
@@ -66,9 +100,11 @@ memory: build data
 	    --hidden 64 --seq 64 --batch 2 --steps 1 --val-batches 0 --memory-report | grep -E "^  (total|model) +[0-9]" | \
 	    sed "s/^/tp=$$tp $${sp:-   } $$rc: /"; done; done; done
 
-# Pictures of the last make train: the loss curve and the measured-vs-formula memory breakdown.
-pictures: build
+# Pictures of the last make train: the loss curve and the measured-vs-formula memory breakdown. Only the
+# plotting tool is built, in the folder make train used, whatever its architectures.
+pictures:
 	@test -f $(BUILD)/train.jsonl || { echo "pictures: no $(BUILD)/train.jsonl yet: run make train first"; exit 1; }
+	@cmake --build $(BUILD) -j $(JOBS) --target plot_log
 	@mkdir -p docs && $(BUILD)/plot_log $(BUILD)/train.jsonl --out-dir docs
 
 clean:

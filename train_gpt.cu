@@ -1,5 +1,6 @@
-// train_gpt.cu — the main loop. It reads like a table of contents: each line points to the file that holds
-// the mechanism.
+// train_gpt.cu — the trainer. main(), at the bottom, is the step loop and reads like a table of contents:
+// each line points to the file that holds the mechanism. The functions above it set a run up
+// (setup_run), report on it while it runs, and finish it (finish_run).
 //
 //   mpirun -np 2 build/train_gpt --tp 2 --sp --recompute selective --memory-report
 #include <mpi.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,7 @@
 #include "model/gpt.h"
 #include "model/train_state.h"
 #include "model/train_step.h"
+#include "parallel/comm.h"
 #include "recompute/memory_report.h"
 #include "train_options.h"
 
@@ -88,13 +91,13 @@ static TrainState describe_run(const TrainOptions& o, const GPTConfig& cfg, cons
 
 // --resume: check the saved state against this run (collectively: every rank reaches the same verdict),
 // then restore the AdamW moments and the data position. Returns the first step to run.
-static int restore_training_state(TrainState& saved, const std::string& step_dir, const TrainState& run, GPT& model,
+static int restore_training_state(TrainState& saved, const std::string& step_dir, const TrainState& current, GPT& model,
                                   DataLoader& train, int64_t* skipped) {
     const std::string state_file = step_dir + "/state.bin";
-    refuse_if(train_state_mismatch(saved, run, state_file));
+    refuse_if(train_state_mismatch(saved, current, state_file));
     refuse_if(saved.data_position < train.num_batches ? "" : state_file + ": data position " +
               std::to_string(saved.data_position) + " is past the " + std::to_string(train.num_batches) + " batches of an epoch");
-    std::string note = train_state_layout_note(saved, run);
+    std::string note = train_state_layout_note(saved, current);
     if (!note.empty()) LOG0("note: %s\n", note.c_str());
     gpt_load_full_optimizer(model, saved.adam_m.data(), saved.adam_v.data());
     train.set_state({saved.data_epoch, saved.data_position});
@@ -136,42 +139,57 @@ static int handle_bad_step(const TrainOptions& o, GPT& model, const StepStats& s
     return bad_in_a_row + 1;
 }
 
-int main(int argc, char** argv) {
-    MPI_Init(&argc, &argv);
-    int world = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world);
-    TrainOptions opt = parse_train_options(argc, argv, g_rank == 0);
+// ---- setting a run up ------------------------------------------------------------------------------------
+// Everything one run holds once set up (setup_run), in the order it is made. Built in place and never
+// copied: the model keeps pointers to the grid, the context and the allocator.
+struct Run {
+    TrainOptions opt;
+    int world = 1;                               // ranks in MPI_COMM_WORLD
+    Device device = Device::CPU;
+    DType dtype = DType::F32;
+    CommBackend backend = CommBackend::MPI;
+    Recompute recompute = Recompute::None;
+    GPTConfig cfg;
+    Ctx ctx;
+    ProcessGrid grid;                            // parallel/process_grid.h: world = tp x dp
+    std::unique_ptr<ActivationAllocator> alloc;  // recompute/activation_allocator.h: tagged, measured activations
+    GPT model;
+    DataLoader train, val;
+    bool have_val = false;
+    TrainState state;                            // what a training state records about this run (describe_run)
+    int start_step = 1;                          // > 1 after --resume
+    int64_t skipped_steps = 0;                   // updates not applied (--skip-bad-steps), kept across resumes
+    OptimConfig optim;
+    ModelFormulaInput shape;                     // the paper's symbols for this rank (recompute/formulas.h)
+    FILE* logf = nullptr;                        // --log, on rank 0: one JSON object per line
+};
 
-    // ---- where to run: one rank per GPU, or CPUs -------------------------------------------------------
-    MPI_Comm node;
-    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_rank, MPI_INFO_NULL, &node);
-    int local_rank = 0, local_size = 1;
-    MPI_Comm_rank(node, &local_rank);
-    MPI_Comm_size(node, &local_size);
-    int gpu = 0;
-    Device device = choose_device(opt, local_rank, local_size, &gpu);
+// Where this rank runs: a GPU per rank on its node or the CPU (choose_device), the communication backend,
+// the numerics, and the CPU threads it takes.
+static void place_rank(Run& run, int* gpu) {
+    const TrainOptions& opt = run.opt;
+    LocalRank local = local_rank(MPI_COMM_WORLD);  // parallel/comm.h: this rank's index and count on its node
+    run.device = choose_device(opt, local.rank, local.size, gpu);
     // CPU threads: share this node's cores among its ranks, as OpenMP threads, with single-threaded BLAS
     // calls inside them. OpenMP and OpenBLAS thread pools on the same cores spin against each other and can
-    // make a step 10x slower (measured on 2 cores: 80 ms vs 250 ms per step). OMP_NUM_THREADS, when set, wins.
-    if (!getenv("OMP_NUM_THREADS")) omp_set_num_threads(std::max(1, omp_get_num_procs() / local_size));
+    // make a step several times slower. OMP_NUM_THREADS, when set, wins.
+    if (!getenv("OMP_NUM_THREADS")) omp_set_num_threads(std::max(1, omp_get_num_procs() / local.size));
     if (!getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(1);
-    DType dtype = opt.dtype == "bf16" ? DType::BF16 : DType::F32;
-    CommBackend backend = (opt.comm == "nccl" || (opt.comm == "auto" && device == Device::CUDA)) ? CommBackend::NCCL : CommBackend::MPI;
-    refuse_if(backend == CommBackend::NCCL && device == Device::CPU ? "--comm nccl needs --device cuda" : "");
-    Recompute recompute;
-    parse_recompute(opt.recompute.c_str(), &recompute);
+    run.dtype = opt.dtype == "bf16" ? DType::BF16 : DType::F32;
+    run.backend = (opt.comm == "nccl" || (opt.comm == "auto" && run.device == Device::CUDA)) ? CommBackend::NCCL : CommBackend::MPI;
+    refuse_if(run.backend == CommBackend::NCCL && run.device == Device::CPU ? "--comm nccl needs --device cuda" : "");
+    parse_recompute(opt.recompute.c_str(), &run.recompute);
+}
 
-    // ---- the model's shape (model/config.h, model/checkpoint.cu), or a checkpoint to resume ---------------
+// The model's shape and first weights: a checkpoint directory to resume (with its training state), an llm.c
+// file (--init, model/checkpoint.cu), or a fresh model of the flags' shape (model/config.h).
+static GPTConfig read_model_config(const TrainOptions& opt, std::vector<float>& init_params, TrainState& resumed,
+                                   std::string& resumed_dir) {
     GPTConfig cfg;
-    std::vector<float> init_params;
-    TrainState resumed;      // model/train_state.h: AdamW moments, step, data position, configuration
-    std::string resumed_dir;
+    std::string err;
     if (!opt.resume.empty()) {
-        std::string err;
         refuse_if(checkpoint_dir_load(opt.resume, cfg, init_params, resumed, resumed_dir, err) ? "" : err);
     } else if (!opt.init.empty()) {
-        std::string err;
         refuse_if(checkpoint_read(opt.init, cfg, init_params, err) ? "" : err);
     } else {
         cfg.layers = opt.layers;
@@ -182,156 +200,150 @@ int main(int argc, char** argv) {
         cfg.padded_vocab = opt.padded_vocab ? opt.padded_vocab : padded_vocab_for(opt.vocab);
         refuse_if(validate_config(cfg));
     }
-    // ---- the process grid (parallel/process_grid.cu): refuse an impossible layout before allocating ----
-    refuse_if(grid_validate(world, opt.tp, opt.sp, cfg, opt.batch, opt.seq));
+    return cfg;
+}
+
+// Set a run up: device, model shape (or a checkpoint to resume), process grid, model, data, training state,
+// log. Every refusal is collective (refuse_if), and the layout is checked before anything is allocated.
+static void setup_run(Run& run, const TrainOptions& options, int world) {
+    run.opt = options;
+    run.world = world;
+    const TrainOptions& opt = run.opt;
+    int gpu = 0;
+    place_rank(run, &gpu);
+
+    // The model's shape, then the process grid (parallel/process_grid.cu): refuse an impossible layout early.
+    std::vector<float> init_params;
+    TrainState resumed;  // model/train_state.h: AdamW moments, step, data position, configuration
+    std::string resumed_dir;
+    run.cfg = read_model_config(opt, init_params, resumed, resumed_dir);
+    refuse_if(grid_validate(world, opt.tp, opt.sp, run.cfg, opt.batch, opt.seq));
     int dp = world / opt.tp;
     if (opt.micro_batch && opt.micro_batch * dp != opt.batch)  // (the same on every rank)
         refuse_if("--micro-batch-size " + std::to_string(opt.micro_batch) + " times data-parallel size " + std::to_string(dp) +
                   " must equal the global batch " + std::to_string(opt.batch) + " (no gradient accumulation)");
-    Ctx ctx = ctx_create(device, gpu);
-    ProcessGrid grid = grid_create(MPI_COMM_WORLD, opt.tp, opt.sp, backend, ctx);
+    run.ctx = ctx_create(run.device, gpu);
+    run.grid = grid_create(MPI_COMM_WORLD, opt.tp, opt.sp, run.backend, run.ctx);
     if (opt.sp && opt.tp == 1) LOG0("note: --sp with --tp 1 changes nothing (one rank holds the whole sequence)\n");
 
-    // ---- model (model/gpt.cu), data (data/dataloader.cu) ----------------------------------------------------
-    ActivationAllocator alloc(device);
-    GPT model;
-    gpt_create(model, cfg, grid, ctx, alloc, dtype, recompute, opt.dropout, opt.seed);
-    if (init_params.empty()) gpt_init_random(model, opt.seed);
-    else gpt_load_full(model, init_params.data());
+    // The model (model/gpt.cu): this rank's shard, with random or loaded weights.
+    run.alloc = std::make_unique<ActivationAllocator>(run.device);
+    gpt_create(run.model, run.cfg, run.grid, run.ctx, *run.alloc, run.dtype, run.recompute, opt.dropout, opt.seed);
+    if (init_params.empty()) gpt_init_random(run.model, opt.seed);
+    else gpt_load_full(run.model, init_params.data());
     init_params.clear();
     init_params.shrink_to_fit();
 
-    DataLoader train, val;
+    // The data (data/dataloader.cu): this data-parallel rank's part of each global batch.
     std::string err;
-    bool train_ok = train.init(opt.train_file, opt.batch, opt.seq, grid.dp, grid.dp_rank, opt.shuffle, opt.seed, cfg.vocab, err);
+    bool train_ok = run.train.init(opt.train_file, opt.batch, opt.seq, run.grid.dp, run.grid.dp_rank, opt.shuffle, opt.seed,
+                                   run.cfg.vocab, err);
     refuse_if(train_ok ? "" : err + (opt.train_file.find("data/generated/default") != std::string::npos ? " (run 'make data' first)" : ""));
-    bool have_val = val.init(opt.val_file, opt.batch, opt.seq, grid.dp, grid.dp_rank, false, 0, cfg.vocab, err);
-    if (!have_val) LOG0("note: no validation (%s)\n", err.c_str());
+    run.have_val = run.val.init(opt.val_file, opt.batch, opt.seq, run.grid.dp, run.grid.dp_rank, false, 0, run.cfg.vocab, err);
+    if (!run.have_val) LOG0("note: no validation (%s)\n", err.c_str());
 
-    // ---- exact resume (model/train_state.h): check the saved state against this run, restore it -----------
-    TrainState run = describe_run(opt, cfg, grid, dtype, recompute, train);
-    int start_step = 1;
-    int64_t skipped_steps = 0;
-    if (!opt.resume.empty()) start_step = restore_training_state(resumed, resumed_dir, run, model, train, &skipped_steps);
+    // Exact resume (model/train_state.h): check the saved state against this run, restore it.
+    run.state = describe_run(opt, run.cfg, run.grid, run.dtype, run.recompute, run.train);
+    if (!opt.resume.empty())
+        run.start_step = restore_training_state(resumed, resumed_dir, run.state, run.model, run.train, &run.skipped_steps);
 
-    FILE* logf = nullptr;
-    if (g_rank == 0 && !opt.log.empty()) logf = fopen(opt.log.c_str(), opt.resume.empty() ? "w" : "a");  // a resumed run appends
-    refuse_if(g_rank == 0 && !opt.log.empty() && !logf ? "cannot open --log file " + opt.log + " for writing" : "");
+    if (g_rank == 0 && !opt.log.empty()) run.logf = fopen(opt.log.c_str(), opt.resume.empty() ? "w" : "a");  // a resumed run appends
+    refuse_if(g_rank == 0 && !opt.log.empty() && !run.logf ? "cannot open --log file " + opt.log + " for writing" : "");
 
-    // ---- start-up summary ---------------------------------------------------------------------------------
-    ModelFormulaInput shape;
-    shape.s = opt.seq; shape.b = opt.batch / grid.dp; shape.h = cfg.channels; shape.a = cfg.heads;
-    shape.L = cfg.layers; shape.v = cfg.padded_vocab; shape.t = grid.tp; shape.sp = grid.sp; shape.rc = recompute;
-    shape.d = (int)dtype_size(dtype);
-    LOG0("mini-megatron: %lld parameters (L=%d h=%d a=%d V=%d Vp=%d maxT=%d) on %s, %s\n", (long long)param_count(cfg),
-         cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.padded_vocab, cfg.max_seq, device_name(device), dtype_name(dtype));
-    LOG0("layout: %d ranks = tp %d x dp %d, sequence parallel %s, recompute %s, comm %s\n", world, grid.tp, grid.dp,
-         grid.sp ? "on" : "off", recompute_name(recompute), backend == CommBackend::NCCL ? "nccl" : "mpi");
-    LOG0("batch: %d sequences x %d tokens per step (%d per data-parallel rank); %lld batches per epoch\n", opt.batch, opt.seq,
-         opt.batch / grid.dp, (long long)train.num_batches);
-    LOG0("activation memory per rank by the paper's formulas: %.2f MB (layers) + %.2f MB (outside layers)\n",
-         cfg.layers * layer_bytes(shape.layer()) / 1e6, model_extra_bytes(shape) / 1e6);
-
-    auto validate = [&](int step) {
-        if (!have_val || opt.val_batches == 0) return -1.0f;
-        val.set_state(DataLoaderState{});
-        double sum = 0;
-        int nb = (int)std::min<int64_t>(opt.val_batches, val.num_batches);
-        for (int i = 0; i < nb; i++) {
-            val.next_batch();
-            sum += eval_loss(model, val.inputs.data(), val.targets.data(), val.B_local, opt.seq);
-        }
-        float vl = (float)(sum / nb);
-        LOG0("step %5d | val loss %.4f\n", step, vl);
-        if (logf) fprintf(logf, "{\"step\":%d,\"val_loss\":%.6f}\n", step, vl), fflush(logf);
-        return vl;
-    };
-
-    // ---- training ---------------------------------------------------------------------------------------------
-    OptimConfig oc;
-    oc.beta1 = opt.beta1; oc.beta2 = opt.beta2; oc.eps = opt.eps; oc.weight_decay = opt.weight_decay; oc.grad_clip = opt.grad_clip;
+    run.shape = formula_input(opt.seq, opt.batch / run.grid.dp, run.cfg.channels, run.cfg.heads, run.cfg.layers,
+                              run.cfg.padded_vocab, run.grid.tp, run.grid.sp, run.recompute, (int)dtype_size(run.dtype));
+    run.optim.beta1 = opt.beta1; run.optim.beta2 = opt.beta2; run.optim.eps = opt.eps;
+    run.optim.weight_decay = opt.weight_decay; run.optim.grad_clip = opt.grad_clip;
     g_test_hooks.inject_nan_at_step = opt.inject_nan_at_step;  // tests only (hidden flag): model/train_step.h
-    int step = 0;
-    float best_val = INFINITY, first_loss = NAN, last_loss = NAN;
-    int bad_in_a_row = 0;
-    if (opt.val_every > 0 && start_step == 1) {
-        float v0 = validate(0);
-        if (v0 >= 0) best_val = v0;
-    }
-    double t_start = now_s(), t_steps = 0;
-    const double tokens_per_step = (double)opt.batch * opt.seq;
-    CommCounters step_comm;  // the TP group's collectives of the last training step
-    for (step = start_step; step <= opt.steps; step++) {
-        train.next_batch();
-        float lr = learning_rate(opt, step);
-        auto report = [&]() {  // recompute/memory_report.cu: measured vs formula, right after the forward pass
-            if (!(opt.memory_report && step == start_step)) return;
-            ctx_sync(ctx);
-            MemoryReport r = build_memory_report(alloc.live(), shape);
-            if (device == Device::CUDA) {
-                size_t fr = 0, tot = 0;
-                if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) r.device_used_bytes = (double)(tot - fr);
-            }
-            if (g_rank == 0) print_memory_report(stdout, r);
-            if (logf) fprintf(logf, "{\"step\":%d,\"memory_report\":%s}\n", step, memory_report_json(r).c_str());
-        };
-        grid.tp_comm.counters.reset();  // parallel/comm.h: bytes each collective kind moves, per step
-        double t0 = now_s();
-        StepStats st = train_step(model, train.inputs.data(), train.targets.data(), train.B_local, opt.seq, oc, step, lr, report);
-        ctx_sync(ctx);
-        double dt = now_s() - t0;
-        step_comm = grid.tp_comm.counters;
-        if (step > start_step || opt.steps == start_step) t_steps += dt;
-        // Numerical faults (model/train_step.cu): a non-finite step was not applied; stop, naming the first bad
-        // gradient, before anything reaches a checkpoint -- or skip it with --skip-bad-steps.
-        if (!st.applied) {
-            skipped_steps++;
-            bad_in_a_row = handle_bad_step(opt, model, st, step, bad_in_a_row);
-        } else {
-            bad_in_a_row = 0;
-            if (std::isnan(first_loss)) first_loss = st.loss;
-            last_loss = st.loss;
-        }
-        if (step % opt.log_every == 0 || step == opt.steps || step == start_step) {
-            double avg = step > start_step ? t_steps / (step - start_step) : dt;
-            double eta = avg * (opt.steps - step);
-            char mfu[64] = "";
-            if (device == Device::CUDA) {
-                double flops = model_flops(opt.batch, cfg.layers, opt.seq, cfg.channels, cfg.padded_vocab);
-                snprintf(mfu, sizeof mfu, " | MFU %.1f%%", 100 * flops_utilization(flops, dt, kH100PeakBf16, world));
-            }
-            LOG0("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s%s | ETA %.0fs\n", step, opt.steps, st.loss,
-                 lr, st.grad_norm, dt * 1e3, tokens_per_step / dt, mfu, eta);
-        }
-        // %.9g: a float's exact value (resume tests compare losses bitwise)
-        if (logf) fprintf(logf, "{\"step\":%d,\"train_loss\":%.9g,\"lr\":%.6e,\"grad_norm\":%.9g,\"ms\":%.3f%s}\n", step, st.loss, lr,
-                          st.grad_norm, dt * 1e3, st.applied ? "" : ",\"skipped\":true"), fflush(logf);
-        // Checkpoint for exact resume (model/train_state.cu): every --save-every steps and at the end.
-        const bool exit_now = opt.exit_interval > 0 && step % opt.exit_interval == 0 && step < opt.steps;
-        if (!opt.checkpoint_dir.empty() && ((opt.save_every > 0 && step % opt.save_every == 0) || step == opt.steps || exit_now))
-            save_checkpoint(opt.checkpoint_dir, model, run, train, step, skipped_steps);
-        if (exit_now) {
-            LOG0("exit: --exit-interval %d reached at step %d%s\n", opt.exit_interval, step,
-                 opt.checkpoint_dir.empty() ? " (no --checkpoint-dir: nothing saved)" : "; continue with --resume");
-            opt.steps = step;  // end here: the final validation, --save and --sample still run
-            break;
-        }
-        if (opt.val_every > 0 && step % opt.val_every == 0 && step != opt.steps) {
-            float vl = validate(step);
-            if (vl >= 0) best_val = std::min(best_val, vl);
-        }
-    }
-    if (opt.steps > 0) {
-        float vl = validate(opt.steps);
-        if (vl >= 0) best_val = std::min(best_val, vl);
-    }
+}
 
-    // ---- save (model/checkpoint.cu: one consolidated llm.c file), sample (model/generate.cu) -------------------
+// What runs: the model, the layout, the batch, and the activation memory the paper's formulas predict.
+static void print_startup(const Run& run) {
+    const TrainOptions& opt = run.opt;
+    const GPTConfig& cfg = run.cfg;
+    LOG0("mini-megatron: %lld parameters (L=%d h=%d a=%d V=%d Vp=%d maxT=%d) on %s, %s\n", (long long)param_count(cfg),
+         cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.padded_vocab, cfg.max_seq, device_name(run.device), dtype_name(run.dtype));
+    LOG0("layout: %d ranks = tp %d x dp %d, sequence parallel %s, recompute %s, comm %s\n", run.world, run.grid.tp, run.grid.dp,
+         run.grid.sp ? "on" : "off", recompute_name(run.recompute), run.backend == CommBackend::NCCL ? "nccl" : "mpi");
+    LOG0("batch: %d sequences x %d tokens per step (%d per data-parallel rank); %lld batches per epoch\n", opt.batch, opt.seq,
+         opt.batch / run.grid.dp, (long long)run.train.num_batches);
+    LOG0("activation memory per rank by the paper's formulas: %.2f MB (layers) + %.2f MB (outside layers)\n",
+         cfg.layers * layer_bytes(run.shape.layer()) / 1e6, model_extra_bytes(run.shape) / 1e6);
+}
+
+// ---- during the run --------------------------------------------------------------------------------------
+// What the loop keeps from step to step, for the step lines and the final summary.
+struct Progress {
+    float best_val = INFINITY, first_loss = NAN, last_loss = NAN;
+    double t_steps = 0;      // time of the timed steps (a run's first step is warm-up, unless it is the only one)
+    int bad_in_a_row = 0;    // consecutive non-finite steps (handle_bad_step)
+    CommCounters step_comm;  // the TP group's collectives of the last training step
+};
+
+// The validation loss over the first --val-batches batches, printed and logged; *best keeps the lowest.
+// Nothing without validation data or with --val-batches 0.
+static void validate(Run& run, int step, float* best) {
+    const TrainOptions& opt = run.opt;
+    if (!run.have_val || opt.val_batches == 0) return;
+    run.val.set_state(DataLoaderState{});
+    double sum = 0;
+    int nb = (int)std::min<int64_t>(opt.val_batches, run.val.num_batches);
+    for (int i = 0; i < nb; i++) {
+        run.val.next_batch();
+        sum += eval_loss(run.model, run.val.inputs.data(), run.val.targets.data(), run.val.B_local, opt.seq);
+    }
+    float vl = (float)(sum / nb);
+    LOG0("step %5d | val loss %.4f\n", step, vl);
+    if (run.logf) fprintf(run.logf, "{\"step\":%d,\"val_loss\":%.6f}\n", step, vl), fflush(run.logf);
+    if (vl >= 0) *best = std::min(*best, vl);
+}
+
+// --memory-report, on the run's first step, between its forward and backward pass (train_step's
+// after_forward): the saved activations measured by the allocator next to the paper's formulas
+// (recompute/memory_report.cu).
+static void maybe_report_memory(const Run& run, int step) {
+    if (!(run.opt.memory_report && step == run.start_step)) return;
+    ctx_sync(run.ctx);
+    MemoryReport r = build_memory_report(run.alloc->live(), run.shape);
+    if (run.device == Device::CUDA) {
+        size_t fr = 0, tot = 0;
+        if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) r.device_used_bytes = (double)(tot - fr);
+    }
+    if (g_rank == 0) print_memory_report(stdout, r);
+    if (run.logf) fprintf(run.logf, "{\"step\":%d,\"memory_report\":%s}\n", step, memory_report_json(r).c_str());
+}
+
+// The step's line: on stdout every --log-every steps (and the first and last), in the --log file every step.
+// dt is this step's time, t_steps that of the timed steps so far (for the ETA).
+static void log_step(const Run& run, int step, const StepStats& st, float lr, double dt, double t_steps) {
+    const TrainOptions& opt = run.opt;
+    if (step % opt.log_every == 0 || step == opt.steps || step == run.start_step) {
+        double avg = step > run.start_step ? t_steps / (step - run.start_step) : dt;
+        double eta = avg * (opt.steps - step);
+        char mfu[64] = "";
+        if (run.device == Device::CUDA) {  // recompute/formulas.h: model FLOPs against the H100's bf16 peak
+            double flops = model_flops(opt.batch, run.cfg.layers, opt.seq, run.cfg.channels, run.cfg.padded_vocab);
+            snprintf(mfu, sizeof mfu, " | MFU %.1f%%", 100 * flops_utilization(flops, dt, kH100PeakBf16, run.world));
+        }
+        const double tokens_per_step = (double)opt.batch * opt.seq;
+        LOG0("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s%s | ETA %.0fs\n", step, opt.steps, st.loss,
+             lr, st.grad_norm, dt * 1e3, tokens_per_step / dt, mfu, eta);
+    }
+    // %.9g: a float's exact value (resume tests compare losses bitwise)
+    if (run.logf) fprintf(run.logf, "{\"step\":%d,\"train_loss\":%.9g,\"lr\":%.6e,\"grad_norm\":%.9g,\"ms\":%.3f%s}\n", step, st.loss, lr,
+                          st.grad_norm, dt * 1e3, st.applied ? "" : ",\"skipped\":true"), fflush(run.logf);
+}
+
+// ---- the end of a run ------------------------------------------------------------------------------------
+// --save (model/checkpoint.cu: one consolidated llm.c file), --sample (model/generate.cu), the TP group's
+// communication in the last step, and the done line. t_start: when training began.
+static void finish_run(Run& run, const Progress& p, double t_start) {
+    const TrainOptions& opt = run.opt;
     if (!opt.save.empty()) {
         std::vector<float> full;
-        gpt_gather_full(model, full);
+        gpt_gather_full(run.model, full);
         if (g_rank == 0) {
-            checkpoint_write(opt.save, cfg, full.data(), false);
+            checkpoint_write(opt.save, run.cfg, full.data(), false);
             LOG0("saved %s (llm.c format, fp32)\n", opt.save.c_str());
         }
     }
@@ -339,8 +351,8 @@ int main(int argc, char** argv) {
         std::vector<uint16_t> p16 = tokenizer::encode(opt.prompt.empty() ? std::string("\n") : opt.prompt);
         std::vector<int> toks(p16.begin(), p16.end());
         size_t n0 = toks.size();
-        int window = std::min(opt.seq, cfg.max_seq);
-        generate(model, toks, opt.sample, window, opt.temperature, opt.top_k, opt.seed + 1);
+        int window = std::min(opt.seq, run.cfg.max_seq);
+        generate(run.model, toks, opt.sample, window, opt.temperature, opt.top_k, opt.seed + 1);
         std::vector<uint16_t> out(toks.begin() + n0, toks.end());
         LOG0("\n---- sample (%d tokens, temperature %.2f, top-k %d) ----\n%s%s\n----\n", opt.sample, opt.temperature, opt.top_k,
              opt.prompt.c_str(), tokenizer::decode(out).c_str());
@@ -348,19 +360,86 @@ int main(int argc, char** argv) {
     double total = now_s() - t_start;
     // Communication of the TP group in the last step (parallel/comm.h ring model): under SP the all-gathers and
     // reduce-scatters move what TP's all-reduces move; the backward re-gathers of saved shards come on top.
-    const CommCounters& cc = step_comm;
-    if (grid.tp > 1)
+    const CommCounters& cc = p.step_comm;
+    if (run.grid.tp > 1)
         LOG0("TP communication per step (bytes sent per rank): all-reduce %llu calls %.2f MB | all-gather %llu calls %.2f MB "
              "(of which backward re-gathers %.2f MB) | reduce-scatter %llu calls %.2f MB\n",
              (unsigned long long)cc.calls[kAllReduce], cc.bytes[kAllReduce] / 1e6, (unsigned long long)cc.calls[kAllGather],
              cc.bytes[kAllGather] / 1e6, cc.regather_bytes / 1e6, (unsigned long long)cc.calls[kReduceScatter],
              cc.bytes[kReduceScatter] / 1e6);
     LOG0("done: %d steps in %.1f s | loss %.4f -> %.4f | best val %.4f | activation peak %.2f MB (allocator, this rank)\n", opt.steps,
-         total, first_loss, last_loss, std::isfinite(best_val) ? best_val : NAN, alloc.peak_live_bytes() / 1e6);
-    if (logf) fclose(logf);
-    gpt_destroy(model);
-    grid_destroy(grid);
-    ctx_destroy(ctx);
+         total, p.first_loss, p.last_loss, std::isfinite(p.best_val) ? p.best_val : NAN, run.alloc->peak_live_bytes() / 1e6);
+}
+
+// Free what setup_run made, in reverse order (the allocator goes with `run`, after MPI_Finalize).
+static void free_run(Run& run) {
+    if (run.logf) fclose(run.logf);
+    gpt_destroy(run.model);
+    grid_destroy(run.grid);
+    ctx_destroy(run.ctx);
+}
+
+int main(int argc, char** argv) {
+    MPI_Init(&argc, &argv);
+    int world = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+
+    // ---- set up: device, model (or a checkpoint to resume), process grid, data, log; say what will run ----
+    Run run;
+    setup_run(run, parse_train_options(argc, argv, g_rank == 0), world);
+    print_startup(run);
+    TrainOptions& opt = run.opt;
+
+    // ---- the validation loss before any training (not when resuming) ----
+    Progress p;
+    if (opt.val_every > 0 && run.start_step == 1) validate(run, 0, &p.best_val);
+
+    // ---- training ----
+    double t_start = now_s();
+    for (int step = run.start_step; step <= opt.steps; step++) {
+        // One optimizer step (model/train_step.cu), timed; the memory report runs between forward and backward.
+        run.train.next_batch();
+        float lr = learning_rate(opt, step);
+        run.grid.tp_comm.counters.reset();  // parallel/comm.h: bytes each collective kind moves, per step
+        double t0 = now_s();
+        StepStats st = train_step(run.model, run.train.inputs.data(), run.train.targets.data(), run.train.B_local, opt.seq,
+                                  run.optim, step, lr, [&] { maybe_report_memory(run, step); });
+        ctx_sync(run.ctx);
+        double dt = now_s() - t0;
+        p.step_comm = run.grid.tp_comm.counters;
+        if (step > run.start_step || opt.steps == run.start_step) p.t_steps += dt;
+        // Numerical faults (model/train_step.cu): a non-finite step was not applied; stop, naming the first bad
+        // gradient, before anything reaches a checkpoint -- or skip it with --skip-bad-steps.
+        if (!st.applied) {
+            run.skipped_steps++;
+            p.bad_in_a_row = handle_bad_step(opt, run.model, st, step, p.bad_in_a_row);
+        } else {
+            p.bad_in_a_row = 0;
+            if (std::isnan(p.first_loss)) p.first_loss = st.loss;
+            p.last_loss = st.loss;
+        }
+        // The step's line: stdout every --log-every steps, the --log file every step.
+        log_step(run, step, st, lr, dt, p.t_steps);
+        // Checkpoint for exact resume (model/train_state.cu): every --save-every steps and at the end.
+        const bool exit_now = opt.exit_interval > 0 && step % opt.exit_interval == 0 && step < opt.steps;
+        if (!opt.checkpoint_dir.empty() && ((opt.save_every > 0 && step % opt.save_every == 0) || step == opt.steps || exit_now))
+            save_checkpoint(opt.checkpoint_dir, run.model, run.state, run.train, step, run.skipped_steps);
+        if (exit_now) {
+            LOG0("exit: --exit-interval %d reached at step %d%s\n", opt.exit_interval, step,
+                 opt.checkpoint_dir.empty() ? " (no --checkpoint-dir: nothing saved)" : "; continue with --resume");
+            opt.steps = step;  // end here: the final validation, --save and --sample still run
+            break;
+        }
+        // Once in a while, the validation loss.
+        if (opt.val_every > 0 && step % opt.val_every == 0 && step != opt.steps) validate(run, step, &p.best_val);
+    }
+    // ---- the final validation loss ----
+    if (opt.steps > 0) validate(run, opt.steps, &p.best_val);
+
+    // ---- save the weights, sample some text, print the summary; then free what setup_run made ----
+    finish_run(run, p, t_start);
+    free_run(run);
     MPI_Finalize();
     return 0;
 }

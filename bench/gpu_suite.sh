@@ -100,14 +100,14 @@ export LD_LIBRARY_PATH="${LIBS#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_ess_singleton_isolated=1
 say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
-# ---- the test list for prebuilt binaries: every mm_test(... LABELS gpu ...) of test/*.cmake -------------------
+# ---- the test list for prebuilt binaries: every mm_test(... LABELS gpu ...) of test/*.cmake, test/*/*.cmake ------
 # One line per test: name|executable|np (0: no mpirun)|timeout|args. Tests whose arguments name build paths
 # ($<...>, ${...}) and plain add_test() registrations need the CMake build (ctest) and are listed as skipped.
 gpu_test_list() {
   if command -v python3 >/dev/null 2>&1; then
     python3 - "$REPO" <<'PY'
 import glob, re, sys
-for path in sorted(glob.glob(sys.argv[1] + "/test/*.cmake")):
+for path in sorted(glob.glob(sys.argv[1] + "/test/*.cmake") + glob.glob(sys.argv[1] + "/test/*/*.cmake")):
     text = "\n".join(l.split("#", 1)[0] for l in open(path).read().splitlines())
     for m in re.finditer(r"\bmm_test\(([^)]*)\)", text):
         tok = m.group(1).split()

@@ -1,13 +1,14 @@
 // comm.cu — communicators and collectives over MPI or NCCL (see comm.h).
 //
 // Reading order: byte counters (the ring model), host staging buffers, the MPI backend, the NCCL backend,
-// then the public functions that pick a backend. The parallel layers only ever call the public functions,
-// so tensor and sequence parallelism read the same whatever moves the bytes.
+// then the public functions that pick a backend; at the end, the functions only tests use. The parallel
+// layers only ever call the public functions, so tensor and sequence parallelism read the same whatever
+// moves the bytes.
 #include "comm.h"
+#include "gpu_identity.h"
 
 #include <nccl.h>
 #include <algorithm>
-#include <cctype>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -193,19 +194,6 @@ static void mpi_reduce_scatter(Comm& c, const Ctx& ctx, Tensor out, Tensor in) {
     store_f32(c, ctx, out, w);
 }
 
-static void mpi_broadcast(Comm& c, const Ctx& ctx, Tensor buf, int root) {
-    int n = mpi_count(buf.n);
-    MPI_Datatype type = mpi_type(buf.dtype);
-    if (buf.device == Device::CPU) {
-        MPI_CHECK(MPI_Bcast(buf.data, n, type, root, c.mpi));
-        return;
-    }
-    void* h = host_buffer(c, c.stage, buf.bytes(), true);
-    if (c.rank == root) device_to_host(ctx, h, buf);
-    MPI_CHECK(MPI_Bcast(h, n, type, root, c.mpi));
-    if (c.rank != root) host_to_device(ctx, buf, h);
-}
-
 // ---- NCCL backend --------------------------------------------------------------------------------------
 // NCCL runs on ctx.stream and returns at once: the result is usable by later work on that stream, which
 // is exactly the contract of comm.h. Operations on one communicator run in the order they were issued,
@@ -233,70 +221,19 @@ static void nccl_reduce_scatter(Comm& c, const Ctx& ctx, Tensor out, Tensor in) 
     NCCL_CHECK(ncclReduceScatter(in.data, out.data, (size_t)out.n, nccl_type(in.dtype), ncclSum, nccl_of(c),
                                  ctx.stream));
 }
-static void nccl_broadcast(Comm& c, const Ctx& ctx, Tensor buf, int root) {
-    // Any dtype: broadcast moves bytes.
-    NCCL_CHECK(ncclBroadcast(buf.data, buf.data, buf.bytes(), ncclUint8, root, nccl_of(c), ctx.stream));
-}
 
-// ---- one GPU per rank ------------------------------------------------------------------------------------
-std::vector<GpuIdentity> gather_gpu_identities(MPI_Comm group, int cuda_device) {
-    // Fixed-size records, so one MPI_Allgather moves them all.
-    struct Record {
-        int world_rank;
-        char host[MPI_MAX_PROCESSOR_NAME];
-        char bus[64];
-    };
-    Record mine;
-    memset(&mine, 0, sizeof mine);
-    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &mine.world_rank));
-    int len = 0;
-    MPI_CHECK(MPI_Get_processor_name(mine.host, &len));
-    CUDA_CHECK(cudaDeviceGetPCIBusId(mine.bus, (int)sizeof mine.bus, cuda_device));
-    int size = 0;
-    MPI_CHECK(MPI_Comm_size(group, &size));
-    std::vector<Record> all(size);
-    MPI_CHECK(MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all.data(), (int)sizeof mine, MPI_BYTE, group));
-    std::vector<GpuIdentity> ids(size);
-    for (int r = 0; r < size; r++) {
-        ids[r].world_rank = all[r].world_rank;
-        ids[r].host = std::string(all[r].host, strnlen(all[r].host, sizeof all[r].host));
-        ids[r].pci_bus_id = std::string(all[r].bus, strnlen(all[r].bus, sizeof all[r].bus));
-    }
-    return ids;
-}
-
-static std::string lower(std::string s) {
-    for (auto& ch : s) ch = (char)tolower((unsigned char)ch);
-    return s;
-}
-
-std::string shared_gpu_error(const std::vector<GpuIdentity>& ids) {
-    for (size_t a = 0; a < ids.size(); a++) {
-        for (size_t b = a + 1; b < ids.size(); b++) {
-            // Bus ids are compared case-insensitively ("0000:3B:00.0" and "0000:3b:00.0" are one GPU).
-            if (ids[a].host == ids[b].host && lower(ids[a].pci_bus_id) == lower(ids[b].pci_bus_id)) {
-                char msg[1024];
-                snprintf(msg, sizeof msg,
-                         "ranks %zu and %zu of this group (world ranks %d and %d) both use GPU %s on host %s: "
-                         "NCCL cannot run two ranks on one GPU; use --comm mpi",
-                         a, b, ids[a].world_rank, ids[b].world_rank, ids[a].pci_bus_id.c_str(),
-                         ids[a].host.c_str());
-                return msg;
-            }
-        }
-    }
-    return "";
-}
-
-int local_rank(MPI_Comm world) {
+// ---- the ranks on this node ------------------------------------------------------------------------------
+LocalRank local_rank(MPI_Comm world) {
     // Ranks that can share memory are the ranks on this node.
-    int rank = 0, node_rank = 0;
+    int rank = 0;
+    LocalRank local;
     MPI_CHECK(MPI_Comm_rank(world, &rank));
     MPI_Comm node;
     MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
-    MPI_CHECK(MPI_Comm_rank(node, &node_rank));
+    MPI_CHECK(MPI_Comm_rank(node, &local.rank));
+    MPI_CHECK(MPI_Comm_size(node, &local.size));
     MPI_CHECK(MPI_Comm_free(&node));
-    return node_rank;
+    return local;
 }
 
 // ---- creation and destruction ------------------------------------------------------------------------
@@ -311,8 +248,8 @@ static Comm create(MPI_Comm parent, int color, int key, CommBackend backend, con
 
     if (ctx.device != Device::CUDA) mm_fatal("comm: the NCCL backend needs a CUDA context; use --comm mpi on CPU");
     CUDA_CHECK(cudaSetDevice(ctx.cuda_device));
-    // NCCL would hang or fail obscurely with two ranks on one GPU; check first and say what to do instead.
-    // Every rank sees the same list, so every rank stops with the same message.
+    // NCCL would hang or fail obscurely with two ranks on one GPU; check first and say what to do instead
+    // (parallel/gpu_identity.h). Every rank sees the same list, so every rank stops with the same message.
     std::string err = shared_gpu_error(gather_gpu_identities(c.mpi, ctx.cuda_device));
     if (!err.empty()) mm_fatal("%s", err.c_str());
 
@@ -331,10 +268,6 @@ static Comm create(MPI_Comm parent, int color, int key, CommBackend backend, con
 Comm comm_create(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx) {
     return create(parent, color, key, backend, ctx, false);
 }
-Comm comm_create_exercised(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx) {
-    return create(parent, color, key, backend, ctx, true);
-}
-
 void comm_destroy(Comm& c) {
     if (c.nccl) NCCL_CHECK(ncclCommDestroy(nccl_of(c)));
     if (c.ready) CUDA_CHECK(cudaEventDestroy(c.ready));
@@ -400,20 +333,6 @@ void reduce_scatter(Comm& c, const Ctx& ctx, Tensor out, Tensor in) {
     count(c, kReduceScatter, in.bytes());
 }
 
-void broadcast(Comm& c, const Ctx& ctx, Tensor buf, int root) {
-    check_tensor(c, ctx, buf, "broadcast");
-    if (root < 0 || root >= c.size) mm_fatal("comm: broadcast root %d outside a group of %d", root, c.size);
-    if (is_noop(c) || buf.n == 0) return;
-    if (c.backend == CommBackend::NCCL) nccl_broadcast(c, ctx, buf, root);
-    else mpi_broadcast(c, ctx, buf, root);
-    count(c, kBroadcast, buf.bytes());
-}
-
-void barrier(Comm& c) {
-    if (c.size == 1) return;
-    MPI_CHECK(MPI_Barrier(c.mpi));
-}
-
 // Sequence parallelism's backward re-gathers the column-parallel linear's input while the GPU computes
 // the input gradient (paper §4.2.2). For the all-gather to overlap, it must be issued first and on its own
 // stream: ctx.comm_stream waits until ctx.stream has produced `in` (event `ready`), runs the all-gather,
@@ -434,4 +353,41 @@ void comm_wait(Comm& c, const Ctx& ctx) {
     // recorded would also be a no-op in CUDA.)
     if (c.backend != CommBackend::NCCL || !c.done) return;
     CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, c.done, 0));
+}
+
+// ---- used by tests only ----------------------------------------------------------------------------------
+// Nothing in training calls these (comm.h); they stay here because they use the backends' internals.
+Comm comm_create_exercised(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx) {
+    return create(parent, color, key, backend, ctx, true);
+}
+
+static void mpi_broadcast(Comm& c, const Ctx& ctx, Tensor buf, int root) {
+    int n = mpi_count(buf.n);
+    MPI_Datatype type = mpi_type(buf.dtype);
+    if (buf.device == Device::CPU) {
+        MPI_CHECK(MPI_Bcast(buf.data, n, type, root, c.mpi));
+        return;
+    }
+    void* h = host_buffer(c, c.stage, buf.bytes(), true);
+    if (c.rank == root) device_to_host(ctx, h, buf);
+    MPI_CHECK(MPI_Bcast(h, n, type, root, c.mpi));
+    if (c.rank != root) host_to_device(ctx, buf, h);
+}
+static void nccl_broadcast(Comm& c, const Ctx& ctx, Tensor buf, int root) {
+    // Any dtype: broadcast moves bytes.
+    NCCL_CHECK(ncclBroadcast(buf.data, buf.data, buf.bytes(), ncclUint8, root, nccl_of(c), ctx.stream));
+}
+
+void broadcast(Comm& c, const Ctx& ctx, Tensor buf, int root) {
+    check_tensor(c, ctx, buf, "broadcast");
+    if (root < 0 || root >= c.size) mm_fatal("comm: broadcast root %d outside a group of %d", root, c.size);
+    if (is_noop(c) || buf.n == 0) return;
+    if (c.backend == CommBackend::NCCL) nccl_broadcast(c, ctx, buf, root);
+    else mpi_broadcast(c, ctx, buf, root);
+    count(c, kBroadcast, buf.bytes());
+}
+
+void barrier(Comm& c) {
+    if (c.size == 1) return;
+    MPI_CHECK(MPI_Barrier(c.mpi));
 }

@@ -1,5 +1,5 @@
-// comm.h — a communicator over a group of ranks, with the five collectives the parallel layers need and
-// byte counters per collective kind.
+// comm.h — a communicator over a group of ranks, with the collectives the parallel layers need (all-reduce,
+// all-gather, reduce-scatter, and an all-gather that overlaps compute) and byte counters per collective kind.
 //
 // Backends:
 //  - MPI:  CPU tensors; CUDA tensors are staged through host memory (also the way to run several ranks on
@@ -48,7 +48,7 @@ struct Comm {
     CommBackend backend = CommBackend::MPI;
     void* nccl = nullptr;          // ncclComm_t when backend == NCCL
     CommCounters counters;
-    // Tests only (comm_create_exercised): a 1-rank group still runs its backend instead of no-ops.
+    // Used by tests only (comm_create_exercised): a 1-rank group still runs its backend instead of no-ops.
     bool exercise_single_rank = false;
     // MPI backend: `stage` holds a CUDA tensor's raw bytes on the host; `wide` the fp32 working copy used
     // to reduce bf16 in fp32. host_allocs counts their (re)allocations: it stops moving after warm-up.
@@ -61,39 +61,25 @@ struct Comm {
 };
 
 // Split `parent` into groups by `color`, ordered by `key` (MPI_Comm_split), and set up the backend.
-// For NCCL, ctx must be a CUDA context; every rank of the group must be on a different GPU.
+// For NCCL, ctx must be a CUDA context; every rank of the group must be on a different GPU
+// (parallel/gpu_identity.h checks that first).
 Comm comm_create(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx);
 void comm_destroy(Comm& c);
-// Tests only: as comm_create, but a group of one rank still sets up its backend and runs every collective
-// through it, so that a machine with one GPU exercises the NCCL calls. Training code uses comm_create.
-Comm comm_create_exercised(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx);
 
-// This rank's index among the ranks on its node (MPI_COMM_TYPE_SHARED). The trainer picks its GPU with it:
-// cuda_device = local_rank(MPI_COMM_WORLD) % device_count.
-int local_rank(MPI_Comm world);
-
-// ---- one GPU per rank: NCCL's requirement, checked before creating a NCCL communicator ----------------
-// Which GPU a rank uses: its host and the PCI bus id of its CUDA device.
-struct GpuIdentity {
-    int world_rank = 0;
-    std::string host;
-    std::string pci_bus_id;
+// This rank's index among the ranks on its node (MPI_COMM_TYPE_SHARED), and how many ranks share the node.
+// The trainer picks its GPU with it (one GPU per local rank) and shares the node's CPU cores among them.
+struct LocalRank {
+    int rank = 0, size = 1;
 };
-// Every rank of `group` contributes its identity (collective); element i is group rank i.
-std::vector<GpuIdentity> gather_gpu_identities(MPI_Comm group, int cuda_device);
-// A pure function (unit-testable without GPUs): "" when no two ranks share a GPU, otherwise the error
-// message naming the first two that do.
-std::string shared_gpu_error(const std::vector<GpuIdentity>& ids);
+LocalRank local_rank(MPI_Comm world);
 
-// All collectives are in place or out of place on contiguous buffers of f32 or bf16 (broadcast: any dtype),
-// on ctx's device and stream. They return when the result is usable on ctx's stream.
+// All collectives are in place or out of place on contiguous buffers of f32 or bf16 (broadcast, below: any
+// dtype), on ctx's device and stream. They return when the result is usable on ctx's stream.
 void all_reduce(Comm& c, const Ctx& ctx, Tensor buf, ReduceOp op = ReduceOp::SUM);
 // out[r·in.n .. (r+1)·in.n) = in of rank r. out.n == size · in.n.
 void all_gather(Comm& c, const Ctx& ctx, Tensor out, Tensor in);
 // out = Σ over ranks of in[rank·out.n .. (rank+1)·out.n). in.n == size · out.n.
 void reduce_scatter(Comm& c, const Ctx& ctx, Tensor out, Tensor in);
-void broadcast(Comm& c, const Ctx& ctx, Tensor buf, int root);
-void barrier(Comm& c);
 
 // The all-gather issued on a second stream (ctx.comm_stream) so that it overlaps work on ctx.stream
 // (sequence parallelism's backward re-gather, paper §4.2.2). comm_wait makes ctx.stream wait for it.
@@ -110,3 +96,13 @@ void comm_wait(Comm& c, const Ctx& ctx);
             mm_fatal("MPI error in %s at %s:%d: %s", #call, __FILE__, __LINE__, s_);                  \
         }                                                                                             \
     } while (0)
+
+// ---- used by tests only ----------------------------------------------------------------------------------
+// The trainer never calls these; the tests use them to check the backends (test/parallel/test_comm.cu).
+
+// As comm_create, but a group of one rank still sets up its backend and runs every collective through it,
+// so that a machine with one GPU exercises the NCCL calls. Training code uses comm_create.
+Comm comm_create_exercised(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx);
+// buf of rank `root` to every rank of the group (any dtype: it moves bytes).
+void broadcast(Comm& c, const Ctx& ctx, Tensor buf, int root);
+void barrier(Comm& c);

@@ -13,13 +13,6 @@
 
 namespace fs = std::filesystem;
 static std::string g_tmp;
-static bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-static std::vector<uint16_t> random_tokens(size_t n, int vocab, std::mt19937& rng) {
-    std::vector<uint16_t> t(n);
-    for (auto& x : t) x = (uint16_t)(rng() % (unsigned)vocab);
-    return t;
-}
 
 // The reference: the global batches of one epoch, in llm.c's order (no shuffling), as token vectors of
 // B·T + 1 tokens, read from the whole shards in memory.

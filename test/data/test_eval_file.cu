@@ -8,7 +8,6 @@
 
 namespace fs = std::filesystem;
 static std::string g_tmp;
-static bool contains(const std::string& s, const std::string& p) { return s.find(p) != std::string::npos; }
 
 static std::vector<EvalExample> random_examples(int n, std::mt19937& rng) {
     std::vector<EvalExample> ex((size_t)n);
@@ -28,10 +27,6 @@ static bool same(const EvalExample& a, const EvalExample& b) {
     bool s = a.index == b.index && a.label == b.label && a.context == b.context;
     for (int c = 0; c < 4; c++) s &= a.completions[c] == b.completions[c];
     return s;
-}
-static std::string read_bytes(const std::string& p) {
-    std::ifstream f(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
 static void test_round_trip_and_bad_files(std::mt19937& rng) {

@@ -3,8 +3,8 @@
 // what every collective must return and compare.
 #pragma once
 #include <algorithm>
-#include "../parallel/comm.h"
-#include "test_util.h"
+#include "../../parallel/comm.h"
+#include "../test_util.h"
 
 // Rank r's input element i: small integers, exact in bf16 and in any summation order, so results can be
 // compared bit for bit.

@@ -8,6 +8,7 @@
 //                       comm_create(NCCL) must stop with "NCCL cannot run two ranks on one GPU; use --comm mpi".
 // Without a GPU every rank exits 77 (CTest: skipped); mpirun passes 77 on when all ranks return it.
 #include "comm_checks.h"
+#include "../../parallel/gpu_identity.h"
 
 static int g_rank = 0, g_size = 1;
 
@@ -107,7 +108,7 @@ int main(int argc, char** argv) {
 
     int ndev = 0;
     CUDA_CHECK(cudaGetDeviceCount(&ndev));
-    Ctx ctx = ctx_create(Device::CUDA, local_rank(MPI_COMM_WORLD) % ndev);
+    Ctx ctx = ctx_create(Device::CUDA, local_rank(MPI_COMM_WORLD).rank % ndev);
     if (mode == "nccl") {
         run_nccl(ctx);
     } else if (mode == "nccl_shared") {

@@ -1,10 +1,11 @@
 // test_comm.cu — the MPI backend on CPU tensors, run under mpirun with 2 and 4 ranks: every collective
 // against values computed locally, the byte counters' ring model, sub-communicators (TP groups of
 // consecutive ranks, DP groups striding, as docs/design.md's process grid), a 1-rank group's no-ops, barrier,
-// local_rank, and the pure "two ranks on one GPU" check that guards NCCL.
+// local_rank, and the pure "two ranks on one GPU" check that guards NCCL (parallel/gpu_identity.cu).
 #include <unistd.h>
 #include <sys/stat.h>
 #include "comm_checks.h"
+#include "../../parallel/gpu_identity.h"
 
 static int g_world_rank = 0, g_world_size = 1;
 
@@ -146,9 +147,10 @@ int main(int argc, char** argv) {
     check_single_rank_group(ctx);
     check_barrier(world);
     check_shared_gpu_detection();
-    // One node here: the node-local rank is the world rank.
-    CHECK(local_rank(MPI_COMM_WORLD) == g_world_rank, "local_rank %d on world rank %d", local_rank(MPI_COMM_WORLD),
-          g_world_rank);
+    // One node here: the node-local rank is the world rank, and every rank is on the node.
+    LocalRank local = local_rank(MPI_COMM_WORLD);
+    CHECK(local.rank == g_world_rank, "local_rank %d on world rank %d", local.rank, g_world_rank);
+    CHECK(local.size == g_world_size, "%d ranks on this node, world size %d", local.size, g_world_size);
 
     comm_destroy(world);
     ctx_destroy(ctx);

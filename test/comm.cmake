@@ -1,7 +1,0 @@
-# Communicator tests (parallel/comm.cu). The CPU test runs the MPI backend on 2 and 4 ranks (the second
-# registration reuses the executable); the GPU test runs the MPI backend staging CUDA tensors on 2 ranks
-# that may share one GPU, and a 1-rank NCCL communicator. Without a GPU every rank exits 77 (skipped).
-mm_test(test_comm SOURCES test/test_comm.cu MODULES comm runtime LABELS mpi NP 2 TIMEOUT 120)
-mm_test(test_comm_np4 EXE test_comm LABELS mpi NP 4 TIMEOUT 120)
-mm_test(test_gpu_comm SOURCES test/test_gpu_comm.cu MODULES comm runtime LABELS gpu NP 2 ARGS mpi TIMEOUT 180)
-mm_test(test_gpu_comm_nccl EXE test_gpu_comm LABELS gpu NP 1 ARGS nccl TIMEOUT 180)
