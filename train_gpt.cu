@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "data/dataloader.h"
-#include "data/tokenizer.h"
+#include "data/text_tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/generate.h"
 #include "model/gpt.h"
@@ -139,6 +139,13 @@ static int handle_bad_step(const TrainOptions& o, GPT& model, const StepStats& s
     return bad_in_a_row + 1;
 }
 
+// The next batch of a loader (data/dataloader.cu). A token id outside the vocabulary, or a read error, is
+// found by the rank that reads it; every rank stops together, naming the shard, the position and the value.
+static void next_batch_or_stop(DataLoader& data) {
+    std::string err;
+    refuse_if(data.next_batch(err) ? "" : err);
+}
+
 // ---- setting a run up ------------------------------------------------------------------------------------
 // Everything one run holds once set up (setup_run), in the order it is made. Built in place and never
 // copied: the model keeps pointers to the grid, the context and the allocator.
@@ -156,6 +163,7 @@ struct Run {
     GPT model;
     DataLoader train, val;
     bool have_val = false;
+    TextTokenizer text;                          // data/text_tokenizer.h: byte-level, or GPT-2 BPE (--tokenizer)
     TrainState state;                            // what a training state records about this run (describe_run)
     int start_step = 1;                          // > 1 after --resume
     int64_t skipped_steps = 0;                   // updates not applied (--skip-bad-steps), kept across resumes
@@ -179,6 +187,27 @@ static void place_rank(Run& run, int* gpu) {
     run.backend = (opt.comm == "nccl" || (opt.comm == "auto" && run.device == Device::CUDA)) ? CommBackend::NCCL : CommBackend::MPI;
     refuse_if(run.backend == CommBackend::NCCL && run.device == Device::CPU ? "--comm nccl needs --device cuda" : "");
     parse_recompute(opt.recompute.c_str(), &run.recompute);
+}
+
+// A restartable job (--resume auto, or --resume DIR with --init): continue from DIR/latest when a checkpoint
+// is there, else start as if --resume were not given, and say which. Rank 0 looks, every rank follows (a
+// directory seen differently by two nodes must not split the job).
+static void resolve_restart(TrainOptions& opt) {
+    if (!opt.resume_if_present) return;
+    int present = 0;
+    if (g_rank == 0) {
+        FILE* f = fopen((opt.resume + "/latest").c_str(), "rb");
+        if (f) present = 1, fclose(f);
+    }
+    MPI_CHECK(MPI_Bcast(&present, 1, MPI_INT, 0, MPI_COMM_WORLD));
+    if (present) {
+        LOG0("restart: %s/latest exists: resuming from it%s\n", opt.resume.c_str(), opt.init.empty() ? "" : " (--init not used)");
+        opt.init.clear();
+    } else {
+        LOG0("restart: no checkpoint in %s yet: starting %s; checkpoints go there\n", opt.resume.c_str(),
+             opt.init.empty() ? "from scratch" : ("from --init " + opt.init).c_str());
+        opt.resume.clear();
+    }
 }
 
 // The model's shape and first weights: a checkpoint directory to resume (with its training state), an llm.c
@@ -211,6 +240,7 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
     const TrainOptions& opt = run.opt;
     int gpu = 0;
     place_rank(run, &gpu);
+    resolve_restart(run.opt);
 
     // The model's shape, then the process grid (parallel/process_grid.cu): refuse an impossible layout early.
     std::vector<float> init_params;
@@ -234,8 +264,12 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
     init_params.clear();
     init_params.shrink_to_fit();
 
-    // The data (data/dataloader.cu): this data-parallel rank's part of each global batch.
+    // Text in and out (--prompt, --sample): GPT-2 BPE from --tokenizer, which must fit the model's
+    // vocabulary, else byte-level (its ids decode as bytes whatever the model's vocabulary).
     std::string err;
+    if (!opt.tokenizer.empty()) refuse_if(text_tokenizer_open(opt.tokenizer, run.cfg.vocab, run.text, err) ? "" : err);
+
+    // The data (data/dataloader.cu): this data-parallel rank's part of each global batch.
     bool train_ok = run.train.init(opt.train_file, opt.batch, opt.seq, run.grid.dp, run.grid.dp_rank, opt.shuffle, opt.seed,
                                    run.cfg.vocab, err);
     refuse_if(train_ok ? "" : err + (opt.train_file.find("data/generated/default") != std::string::npos ? " (run 'make data' first)" : ""));
@@ -289,7 +323,7 @@ static void validate(Run& run, int step, float* best) {
     double sum = 0;
     int nb = (int)std::min<int64_t>(opt.val_batches, run.val.num_batches);
     for (int i = 0; i < nb; i++) {
-        run.val.next_batch();
+        next_batch_or_stop(run.val);
         sum += eval_loss(run.model, run.val.inputs.data(), run.val.targets.data(), run.val.B_local, opt.seq);
     }
     float vl = (float)(sum / nb);
@@ -348,14 +382,13 @@ static void finish_run(Run& run, const Progress& p, double t_start) {
         }
     }
     if (opt.sample > 0) {
-        std::vector<uint16_t> p16 = tokenizer::encode(opt.prompt.empty() ? std::string("\n") : opt.prompt);
-        std::vector<int> toks(p16.begin(), p16.end());
+        std::vector<int> toks = run.text.encode(opt.prompt.empty() ? std::string("\n") : opt.prompt);
         size_t n0 = toks.size();
         int window = std::min(opt.seq, run.cfg.max_seq);
         generate(run.model, toks, opt.sample, window, opt.temperature, opt.top_k, opt.seed + 1);
-        std::vector<uint16_t> out(toks.begin() + n0, toks.end());
+        std::vector<int> out(toks.begin() + n0, toks.end());
         LOG0("\n---- sample (%d tokens, temperature %.2f, top-k %d) ----\n%s%s\n----\n", opt.sample, opt.temperature, opt.top_k,
-             opt.prompt.c_str(), tokenizer::decode(out).c_str());
+             opt.prompt.c_str(), run.text.decode(out).c_str());
     }
     double total = now_s() - t_start;
     // Communication of the TP group in the last step (parallel/comm.h ring model): under SP the all-gathers and
@@ -399,7 +432,7 @@ int main(int argc, char** argv) {
     double t_start = now_s();
     for (int step = run.start_step; step <= opt.steps; step++) {
         // One optimizer step (model/train_step.cu), timed; the memory report runs between forward and backward.
-        run.train.next_batch();
+        next_batch_or_stop(run.train);
         float lr = learning_rate(opt, step);
         run.grid.tp_comm.counters.reset();  // parallel/comm.h: bytes each collective kind moves, per step
         double t0 = now_s();

@@ -32,7 +32,8 @@ void print_train_usage() {
         "  --no-shuffle                read batches in file order, as llm.c does\n"
         "Optimization\n"
         "  --steps N                   optimizer steps (default 100)\n"
-        "  --lr X --warmup K --lr-schedule constant|cosine   (cosine decays to 10%% of --lr; --warmup 0: none)\n"
+        "  --lr X --warmup K --lr-schedule constant|cosine   (--warmup 0: none)\n"
+        "  --final-lr-frac F           cosine decays to F·lr (default 0.1; llm.c's -q); or --min-lr X (Megatron)\n"
         "  --beta1 --beta2 --eps --weight-decay   AdamW constants (default 0.9 0.95 1e-8 0)\n"
         "  --grad-clip X               clip the global gradient norm (0 disables; default 1)\n"
         "  --dropout P                 hidden and attention dropout (default 0)\n"
@@ -43,6 +44,8 @@ void print_train_usage() {
         "  --log-every K               print every K-th step (default 1)\n"
         "  --memory-report             print measured vs formula activation memory after the first step\n"
         "  --sample N                  generate N tokens after training (--prompt TEXT --temperature X --top-k K)\n"
+        "  --tokenizer FILE            llm.c's gpt2_tokenizer.bin: GPT-2 BPE for --prompt and --sample (default:\n"
+        "                              byte-level); its vocabulary must be the model's\n"
         "Reliability\n"
         "  --checkpoint-dir DIR        write DIR/step_NNNNNNNN/{model.bin,state.bin} atomically, DIR/latest last;\n"
         "                              only the newest complete pair is kept (model.bin is an llm.c file)\n"
@@ -50,6 +53,9 @@ void print_train_usage() {
         "  --exit-interval K           stop after a step divisible by K, saving a checkpoint first (time-limited jobs)\n"
         "  --resume DIR                continue exactly where DIR/latest left off (same flags; saves go to DIR\n"
         "                              unless --checkpoint-dir says otherwise)\n"
+        "  --resume auto               with --checkpoint-dir DIR: continue from DIR/latest when it exists, else start\n"
+        "                              (from --init, or from scratch): the same command can be run again and again.\n"
+        "                              --resume DIR --init FILE does the same with FILE as the first start\n"
         "  --skip-bad-steps            a NaN/Inf loss or gradient norm skips that step's update (default: stop\n"
         "                              and name the first non-finite gradient tensor)\n"
         "  --help\n"
@@ -93,6 +99,7 @@ static std::string one_of(bool print, const char* flag, const char* v, std::init
 TrainOptions parse_train_options(int argc, char** argv, bool print) {
     TrainOptions o;
     const int big = 1 << 30;
+    float min_lr = -1;  // --min-lr: an absolute floor, turned into the fraction once --lr is known
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         auto flag = [&](std::initializer_list<const char*> names) {
@@ -129,6 +136,8 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--seq", "--seq-length"})) o.seq = (int)to_int(print, f, v, 1, 1 << 20);
         else if (flag({"--steps", "--train-iters"})) o.steps = (int)to_int(print, f, v, 0, big);
         else if (flag({"--lr"})) o.lr = to_float(print, f, v, 0, 10);
+        else if (flag({"--final-lr-frac", "-q"})) o.min_lr_frac = to_float(print, f, v, 0, 1);
+        else if (flag({"--min-lr"})) min_lr = to_float(print, f, v, 0, 10);
         else if (flag({"--warmup"})) o.warmup = (int)to_int(print, f, v, 0, big);
         else if (flag({"--lr-schedule"})) o.lr_schedule = one_of(print, f, v, {"constant", "cosine"});
         else if (flag({"--beta1"})) o.beta1 = to_float(print, f, v, 0, 0.999999);
@@ -146,6 +155,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--temperature"})) o.temperature = to_float(print, f, v, 1e-3, 100);
         else if (flag({"--top-k"})) o.top_k = (int)to_int(print, f, v, 0, 1 << 20);
         else if (flag({"--prompt"})) o.prompt = v;
+        else if (flag({"--tokenizer"})) o.tokenizer = v;
         else if (flag({"--checkpoint-dir"})) o.checkpoint_dir = v;
         else if (flag({"--save-every"})) o.save_every = (int)to_int(print, f, v, 1, big);
         else if (flag({"--resume"})) o.resume = v;
@@ -153,9 +163,18 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--inject-nan-at-step"})) o.inject_nan_at_step = (int)to_int(print, f, v, 1, big);
         else bad(print, "unknown flag " + a);
     }
+    if (min_lr >= 0) {
+        if (min_lr > o.lr) bad(print, "--min-lr " + std::to_string(min_lr) + " is above --lr " + std::to_string(o.lr));
+        o.min_lr_frac = o.lr > 0 ? min_lr / o.lr : 0.f;
+    }
     // Combinations that cannot mean anything.
-    if (!o.resume.empty() && !o.init.empty())
-        bad(print, "--init " + o.init + " and --resume " + o.resume + " both set the starting weights: give one");
+    if (o.resume == "auto" && o.checkpoint_dir.empty())
+        bad(print, "--resume auto needs --checkpoint-dir DIR (where to look for a checkpoint and to save)");
+    if (o.resume != "auto" && !o.resume.empty() && !o.checkpoint_dir.empty() && o.checkpoint_dir != o.resume && !o.init.empty())
+        bad(print, "--resume " + o.resume + " with --init and another --checkpoint-dir " + o.checkpoint_dir +
+                   ": a restartable job resumes from and saves to one directory");
+    o.resume_if_present = o.resume == "auto" || (!o.resume.empty() && !o.init.empty());
+    if (o.resume == "auto") o.resume = o.checkpoint_dir;
     if (o.checkpoint_dir.empty()) o.checkpoint_dir = o.resume;  // a resumed run keeps saving where it was
     if (o.save_every > 0 && o.checkpoint_dir.empty())
         bad(print, "--save-every " + std::to_string(o.save_every) + " needs --checkpoint-dir DIR (where to save)");

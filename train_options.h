@@ -23,7 +23,7 @@ struct TrainOptions {
     bool shuffle = true;
     // optimization
     int steps = 100;
-    float lr = 3e-4f, min_lr_frac = 0.1f;
+    float lr = 3e-4f, min_lr_frac = 0.1f;  // cosine decays to min_lr_frac · lr (llm.c's -q; Megatron's --min-lr / lr)
     int warmup = 0;
     std::string lr_schedule = "cosine";  // constant | cosine
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f, grad_clip = 1.0f;
@@ -36,12 +36,15 @@ struct TrainOptions {
     float temperature = 1.0f;
     int top_k = 0;
     std::string prompt;
+    std::string tokenizer;       // llm.c's gpt2_tokenizer.bin: GPT-2 BPE for --prompt and --sample ("" = byte-level)
     int log_every = 1;
     // reliability: checkpoints for exact resume, numerical faults
     std::string checkpoint_dir;  // DIR/step_NNNNNNNN/{model.bin,state.bin} + DIR/latest (model/train_state.h)
     int save_every = 0;          // save every K steps (and at the end); 0: only at the end when a dir is given
     int exit_interval = 0;       // Megatron's --exit-interval: stop (after saving) once step % K == 0
-    std::string resume;          // continue from DIR/latest
+    std::string resume;          // continue from DIR/latest; "auto": from --checkpoint-dir's latest when there is one
+                                 // (with --init FILE too: DIR/latest when it exists, else FILE; train_gpt.cu)
+    bool resume_if_present = false;  // --resume auto, or --resume DIR with --init: DIR/latest only if it exists
     bool skip_bad_steps = false; // a non-finite loss or gradient norm skips the update instead of stopping
     int inject_nan_at_step = 0;  // tests (hidden): poison a gradient at this step
 };

@@ -53,7 +53,15 @@ case "$case" in
                         shard "token shard .*train.bin: header says $n tokens, so expected [0-9]+ bytes, but the file has [0-9]+ bytes \(truncated\)" ;;
   shard_negative_count) put "$w/train.bin" 8 '<i' -5; shard "token shard .*train.bin: header says -5 tokens" ;;
   shard_trailing_bytes) append "$w/train.bin" 2; shard "token shard .*train.bin: .*\(trailing data\)" ;;
-  shard_token_out_of_range) put "$w/train.bin" 1100 '<H' 300; shard "token shard .*train.bin: token 300 at position 38 is not below the vocabulary size 257" ;;
+  # A bad id is found when its batch is read (never by a scan of the whole shard): batch 0, in the part of
+  # DP rank 1 of 2, which stops both ranks together.
+  shard_token_out_of_range) put "$w/train.bin" 1100 '<H' 300
+    exec bash "$here/expect_error.sh" "token shard .*train.bin: token 300 at position 38 is not below the vocabulary size 257" \
+      $mpirun -np 2 "$train" $T --train "$w/train.bin" --no-shuffle ;;
+  # ---- several shards (--train PATTERN, data/dataloader.cu): a pattern that matches nothing; a bad shard among good ones
+  data_pattern_no_match) run1 "the pattern .*nothing_\\*\.bin matches no file" --train "$w/nothing_*.bin" ;;
+  data_bad_shard_among_good) mkdir "$w/parts"; cp "$w/train.bin" "$w/parts/p_0.bin"; cp "$w/train.bin" "$w/parts/p_1.bin"; cp "$w/train.bin" "$w/parts/p_2.bin"
+    put "$w/parts/p_1.bin" 0 '<i' 7; run1 "token shard .*parts/p_1.bin has magic 7, expected 20240520" --train "$w/parts/p_*.bin" ;;
   shard_too_few_tokens) python3 -c "import struct; open('$w/train.bin','wb').write(struct.pack('<256i',20240520,1,10,*[0]*253)+bytes(20))"
                         shard "token shard .*train.bin holds 10 tokens, but one batch of B=4 sequences of T=16 tokens needs at least B\*T\+1 = 65" ;;
   # ---- resume: the checkpoint directory and the training state (--resume)
@@ -84,7 +92,8 @@ case "$case" in
   # ---- flag combinations
   flag_save_every_without_dir) run1 "--save-every 2 needs --checkpoint-dir DIR" --train "$w/train.bin" --save-every 2 ;;
   flag_save_every_zero) run1 "--save-every 0 is out of range \[1, " --train "$w/train.bin" --save-every 0 --checkpoint-dir "$w/c" ;;
-  flag_init_and_resume) run1 "--init .* and --resume .* both set the starting weights: give one" --train "$w/train.bin" --init "$w/model.bin" --resume "$w/ck" ;;
+  flag_resume_auto_without_dir) run1 "--resume auto needs --checkpoint-dir DIR" --train "$w/train.bin" --resume auto ;;
+  flag_resume_init_other_dir) run1 "--resume .*ck with --init and another --checkpoint-dir .*other: a restartable job resumes from and saves to one directory" --train "$w/train.bin" --init "$w/model.bin" --resume "$w/ck" --checkpoint-dir "$w/other" ;;
   flag_checkpoint_dir_is_file) run1 "checkpoint not saved: .*train.bin exists and is not a directory" --train "$w/train.bin" --checkpoint-dir "$w/train.bin" --save-every 1 ;;
   flag_save_is_checkpoint_dir) run1 "--save .* is the --checkpoint-dir too" --train "$w/train.bin" --checkpoint-dir "$w/x" --save "$w/x" ;;
   flag_exit_interval_zero) run1 "--exit-interval 0 is out of range \[1, " --train "$w/train.bin" --exit-interval 0 ;;

@@ -11,6 +11,11 @@ endfunction()
 mm_reliability_test(resume_bitwise_tp1 test_resume.sh 1)
 mm_reliability_test(resume_bitwise_tp2_sp test_resume.sh 2 --tp 2 --sp --recompute selective)
 mm_reliability_test(resume_bitwise_dp2 test_resume.sh 2 --tp 1)
+# The same over a pattern of shards of 10 batches each: the resumed run crosses shard boundaries bitwise.
+mm_reliability_test(resume_bitwise_shards test_resume.sh 1 --shards)
+# A restartable job script: the same command (--resume auto, --exit-interval) run three times == one run.
+mm_reliability_test(restart_job_tp1 test_restart.sh 1)
+mm_reliability_test(restart_job_tp2_sp test_restart.sh 2 --tp 2 --sp)
 # SIGKILL while writing the second checkpoint (fault injection at a chosen byte): the previous checkpoint
 # still loads, and resuming from it ends where the uninterrupted run ends.
 foreach(where start model state latest)
@@ -30,14 +35,14 @@ set(MM_BAD_CASES
   ckpt_truncated_header ckpt_truncated_params ckpt_trailing_bytes ckpt_wrong_magic ckpt_wrong_version
   ckpt_oversized_hidden ckpt_negative_hidden ckpt_heads_not_dividing ckpt_padded_vocab_small
   shard_truncated_header shard_wrong_magic shard_wrong_version shard_count_past_end shard_negative_count
-  shard_trailing_bytes shard_token_out_of_range shard_too_few_tokens
+  shard_trailing_bytes shard_token_out_of_range shard_too_few_tokens data_pattern_no_match data_bad_shard_among_good
   resume_missing_dir resume_bad_latest resume_latest_names_missing
   state_truncated_header state_truncated_moments state_trailing_bytes state_wrong_magic state_wrong_version
   state_oversized_field state_bad_layout_field state_corrupt_moments state_data_position_past_end
   state_model_from_elsewhere state_step_not_directory
   resume_batch_mismatch resume_seq_mismatch resume_seed_mismatch resume_lr_mismatch resume_steps_cosine
   resume_shuffle_mismatch resume_other_data resume_mismatch_two_ranks
-  flag_save_every_without_dir flag_save_every_zero flag_init_and_resume flag_checkpoint_dir_is_file
+  flag_save_every_without_dir flag_save_every_zero flag_resume_auto_without_dir flag_resume_init_other_dir flag_checkpoint_dir_is_file
   flag_save_is_checkpoint_dir flag_exit_interval_zero)
 foreach(c ${MM_BAD_CASES})
   add_test(NAME bad_${c} COMMAND bash ${MM_BAD} ${c})

@@ -5,13 +5,33 @@
 #   each float with %.9g, which round-trips) and the final llm.c checkpoints byte-identical.
 # With --also-other-layout DIR_FLAGS...: the step-10 checkpoint also resumes at another layout (tp 1 on one
 # rank): it must say so (equivalent, not bitwise) and finish.
+# With --shards first among the flags: the training data is split into shards of 10 batches each, read as
+# the pattern train_*.bin, so that the 20 steps (shuffled) cross shard boundaries before and after the resume.
 set -euo pipefail
 train="$1"; prep="$2"; src="$3"; mpirun="$4 --oversubscribe --bind-to none"; np="$5"; shift 5
+shards=0
+if [ "${1:-}" = "--shards" ]; then shards=1; shift; fi
 flags="$*"
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 cat "$src/train_options.cu" "$src/model/train_state.h" > "$dir/text.txt"
 "$prep" --out-dir "$dir" "$dir/text.txt" > /dev/null
-common="--device cpu --layers 2 --heads 4 --hidden 32 --max-seq 32 --seq 16 --batch 4 --train $dir/train.bin --val $dir/val.bin
+data="$dir/train.bin"
+if [ "$shards" = 1 ]; then
+  python3 - "$dir" <<'PY'
+import struct, sys
+d = sys.argv[1]
+raw = open(d + "/train.bin", "rb").read()
+n = struct.unpack("<i", raw[8:12])[0]
+tokens = raw[1024:]
+per = 10 * 4 * 16 + 1 + 7  # 10 batches of B*T = 64 tokens, the extra target token, and a tail
+for k, start in enumerate(range(0, n - per, per)):
+    part = tokens[2 * start:2 * (start + per)]
+    open(f"{d}/train_{k:03d}.bin", "wb").write(struct.pack("<256i", 20240520, 1, per, *([0] * 253)) + part)
+PY
+  data="$dir/train_*.bin"
+  set -f  # the pattern goes to the trainer as it is (it expands it), not through the shell's unquoted $common
+fi
+common="--device cpu --layers 2 --heads 4 --hidden 32 --max-seq 32 --seq 16 --batch 4 --train $data --val $dir/val.bin
         --val-batches 1 --val-every 5 --steps 20 --warmup 3 --lr 3e-3 --dropout 0.1 --log-every 5 $flags"
 $mpirun -np "$np" "$train" $common --log "$dir/a.jsonl" --save "$dir/a.bin" > "$dir/out_a.txt"
 $mpirun -np "$np" "$train" $common --log "$dir/b.jsonl" --checkpoint-dir "$dir/ck" --save-every 4 --exit-interval 10 > "$dir/out_b1.txt"
