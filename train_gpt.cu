@@ -20,6 +20,7 @@
 #include "data/text_tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/generate.h"
+#include "model/hellaswag.h"
 #include "model/gpt.h"
 #include "model/train_state.h"
 #include "model/train_step.h"
@@ -164,6 +165,7 @@ struct Run {
     DataLoader train, val;
     bool have_val = false;
     TextTokenizer text;                          // data/text_tokenizer.h: byte-level, or GPT-2 BPE (--tokenizer)
+    std::vector<EvalExample> hellaswag;          // --hellaswag (data/eval_file.h); empty without
     TrainState state;                            // what a training state records about this run (describe_run)
     int start_step = 1;                          // > 1 after --resume
     int64_t skipped_steps = 0;                   // updates not applied (--skip-bad-steps), kept across resumes
@@ -273,6 +275,10 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
     bool train_ok = run.train.init(opt.train_file, opt.batch, opt.seq, run.grid.dp, run.grid.dp_rank, opt.shuffle, opt.seed,
                                    run.cfg.vocab, err);
     refuse_if(train_ok ? "" : err + (opt.train_file.find("data/generated/default") != std::string::npos ? " (run 'make data' first)" : ""));
+    if (!opt.hellaswag.empty()) {
+        refuse_if(read_eval_file(opt.hellaswag, run.hellaswag, err) ? "" : err);
+        refuse_if(eval_problem(run.hellaswag, opt.seq, run.cfg.vocab));
+    }
     run.have_val = run.val.init(opt.val_file, opt.batch, opt.seq, run.grid.dp, run.grid.dp_rank, false, 0, run.cfg.vocab, err);
     if (!run.have_val) LOG0("note: no validation (%s)\n", err.c_str());
 
@@ -330,6 +336,16 @@ static void validate(Run& run, int step, float* best) {
     LOG0("step %5d | val loss %.4f\n", step, vl);
     if (run.logf) fprintf(run.logf, "{\"step\":%d,\"val_loss\":%.6f}\n", step, vl), fflush(run.logf);
     if (vl >= 0) *best = std::min(*best, vl);
+}
+
+// --hellaswag: the multiple-choice accuracy (model/hellaswag.cu), printed and logged. Each DP rank scores
+// its share of the examples, a quarter of its batch's rows' worth of examples per forward pass.
+static void evaluate_hellaswag(Run& run, int step) {
+    if (run.hellaswag.empty()) return;
+    const int per_forward = std::max(1, run.train.B_local / kEvalCompletions);
+    EvalScore s = hellaswag_evaluate(run.model, run.hellaswag, run.opt.seq, per_forward);
+    LOG0("step %5d | hellaswag %d/%d = %.4f\n", step, s.correct, s.total, s.accuracy());
+    if (run.logf) fprintf(run.logf, "{\"step\":%d,\"hellaswag_acc\":%.6f}\n", step, s.accuracy()), fflush(run.logf);
 }
 
 // --memory-report, on the run's first step, between its forward and backward pass (train_step's
@@ -427,6 +443,7 @@ int main(int argc, char** argv) {
     // ---- the validation loss before any training (not when resuming) ----
     Progress p;
     if (opt.val_every > 0 && run.start_step == 1) validate(run, 0, &p.best_val);
+    if (opt.eval_every > 0 && run.start_step == 1) evaluate_hellaswag(run, 0);
 
     // ---- training ----
     double t_start = now_s();
@@ -464,11 +481,13 @@ int main(int argc, char** argv) {
             opt.steps = step;  // end here: the final validation, --save and --sample still run
             break;
         }
-        // Once in a while, the validation loss.
+        // Once in a while, the validation loss and the HellaSwag accuracy.
         if (opt.val_every > 0 && step % opt.val_every == 0 && step != opt.steps) validate(run, step, &p.best_val);
+        if (opt.eval_every > 0 && step % opt.eval_every == 0 && step != opt.steps) evaluate_hellaswag(run, step);
     }
-    // ---- the final validation loss ----
+    // ---- the final validation loss and HellaSwag accuracy ----
     if (opt.steps > 0) validate(run, opt.steps, &p.best_val);
+    if (opt.steps > 0) evaluate_hellaswag(run, opt.steps);
 
     // ---- save the weights, sample some text, print the summary; then free what setup_run made ----
     finish_run(run, p, t_start);

@@ -39,6 +39,8 @@ void print_train_usage() {
         "  --dropout P                 hidden and attention dropout (default 0)\n"
         "Evaluation and output\n"
         "  --val-every K --val-batches M   validation before step 1 and every K steps (0: only at the end)\n"
+        "  --hellaswag FILE            multiple-choice accuracy on llm.c's eval file (HellaSwag), logged as\n"
+        "                              hellaswag_acc; --eval-every K: before step 1 and every K steps (0: at the end)\n"
         "  --save FILE                 write an llm.c checkpoint at the end\n"
         "  --log FILE.jsonl            one JSON object per line (train, val, memory_report)\n"
         "  --log-every K               print every K-th step (default 1)\n"
@@ -148,6 +150,8 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--dropout"})) o.dropout = to_float(print, f, v, 0, 0.95);
         else if (flag({"--val-every"})) o.val_every = (int)to_int(print, f, v, 0, big);
         else if (flag({"--val-batches"})) o.val_batches = (int)to_int(print, f, v, 0, big);
+        else if (flag({"--hellaswag"})) o.hellaswag = v;
+        else if (flag({"--eval-every"})) o.eval_every = (int)to_int(print, f, v, 0, big);
         else if (flag({"--save"})) o.save = v;
         else if (flag({"--log"})) o.log = v;
         else if (flag({"--log-every"})) o.log_every = (int)to_int(print, f, v, 1, big);

@@ -30,6 +30,8 @@ struct TrainOptions {
     float dropout = 0.0f;
     // evaluation, output
     int val_every = 0, val_batches = 4;
+    std::string hellaswag;       // llm.c's eval file (hellaswag_val.bin): multiple-choice accuracy
+    int eval_every = 0;          // with --hellaswag: before step 1 and every K steps (0: only at the end)
     std::string save, log;
     bool memory_report = false;
     int sample = 0;

@@ -223,7 +223,8 @@ void gpt_release_activations(GPT& m) {
     for (Tensor* x : t) A.release(*x);
 }
 
-float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, bool keep) {
+float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, bool keep,
+                  std::vector<float>* token_losses) {
     Ctx& ctx = *m.ctx;
     ActivationAllocator& A = *m.alloc;
     const ProcessGrid& g = *m.grid;
@@ -282,6 +283,12 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
     Tensor losses = A.alloc(DType::F32, N_full, kModelLevel, "tmp:losses");
     float loss = vocab_parallel_cross_entropy(m.grid->tp_comm, ctx, m.logits, m.targets, m.ce_rowmax, m.ce_sumexp,
                                               target_logit, losses, N_full, sh.V_local, sh.v_begin, cfg.vocab);
+    if (token_losses) {  // [S, B] (sequence-major) back to the loader's [B, S]
+        std::vector<float> l = tensor_to_host_f32(losses);
+        token_losses->assign((size_t)N_full, 0.f);
+        for (int s = 0; s < S; s++)
+            for (int b = 0; b < B_local; b++) (*token_losses)[(size_t)b * S + s] = l[(size_t)s * B_local + b];
+    }
     A.release(target_logit);
     A.release(losses);
     if (!keep) gpt_release_activations(m);

@@ -72,8 +72,10 @@ Tensor gpt_grad(GPT& m, int id, int layer = -1);   // view (f32)
 
 // Forward pass on this rank's part of the batch. inputs/targets: host int32 [B_local, S] (as the loader
 // gives them). Returns the mean loss over this rank's B_local·S targets. With keep == false, the
-// activations are released at once (validation).
-float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, bool keep);
+// activations are released at once (validation). token_losses (optional) receives each position's loss
+// −log p(target), [B_local, S] like the inputs (evaluations that score parts of a sequence: HellaSwag).
+float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, bool keep,
+                  std::vector<float>* token_losses = nullptr);
 // Backward pass of the last forward: accumulates into m.grads (zero them first) and releases activations.
 void gpt_backward(GPT& m);
 void gpt_zero_grad(GPT& m);

@@ -29,6 +29,12 @@ put() { python3 -c "import struct,sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys
 cut_to() { python3 -c "import sys; p=sys.argv[1]; d=open(p,'rb').read(); open(p,'wb').write(d[:int(sys.argv[2])] if int(sys.argv[2])>=0 else d[:int(sys.argv[2])])" "$@"; }
 append() { printf '\0\0\0\0' | head -c "$2" >> "$1"; }
 size() { stat -c %s "$1"; }
+# tokenizer FILE MAGIC: a tokenizer file of the 256 bytes, "ab" and an end-of-text token (258 tokens).
+tokenizer() { python3 -c "import struct,sys; t=[bytes([b]) for b in range(256)]+[b'ab',b'<|endoftext|>']
+open(sys.argv[1],'wb').write(struct.pack('<256i',int(sys.argv[2]),2,len(t),len(t)-1,*[0]*252)+b''.join(bytes([len(x)])+x for x in t))" "$@"; }
+# eval_file FILE CUT: an eval file of two examples (4 completions of 2 tokens each), less its last CUT bytes.
+eval_file() { python3 -c "import struct,sys; ex=lambda i: [65535,40,i,1,4,2,5,6]+[2,7,8]*4
+d=struct.pack('<256i',20240522,1,2,40,*[0]*252)+struct.pack('<40H',*(ex(0)+ex(1))); open(sys.argv[1],'wb').write(d[:len(d)-int(sys.argv[2])])" "$@"; }
 run1() { exec bash "$here/expect_error.sh" "$1" $mpirun -np 1 "$train" $T "${@:2}"; }
 init() { run1 "$1" --train "$w/train.bin" --init "$w/model.bin"; }
 shard() { run1 "$1" --train "$w/train.bin"; }
@@ -64,6 +70,10 @@ case "$case" in
     put "$w/parts/p_1.bin" 0 '<i' 7; run1 "token shard .*parts/p_1.bin has magic 7, expected 20240520" --train "$w/parts/p_*.bin" ;;
   shard_too_few_tokens) python3 -c "import struct; open('$w/train.bin','wb').write(struct.pack('<256i',20240520,1,10,*[0]*253)+bytes(20))"
                         shard "token shard .*train.bin holds 10 tokens, but one batch of B=4 sequences of T=16 tokens needs at least B\*T\+1 = 65" ;;
+  # ---- the GPT-2 tokenizer (--tokenizer) and the HellaSwag eval file (--hellaswag)
+  tokenizer_wrong_magic) tokenizer "$w/tok.bin" 20240520; run1 "tok.bin: not a tokenizer file \(magic 20240520, expected 20240328\)" --train "$w/train.bin" --tokenizer "$w/tok.bin" ;;
+  tokenizer_vocab_mismatch) tokenizer "$w/tok.bin" 20240328; run1 "the tokenizer \(.*tok.bin\) has 258 tokens but the model's vocabulary is 257" --train "$w/train.bin" --tokenizer "$w/tok.bin" ;;
+  eval_cut_short) eval_file "$w/eval.bin" 6; run1 "eval.bin: example 1 of 2 is cut short" --train "$w/train.bin" --hellaswag "$w/eval.bin" ;;
   # ---- resume: the checkpoint directory and the training state (--resume)
   resume_missing_dir) run1 "--resume $w/nowhere: no checkpoint there \(cannot open $w/nowhere/latest" --train "$w/train.bin" --resume "$w/nowhere" ;;
   resume_bad_latest) echo "../../etc" > "$w/ck/latest"; resume "checkpoint pointer .*latest should hold one line 'step_' \+ digits" ;;
