@@ -168,6 +168,7 @@ struct Run {
     std::vector<EvalExample> hellaswag;          // --hellaswag (data/eval_file.h); empty without
     TrainState state;                            // what a training state records about this run (describe_run)
     int start_step = 1;                          // > 1 after --resume
+    int micro_batches = 1;                       // M: gradient accumulation (micro_batch_count)
     int64_t skipped_steps = 0;                   // updates not applied (--skip-bad-steps), kept across resumes
     OptimConfig optim;
     ModelFormulaInput shape;                     // the paper's symbols for this rank (recompute/formulas.h)
@@ -212,6 +213,25 @@ static void resolve_restart(TrainOptions& opt) {
     }
 }
 
+// Gradient accumulation: M micro-batches of b sequences per DP rank and step, B = M · b · dp. From
+// --micro-batch-size b or --num-microbatches M (both: they must agree); neither: M = 1. Collective refusals.
+static int micro_batch_count(const TrainOptions& opt, int dp) {
+    const int per_rank = opt.batch / dp;  // grid_validate has checked that dp divides the batch
+    int M = opt.num_microbatches ? opt.num_microbatches : 1;
+    if (opt.micro_batch) {
+        refuse_if(per_rank % opt.micro_batch == 0 ? "" : "--batch " + std::to_string(opt.batch) + " is not divisible by --micro-batch-size " +
+                  std::to_string(opt.micro_batch) + " x data-parallel size " + std::to_string(dp));
+        const int from_b = per_rank / opt.micro_batch;
+        refuse_if(!opt.num_microbatches || opt.num_microbatches == from_b ? "" : "--num-microbatches " + std::to_string(opt.num_microbatches) +
+                  " contradicts --micro-batch-size " + std::to_string(opt.micro_batch) + ": --batch " + std::to_string(opt.batch) +
+                  " over data-parallel size " + std::to_string(dp) + " makes " + std::to_string(from_b) + " micro-batches");
+        M = from_b;
+    }
+    refuse_if(per_rank % M == 0 ? "" : "--num-microbatches " + std::to_string(M) + " does not divide the " + std::to_string(per_rank) +
+              " sequences per data-parallel rank (--batch " + std::to_string(opt.batch) + " / dp " + std::to_string(dp) + ")");
+    return M;
+}
+
 // The model's shape and first weights: a checkpoint directory to resume (with its training state), an llm.c
 // file (--init, model/checkpoint.cu), or a fresh model of the flags' shape (model/config.h).
 static GPTConfig read_model_config(const TrainOptions& opt, std::vector<float>& init_params, TrainState& resumed,
@@ -251,9 +271,7 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
     run.cfg = read_model_config(opt, init_params, resumed, resumed_dir);
     refuse_if(grid_validate(world, opt.tp, opt.sp, run.cfg, opt.batch, opt.seq));
     int dp = world / opt.tp;
-    if (opt.micro_batch && opt.micro_batch * dp != opt.batch)  // (the same on every rank)
-        refuse_if("--micro-batch-size " + std::to_string(opt.micro_batch) + " times data-parallel size " + std::to_string(dp) +
-                  " must equal the global batch " + std::to_string(opt.batch) + " (no gradient accumulation)");
+    run.micro_batches = micro_batch_count(opt, dp);
     run.ctx = ctx_create(run.device, gpu);
     run.grid = grid_create(MPI_COMM_WORLD, opt.tp, opt.sp, run.backend, run.ctx);
     if (opt.sp && opt.tp == 1) LOG0("note: --sp with --tp 1 changes nothing (one rank holds the whole sequence)\n");
@@ -290,7 +308,7 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
     if (g_rank == 0 && !opt.log.empty()) run.logf = fopen(opt.log.c_str(), opt.resume.empty() ? "w" : "a");  // a resumed run appends
     refuse_if(g_rank == 0 && !opt.log.empty() && !run.logf ? "cannot open --log file " + opt.log + " for writing" : "");
 
-    run.shape = formula_input(opt.seq, opt.batch / run.grid.dp, run.cfg.channels, run.cfg.heads, run.cfg.layers,
+    run.shape = formula_input(opt.seq, opt.batch / run.grid.dp / run.micro_batches, run.cfg.channels, run.cfg.heads, run.cfg.layers,
                               run.cfg.padded_vocab, run.grid.tp, run.grid.sp, run.recompute, (int)dtype_size(run.dtype));
     run.optim.beta1 = opt.beta1; run.optim.beta2 = opt.beta2; run.optim.eps = opt.eps;
     run.optim.weight_decay = opt.weight_decay; run.optim.grad_clip = opt.grad_clip;
@@ -305,8 +323,11 @@ static void print_startup(const Run& run) {
          cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.padded_vocab, cfg.max_seq, device_name(run.device), dtype_name(run.dtype));
     LOG0("layout: %d ranks = tp %d x dp %d, sequence parallel %s, recompute %s, comm %s\n", run.world, run.grid.tp, run.grid.dp,
          run.grid.sp ? "on" : "off", recompute_name(run.recompute), run.backend == CommBackend::NCCL ? "nccl" : "mpi");
-    LOG0("batch: %d sequences x %d tokens per step (%d per data-parallel rank); %lld batches per epoch\n", opt.batch, opt.seq,
-         opt.batch / run.grid.dp, (long long)run.train.num_batches);
+    const int per_rank = opt.batch / run.grid.dp, M = run.micro_batches;
+    char micro[96] = "";
+    if (M > 1) snprintf(micro, sizeof micro, " in %d micro-batches of %d, gradients accumulated", M, per_rank / M);
+    LOG0("batch: %d sequences x %d tokens per step (%d per data-parallel rank%s); %lld batches per epoch\n", opt.batch, opt.seq,
+         per_rank, micro, (long long)run.train.num_batches);
     LOG0("activation memory per rank by the paper's formulas: %.2f MB (layers) + %.2f MB (outside layers)\n",
          cfg.layers * layer_bytes(run.shape.layer()) / 1e6, model_extra_bytes(run.shape) / 1e6);
 }
@@ -454,7 +475,7 @@ int main(int argc, char** argv) {
         run.grid.tp_comm.counters.reset();  // parallel/comm.h: bytes each collective kind moves, per step
         double t0 = now_s();
         StepStats st = train_step(run.model, run.train.inputs.data(), run.train.targets.data(), run.train.B_local, opt.seq,
-                                  run.optim, step, lr, [&] { maybe_report_memory(run, step); });
+                                  run.optim, step, lr, [&] { maybe_report_memory(run, step); }, run.micro_batches);
         ctx_sync(run.ctx);
         double dt = now_s() - t0;
         p.step_comm = run.grid.tp_comm.counters;

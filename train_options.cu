@@ -28,6 +28,10 @@ void print_train_usage() {
         "Data\n"
         "  --train FILE --val FILE     llm.c token shards (default: data/generated/default/{train,val}.bin)\n"
         "  --batch B                   global batch: sequences per step over all data-parallel ranks (default 8)\n"
+        "  --micro-batch-size b        sequences per forward pass on a data-parallel rank (Megatron's name):\n"
+        "                              M = B / (b · dp) micro-batches per step, gradients accumulated; the loss\n"
+        "                              and gradients stay those of the whole batch (default b = B / dp, M = 1)\n"
+        "  --num-microbatches M        the same, given as M\n"
         "  --seq T                     sequence length (default 64)\n"
         "  --no-shuffle                read batches in file order, as llm.c does\n"
         "Optimization\n"
@@ -63,8 +67,8 @@ void print_train_usage() {
         "  --help\n"
         "\n"
         "Megatron-LM spellings accepted: --tensor-model-parallel-size, --sequence-parallel,\n"
-        "  --recompute-granularity selective|full, --global-batch-size, --micro-batch-size (must be batch/dp),\n"
-        "  --seq-length, --num-layers, --hidden-size, --num-attention-heads, --max-position-embeddings\n");
+        "  --recompute-granularity selective|full, --global-batch-size, --seq-length, --num-layers,\n"
+        "  --hidden-size, --num-attention-heads, --max-position-embeddings\n");
 }
 
 [[noreturn]] static void bad(bool print, const std::string& msg) {
@@ -135,6 +139,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--val"})) o.val_file = v;
         else if (flag({"--batch", "--global-batch-size"})) o.batch = (int)to_int(print, f, v, 1, big);
         else if (flag({"--micro-batch-size"})) o.micro_batch = (int)to_int(print, f, v, 1, big);
+        else if (flag({"--num-microbatches"})) o.num_microbatches = (int)to_int(print, f, v, 1, big);
         else if (flag({"--seq", "--seq-length"})) o.seq = (int)to_int(print, f, v, 1, 1 << 20);
         else if (flag({"--steps", "--train-iters"})) o.steps = (int)to_int(print, f, v, 0, big);
         else if (flag({"--lr"})) o.lr = to_float(print, f, v, 0, 10);

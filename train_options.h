@@ -19,7 +19,8 @@ struct TrainOptions {
     // data
     std::string train_file = "data/generated/default/train.bin", val_file = "data/generated/default/val.bin";
     int batch = 8, seq = 64;          // global batch (sequences per step), sequence length
-    int micro_batch = 0;              // Megatron's --micro-batch-size: must equal batch / dp when given
+    int micro_batch = 0;              // Megatron's --micro-batch-size b: sequences per forward per DP rank
+    int num_microbatches = 0;         // M = batch / (b · dp) (gradient accumulation); 0: from b, else 1
     bool shuffle = true;
     // optimization
     int steps = 100;

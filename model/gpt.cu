@@ -1,5 +1,6 @@
 // gpt.cu — the model on one rank: weights, initialization, and the forward / backward of a step.
 #include "gpt.h"
+#include "train_step.h"  // g_test_hooks
 
 #include <cmath>
 #include <cstring>
@@ -148,16 +149,19 @@ StepShape gpt_step_shape(const GPT& m, int B_local, int S) {
     sh.N_full = S * B_local;
     sh.V_local = m.cfg.padded_vocab / g.tp;
     sh.v_begin = (int64_t)g.tp_rank * sh.V_local;
+    // DP rank r holds sequences [r·M·B, (r+1)·M·B) of the global batch; micro-batch j of them starts at j·B.
+    sh.b_first = ((int64_t)g.dp_rank * m.micro.count + m.micro.index) * B_local;
+    sh.B_global = (int64_t)g.dp * m.micro.count * B_local;
     return sh;
 }
 
 // This rank's block of the global [S, B, C] activations outside the TP regions: its sequence shard (SP)
-// and its sequences of the global batch (DP). Dropout masks are keyed by these global coordinates.
+// and its sequences of the global batch (DP, micro-batch). Dropout masks are keyed by these global coordinates.
 static DropoutCoords step_coords(const GPT& m) {
     DropoutCoords where;
     where.s_offset = m.shape.s_offset;
-    where.b_offset = (int64_t)m.grid->dp_rank * m.shape.B;
-    where.B_total = (int64_t)m.grid->dp * m.shape.B;
+    where.b_offset = m.shape.b_first;
+    where.B_total = m.shape.B_global;
     return where;
 }
 
@@ -304,9 +308,11 @@ void gpt_backward(GPT& m) {
     const int C = cfg.channels, N_shard = sh.N_shard, N_full = sh.N_full;
     Region region{&m.grid->tp_comm, g.sp, m.alloc, kModelLevel};
 
-    // Loss is the mean over this rank's N_full targets: d loss / d logits = (softmax - onehot) / N_full.
+    // The step's loss is the mean over this rank's targets of all its micro-batches: d loss / d logits =
+    // (softmax - onehot) / (N_full · M), N_full targets per micro-batch (llm.c's 1/(B·T·accumulation)).
+    const float inv_targets = g_test_hooks.skip_microbatch_scale ? 1.0f / N_full : 1.0f / ((float)N_full * m.micro.count);
     Tensor dlogits = A.alloc(m.dtype, (int64_t)N_full * sh.V_local, kModelLevel, "tmp:dlogits");
-    ce_backward(ctx, dlogits, m.logits, m.ce_rowmax, m.ce_sumexp, m.targets, 1.0f / N_full, N_full, sh.V_local,
+    ce_backward(ctx, dlogits, m.logits, m.ce_rowmax, m.ce_sumexp, m.targets, inv_targets, N_full, sh.V_local,
                 sh.v_begin, cfg.vocab);
     A.release(m.logits);
     A.release(m.ce_rowmax);

@@ -21,6 +21,8 @@ struct StepShape {
     int N_full = 0;        // rows inside them: S·B (every TP rank sees the whole sequence there)
     int V_local = 0;       // this rank's rows of the padded vocabulary: Vp/t
     int64_t v_begin = 0;   // its first vocabulary row
+    int64_t b_first = 0;   // global index of this forward's first sequence: (dp_rank·M + micro index)·B
+    int64_t B_global = 0;  // sequences of the global batch: dp·M·B
 };
 
 struct GPT {
@@ -33,6 +35,11 @@ struct GPT {
     float dropout = 0.f;
     uint64_t seed = 1337;
     int64_t step = 0;  // the optimizer step in flight: dropout masks are keyed by (seed, step) (layers/philox.h)
+    // The micro-batch in flight (gradient accumulation, model/train_step.cu): micro-batch `index` of `count`
+    // of this DP rank's sequences. It places the forward's sequences in the GLOBAL batch (dropout masks are
+    // keyed by global coordinates, so any split draws the single-rank masks) and scales the loss gradient by
+    // 1/count (the step's loss is the mean over all its tokens). {0, 1}: the whole batch at once.
+    struct MicroBatch { int index = 0, count = 1; } micro;
 
     int64_t sizes[NUM_PARAM_TENSORS] = {};    // local element counts
     int64_t offsets[NUM_PARAM_TENSORS] = {};  // local offsets in the flat buffers

@@ -34,14 +34,30 @@ double gradient_norm(GPT& m) {
     return std::sqrt(total + replicated);
 }
 
+float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches,
+                       const std::function<void()>& after_forward) {
+    const int M = micro_batches, b = B_local / M;
+    if (M < 1 || b * M != B_local) mm_fatal("forward_backward: %d sequences do not split into %d micro-batches", B_local, M);
+    gpt_zero_grad(m);
+    double loss = 0;
+    for (int j = 0; j < M; j++) {
+        // Micro-batch j: its sequences, placed at their global coordinates (dropout), gradient scaled by 1/M.
+        m.micro = {j, M};
+        const size_t first = (size_t)j * b * S;
+        loss += gpt_forward(m, inputs + first, targets + first, b, S, true);
+        if (j == 0 && after_forward) after_forward();
+        gpt_backward(m);  // accumulates into m.grads; frees this micro-batch's activations
+    }
+    m.micro = {};
+    return (float)(loss / M);  // each micro-batch's loss is a mean over the same number of targets
+}
+
 StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
-                     const OptimConfig& opt, int step, float lr, const std::function<void()>& after_forward) {
+                     const OptimConfig& opt, int step, float lr, const std::function<void()>& after_forward,
+                     int micro_batches) {
     StepStats st;
     m.step = step;
-    gpt_zero_grad(m);
-    float local_loss = gpt_forward(m, inputs, targets, B_local, S, true);
-    if (after_forward) after_forward();
-    gpt_backward(m);
+    float local_loss = forward_backward(m, inputs, targets, B_local, S, micro_batches, after_forward);
     sync_gradients(m);
     if (step == g_test_hooks.inject_nan_at_step && m.cfg.layers > 0)
         tensor_fill_f32(gpt_grad(m, P_ATTPROJW, m.cfg.layers - 1).slice(0, 1), NAN);

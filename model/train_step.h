@@ -20,8 +20,17 @@ struct StepStats {
 
 // inputs/targets: this rank's host batch [B_local, S]. step counts from 1. after_forward (optional) runs
 // between the forward and the backward pass: the memory report reads the saved activations there.
+// micro_batches M > 1 (gradient accumulation): the B_local sequences run as M micro-batches of B_local/M, one
+// forward and backward each, their gradients summed; the loss and gradients are those of the whole batch
+// (up to float reassociation) and the saved activations those of one micro-batch. after_forward runs after
+// the first micro-batch's forward.
 StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
-                     const OptimConfig& opt, int step, float lr, const std::function<void()>& after_forward = {});
+                     const OptimConfig& opt, int step, float lr, const std::function<void()>& after_forward = {},
+                     int micro_batches = 1);
+// The accumulation loop alone: zero the gradients, then forward + backward of each micro-batch (rows
+// [j·B_local/M, (j+1)·B_local/M) of inputs/targets). Returns this rank's mean loss. No synchronization.
+float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches,
+                       const std::function<void()>& after_forward = {});
 
 // The gradient synchronization: under SP the sum over TP of the replicated parameters' gradients
 // (sum_sequence_parallel_grads, parallel/sequence_parallel.h), then the average over DP.
@@ -47,5 +56,8 @@ struct TestHooks {
     // element of the last layer's attention-projection gradient becomes NaN (the trainer's hidden flag
     // --inject-nan-at-step; test/test_nan.sh).
     int inject_nan_at_step = 0;
+    // Negative control: drop the 1/M of gradient accumulation (gpt_backward), to show that the gradients of
+    // M micro-batches then come out M times too large (test_microbatches).
+    bool skip_microbatch_scale = false;
 };
 extern TestHooks g_test_hooks;

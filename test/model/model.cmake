@@ -18,6 +18,13 @@ mm_test(test_equivalence_sp_tp2 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 2
 mm_test(test_equivalence_sp_tp4 EXE test_equivalence LABELS mpi NP 4 ARGS --tp 4 --sp)
 mm_test(test_equivalence_sp_tp2_dp2 EXE test_equivalence LABELS mpi NP 4 ARGS --tp 2 --sp)
 mm_test(test_equivalence_sp_bf16 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 2 --sp --dtype bf16 --steps 5)
+# Micro-batches (gradient accumulation) against the single-rank run of the whole batch: M = 2 and 4 on one rank,
+# with tp 2 + SP, and with dp 2 (one sequence per micro-batch); negative control without the 1/M.
+mm_test(test_equivalence_micro2 EXE test_equivalence LABELS mpi NP 1 ARGS --tp 1 --micro 2)
+mm_test(test_equivalence_micro4 EXE test_equivalence LABELS mpi NP 1 ARGS --tp 1 --micro 4)
+mm_test(test_equivalence_sp_tp2_micro2 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 2 --sp --micro 2)
+mm_test(test_equivalence_dp2_micro2 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --micro 2)
+mm_test(test_equivalence_micro_without_scale EXE test_equivalence LABELS mpi NP 1 ARGS --tp 1 --micro 4 --expect-fail-without-micro-scale)
 # Negative control: without the layer-norm / bias gradient sum over the TP group, SP must NOT match.
 mm_test(test_equivalence_sp_without_grad_sum EXE test_equivalence LABELS mpi NP 2 ARGS --tp 2 --sp --expect-fail-without-sp-sum)
 
@@ -51,6 +58,9 @@ mm_cli_error(cli_world6_tp4 "--tp 4 does not divide the world size 6" ${MM_MPIRU
 mm_cli_error(cli_seq_not_divisible "--seq 30 is not divisible by --tp 4" ${MM_MPIRUN} -np 4 ${MM_TRAIN} --tp 4 --sp --seq 30)
 mm_cli_error(cli_seq_too_long "exceeds the model's maximum sequence length" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --seq 512 --max-seq 256)
 mm_cli_error(cli_batch_dp "--batch 3 is not divisible by the data-parallel size 2" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --batch 3)
+mm_cli_error(cli_micro_not_dividing "--batch 8 is not divisible by --micro-batch-size 3 x data-parallel size 1" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --batch 8 --micro-batch-size 3)
+mm_cli_error(cli_micro_contradiction "--num-microbatches 3 contradicts --micro-batch-size 2: --batch 8 over data-parallel size 2 makes 2 micro-batches" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --batch 8 --micro-batch-size 2 --num-microbatches 3)
+mm_cli_error(cli_num_micro_not_dividing "--num-microbatches 3 does not divide the 8 sequences per data-parallel rank" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --batch 8 --num-microbatches 3)
 mm_cli_error(cli_unknown_flag "unknown flag --frobnicate" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --frobnicate 1)
 mm_cli_error(cli_bad_recompute "--recompute must be none.selective.full" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --recompute some)
 mm_cli_error(cli_missing_init "nope.bin" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --init nope.bin)

@@ -75,12 +75,12 @@ inline Batch make_batch(const GPTConfig& cfg, int B, int S, int step, int dp, in
 
 // One forward + backward + gradient synchronization (no optimizer step): the global loss and the full
 // (gathered, llm.c-layout) gradients.
-inline float loss_and_grads(ModelHarness& h, int B, int S, int step, std::vector<float>& full_grads, bool sum_sp = true) {
+inline float loss_and_grads(ModelHarness& h, int B, int S, int step, std::vector<float>& full_grads, bool sum_sp = true,
+                            int micro = 1) {
     GPT& m = h.model;
     Batch b = make_batch(m.cfg, B, S, step, h.grid.dp, h.grid.dp_rank);
-    gpt_zero_grad(m);
-    float local = gpt_forward(m, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, true);
-    gpt_backward(m);
+    // micro > 1: the rank's sequences as `micro` micro-batches, gradients accumulated (model/train_step.h).
+    float local = forward_backward(m, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, micro);
     g_test_hooks.skip_sequence_parallel_sum = !sum_sp;
     sync_gradients(m);
     g_test_hooks.skip_sequence_parallel_sum = false;
@@ -90,13 +90,13 @@ inline float loss_and_grads(ModelHarness& h, int B, int S, int step, std::vector
 }
 
 // Training losses of `steps` optimizer steps.
-inline std::vector<float> loss_curve(ModelHarness& h, int B, int S, int steps) {
+inline std::vector<float> loss_curve(ModelHarness& h, int B, int S, int steps, int micro = 1) {
     OptimConfig oc;
     oc.weight_decay = 0.01f;
     std::vector<float> losses;
     for (int st = 1; st <= steps; st++) {
         Batch b = make_batch(h.model.cfg, B, S, st, h.grid.dp, h.grid.dp_rank);
-        losses.push_back(train_step(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, 1e-3f).loss);
+        losses.push_back(train_step(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, 1e-3f, {}, micro).loss);
     }
     return losses;
 }

@@ -6,6 +6,10 @@
 // reassociation, and so must a 20-step loss curve.
 //   test_equivalence --tp T [--sp] [--device cpu|cuda] [--dtype fp32|bf16] [--steps N]
 //                    [--expect-fail-without-sp-sum]   (negative control: drop the SP gradient sum, expect a mismatch)
+//                    [--micro M]   the parallel run as M micro-batches per DP rank (gradient accumulation),
+//                                  against the single-rank run of the whole batch at once
+//                    [--expect-fail-without-micro-scale]   (negative control: drop the 1/M, expect gradients M times
+//                                  too large)
 #include <cstring>
 #include "model_fixture.h"
 
@@ -17,7 +21,8 @@ int main(int argc, char** argv) {
     ModelSpec par;
     par.cfg = tiny_config();
     int steps = 20;
-    bool negative = false;
+    bool negative = false, negative_micro = false;
+    int micro = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tp")) par.tp = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sp")) par.sp = true;
@@ -25,6 +30,8 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--dtype")) par.dtype = !strcmp(argv[++i], "bf16") ? DType::BF16 : DType::F32;
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--expect-fail-without-sp-sum")) negative = true;
+        else if (!strcmp(argv[i], "--micro")) micro = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--expect-fail-without-micro-scale")) negative_micro = true;
     }
     if (par.device == Device::CUDA) {
         int ok = cuda_available() ? 1 : 0, all = 0;
@@ -41,15 +48,18 @@ int main(int argc, char** argv) {
     ref.tp = 1;
     ref.sp = false;
     if (rank == 0)
-        printf("test_equivalence: tp %d dp %d sp %s on %s/%s vs single rank, dropout %.2f%s\n", par.tp, dp, par.sp ? "on" : "off",
-               device_name(par.device), dtype_name(par.dtype), par.dropout, negative ? " (negative control: no SP grad sum)" : "");
+        printf("test_equivalence: tp %d dp %d sp %s, %d micro-batch%s per rank, on %s/%s vs single rank, dropout %.2f%s\n", par.tp,
+               dp, par.sp ? "on" : "off", micro, micro > 1 ? "es" : "", device_name(par.device), dtype_name(par.dtype), par.dropout,
+               negative ? " (negative control: no SP grad sum)" : negative_micro ? " (negative control: no 1/M)" : "");
 
     // One step: loss and gradients.
     std::vector<float> g_par, g_ref;
     float l_par, l_ref = 0;
     {
         ModelHarness h(par, MPI_COMM_WORLD);
-        l_par = loss_and_grads(h, B, S, 1, g_par, !negative);
+        g_test_hooks.skip_microbatch_scale = negative_micro;
+        l_par = loss_and_grads(h, B, S, 1, g_par, !negative, micro);
+        g_test_hooks.skip_microbatch_scale = false;
     }
     if (rank == 0) {
         ModelHarness h(ref, MPI_COMM_SELF);
@@ -81,17 +91,24 @@ int main(int argc, char** argv) {
         bool ok = lerr <= tol && worst <= (par.dtype == DType::F32 ? 1e-4 : 5e-2);
         if (negative) {
             CHECK(!ok, "dropping the SP gradient sum must break the equivalence (worst %s %.2e)", worst_name, worst);
+        } else if (negative_micro) {
+            // Without the 1/M every micro-batch's gradient counts as a whole batch's: M times too large.
+            double np = 0, nr = 0;
+            for (size_t i = 0; i < g_par.size(); i++) np += (double)g_par[i] * g_par[i], nr += (double)g_ref[i] * g_ref[i];
+            const double ratio = std::sqrt(np / nr);
+            printf("  without the 1/M: gradient norm %.4f times the single-rank one (M = %d)\n", ratio, micro);
+            CHECK(!ok && std::fabs(ratio - micro) < 1e-3 * micro, "gradients without 1/M: %.5f times, expected %d", ratio, micro);
         } else {
             CHECK(lerr <= tol, "loss differs: %.8f vs %.8f", l_par, l_ref);
             CHECK(worst <= (par.dtype == DType::F32 ? 1e-4 : 5e-2), "gradient of %s differs: rel %.3e", worst_name, worst);
         }
     }
     // Loss curve over `steps` optimizer steps.
-    if (!negative && steps > 0) {
+    if (!negative && !negative_micro && steps > 0) {
         std::vector<float> c_par, c_ref;
         {
             ModelHarness h(par, MPI_COMM_WORLD);
-            c_par = loss_curve(h, B, S, steps);
+            c_par = loss_curve(h, B, S, steps, micro);
         }
         if (rank == 0) {
             ModelHarness h(ref, MPI_COMM_SELF);
