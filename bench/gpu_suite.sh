@@ -125,8 +125,9 @@ for path in sorted(glob.glob(sys.argv[1] + "/test/*.cmake") + glob.glob(sys.argv
         print(f"{name}|{exe}|{np}|{to}|{' '.join(args)}")
 PY
   else  # the list as of writing, when python3 is absent
-    printf '%s\n' "test_gpu_elementwise|test_gpu_elementwise|0|180|" "test_gpu_gemm|test_gpu_gemm|0|180|" \
-      "test_gpu_comm|test_gpu_comm|2|180|mpi" "test_gpu_comm_nccl|test_gpu_comm|1|180|nccl"
+    for op in matmul linear attention embedding cross_entropy dropout layernorm gelu adamw; do
+      echo "test_gpu_$op|test_$op|0|180|--gpu"; done
+    printf '%s\n' "test_gpu_comm|test_gpu_comm|2|180|mpi" "test_gpu_comm_nccl|test_gpu_comm|1|180|nccl"
   fi
 }
 
