@@ -27,6 +27,8 @@
 
 #include <cmath>
 #include <type_traits>
+#include <vector>
+#include "fast_exp.h"
 #include "matmul.h"
 #include "op_timer.h"
 #include "philox.h"
@@ -72,32 +74,83 @@ struct SoftmaxBackArgs {
 };
 
 // ---------------------------------------------------------------------------------------------------------
-// CPU reference: one row (b, n, q) at a time, keys 0..q (causal), fp32 math.
+// CPU reference: one row (b, n, q) at a time, keys 0..q (causal), fp32 math. OpenMP splits the rows. Within a
+// row the loops over keys are vectorised: the maximum is exact in any order; the sums use kCpuPack partial
+// sums in a fixed order (partial j adds keys k ≡ j mod kCpuPack), as layernorm.cu does, so a row's bits depend
+// only on S and q, never on the thread count. One exponential per key, fast_exp (fast_exp.h, within 2 ulp
+// of e^x): e_k = exp(x_k·scale − m) is kept in a row buffer between the sum and the output.
 // ---------------------------------------------------------------------------------------------------------
+
+static inline float partials_total(const float* acc) {
+    float t = 0.0f;
+    for (int j = 0; j < kCpuPack; j++) t += acc[j];
+    return t;
+}
 
 template <class T>
 static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_drop, const SoftmaxDropoutArgs& a) {
     const int S = a.S;
-#pragma omp parallel for schedule(static)
-    for (int64_t row = 0; row < a.rows; row++) {
-        const int q = (int)(row % S);
-        const int64_t bn = row / S;
-        const int64_t n = bn % a.NH, b = bn / a.NH;
-        T* x = probs + row * S;  // holds the raw scores Q·Kᵀ on entry, probs on exit
-        float m = -INFINITY;
-        for (int k = 0; k <= q; k++) m = fmaxf(m, to_f32(x[k]) * a.scale);
-        float sum = 0.f;
-        for (int k = 0; k <= q; k++) sum += expf(to_f32(x[k]) * a.scale - m);
-        const float inv_sum = 1.f / sum;
-        for (int k = 0; k < S; k++) {
-            // Keys after the query are masked: probability exactly 0 (the causal mask of GPT-2).
-            float pk = k <= q ? expf(to_f32(x[k]) * a.scale - m) * inv_sum : 0.f;
-            bool keep = k <= q && dropout_keep(a.seed, a.stream,
-                                               attn_dropout_index(a.b_offset + b, a.head_offset + n, a.NH_total, S, q, k),
-                                               a.threshold);
-            x[k] = from_f32<T>(pk);
-            mask[row * S + k] = keep ? 1 : 0;
-            probs_drop[row * S + k] = from_f32<T>(keep ? pk * a.inv_keep : 0.f);
+#pragma omp parallel
+    {
+        std::vector<float> e(S);  // this thread's row of exponentials
+#pragma omp for schedule(static)
+        for (int64_t row = 0; row < a.rows; row++) {
+            const int q = (int)(row % S);
+            const int64_t bn = row / S;
+            const int64_t n = bn % a.NH, b = bn / a.NH;
+            T* x = probs + row * S;  // holds the raw scores Q·Kᵀ on entry, probs on exit
+            const int len = q + 1, full = len - len % kCpuPack;  // keys 0..q; those in full packs
+            float acc[kCpuPack];
+            for (int j = 0; j < kCpuPack; j++) acc[j] = -INFINITY;
+            for (int c0 = 0; c0 < full; c0 += kCpuPack) {
+#pragma omp simd
+                for (int j = 0; j < kCpuPack; j++) {
+                    const float v = to_f32(x[c0 + j]) * a.scale;
+                    acc[j] = select_f(v > acc[j], v, acc[j]);  // a bit-mask select: see fast_exp.h
+                }
+            }
+            for (int k = full; k < len; k++) {
+                const float v = to_f32(x[k]) * a.scale;
+                acc[k - full] = select_f(v > acc[k - full], v, acc[k - full]);
+            }
+            float m = -INFINITY;
+            for (int j = 0; j < kCpuPack; j++) m = acc[j] > m ? acc[j] : m;
+            for (int j = 0; j < kCpuPack; j++) acc[j] = 0.f;
+            for (int c0 = 0; c0 < full; c0 += kCpuPack) {
+#pragma omp simd
+                for (int j = 0; j < kCpuPack; j++) {
+                    e[c0 + j] = fast_exp(to_f32(x[c0 + j]) * a.scale - m);
+                    acc[j] += e[c0 + j];
+                }
+            }
+            for (int k = full; k < len; k++) {
+                e[k] = fast_exp(to_f32(x[k]) * a.scale - m);
+                acc[k - full] += e[k];
+            }
+            const float inv_sum = 1.f / partials_total(acc);
+            uint8_t* mr = mask + row * S;
+            T* pd = probs_drop + row * S;
+            if (a.threshold == 0) {  // no dropout: every key up to q is kept, no random numbers to draw
+#pragma omp simd
+                for (int k = 0; k < S; k++) {
+                    const float pk = k <= q ? e[k] * inv_sum : 0.f;
+                    x[k] = from_f32<T>(pk);
+                    mr[k] = k <= q ? 1 : 0;
+                    pd[k] = from_f32<T>(pk * a.inv_keep);
+                }
+            } else {
+                for (int k = 0; k < S; k++) {
+                    // Keys after the query are masked: probability exactly 0 (the causal mask of GPT-2).
+                    const float pk = k <= q ? e[k] * inv_sum : 0.f;
+                    const bool keep = k <= q && dropout_keep(a.seed, a.stream,
+                                                             attn_dropout_index(a.b_offset + b, a.head_offset + n,
+                                                                                a.NH_total, S, q, k),
+                                                             a.threshold);
+                    x[k] = from_f32<T>(pk);
+                    mr[k] = keep ? 1 : 0;
+                    pd[k] = from_f32<T>(keep ? pk * a.inv_keep : 0.f);
+                }
+            }
         }
     }
 }
@@ -111,14 +164,29 @@ static void softmax_dropout_backward_cpu(T* d, const T* probs, const uint8_t* ma
         T* dr = d + row * S;
         const T* pr = probs + row * S;
         const uint8_t* mr = mask + row * S;
-        float dot = 0.f;
-        for (int k = 0; k <= q; k++) dot += (mr[k] ? to_f32(dr[k]) * a.inv_keep : 0.f) * to_f32(pr[k]);
-        for (int k = 0; k < S; k++) {
-            float ds = 0.f;
-            if (k <= q) {
-                float dp = mr[k] ? to_f32(dr[k]) * a.inv_keep : 0.f;
-                ds = to_f32(pr[k]) * (dp - dot) * a.scale;
+        const int len = q + 1, full = len - len % kCpuPack;
+        // Every load is unconditional and the mask picks with a bit-mask select (fast_exp.h): with a load
+        // under `mr[k] ? ... :`, or a `?:` the compiler threads into a branch, the loop would stay scalar.
+        float acc[kCpuPack] = {0};
+        for (int c0 = 0; c0 < full; c0 += kCpuPack) {
+#pragma omp simd
+            for (int j = 0; j < kCpuPack; j++) {
+                const int k = c0 + j;
+                const float dv = to_f32(dr[k]) * a.inv_keep, pv = to_f32(pr[k]);
+                acc[j] += select_f(mr[k] != 0, dv, 0.f) * pv;
             }
+        }
+        for (int k = full; k < len; k++) {
+            const float dv = to_f32(dr[k]) * a.inv_keep, pv = to_f32(pr[k]);
+            acc[k - full] += select_f(mr[k] != 0, dv, 0.f) * pv;
+        }
+        const float dot = partials_total(acc);
+#pragma omp simd
+        for (int k = 0; k < S; k++) {
+            const float dv = to_f32(dr[k]) * a.inv_keep;
+            const float dp = select_f(mr[k] != 0, dv, 0.f);
+            const float v = to_f32(pr[k]) * (dp - dot) * a.scale;
+            const float ds = select_f(k <= q, v, 0.f);
             dr[k] = from_f32<T>(ds);
         }
     }
