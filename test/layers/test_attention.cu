@@ -6,7 +6,8 @@
 // end-to-end directional finite differences of L = Σ G ⊙ attention(qkv), also for Q, K and V separately;
 // the dropout rate; a rank holding heads [h0, h0 + NH) of batches [b0, b0 + B) reproduces that slice of the
 // single-rank result, masks included (what the TP and DP equivalence tests rely on); bf16 storage; S = 7 and
-// 37 (the CPU softmax's packs of 16 keys, full and partial); the same bits with 1, 2 and 3 threads.
+// 37 (the CPU softmax's packs of 16 keys, full and partial); the same bits with 1, 2 and 3 threads; the
+// blocks above the diagonal, which the CPU GEMMs skip, poisoned with NaN (S = 37, 64, 133) are never read.
 // GPU checks, f32 and bf16, p = 0 and 0.1, sizes that are no multiple of any tile (S = 37, 133, 64, 1024,
 // 2100; sub-ranges of heads and batches): masks bit-identical to the CPU's, probs, probs_drop, out, dqkv
 // against the CPU (outputs poisoned first), exactly 0 above the diagonal, the backward twice and the
@@ -114,17 +115,19 @@ struct AttnRun {
 };
 
 // Run the ops (forward, then backward when dout is given) in `dtype` on ctx's device.
+// The s×s buffers and the outputs start filled with `fill` (NaN unless told: an entry an op should write but
+// does not shows up as NaN).
 static AttnRun attention_run(Ctx& ctx, DType dtype, const std::vector<float>& qkv, const std::vector<float>& dout,
-                             const AttnShape& sh, float p, uint64_t seed, uint32_t stream) {
+                             const AttnShape& sh, float p, uint64_t seed, uint32_t stream, float fill = NAN) {
     const int64_t SSBN = (int64_t)sh.B * sh.NH * sh.S * sh.S, NO = (int64_t)sh.S * sh.B * sh.NH * sh.HD;
     Device dev = ctx.device;
     Tensor tq = make_tensor(dev, dtype, qkv);
     Tensor probs = tensor_alloc(dev, dtype, SSBN), pd = tensor_alloc(dev, dtype, SSBN),
            mask = tensor_alloc(dev, DType::U8, SSBN), out = tensor_alloc(dev, dtype, NO);
-    tensor_fill_f32(probs, NAN);
-    tensor_fill_f32(pd, NAN);
+    tensor_fill_f32(probs, fill);
+    tensor_fill_f32(pd, fill);
     tensor_fill_f32(mask, 7);
-    tensor_fill_f32(out, NAN);
+    tensor_fill_f32(out, fill);
     attention_probs_forward(ctx, probs, mask, pd, tq, sh, p, seed, stream);
     attention_context_forward(ctx, out, pd, tq, sh);
     AttnRun r;
@@ -136,8 +139,8 @@ static AttnRun attention_run(Ctx& ctx, DType dtype, const std::vector<float>& qk
     if (!dout.empty()) {
         Tensor td = make_tensor(dev, dtype, dout), dq = tensor_alloc(dev, dtype, tq.n),
                scratch = tensor_alloc(dev, dtype, SSBN);
-        tensor_fill_f32(dq, NAN);
-        tensor_fill_f32(scratch, NAN);
+        tensor_fill_f32(dq, fill);
+        tensor_fill_f32(scratch, fill);
         attention_backward(ctx, dq, td, tq, probs, mask, pd, scratch, sh, p);
         r.dqkv = tensor_to_host_f32(dq);
         tensor_free(td);
@@ -351,11 +354,49 @@ static void test_attention_threads(Ctx& ctx) {
     }
 }
 
+// The CPU attention GEMMs skip the blocks above the diagonal (attention.cu "Causal blocking"): the raw
+// scores and dP_d there are never written, so nothing may read them. Runs with the s×s buffers poisoned with
+// NaN and filled with 0 give the same bits, with no NaN anywhere, and match the double-precision reference,
+// on sequence lengths that are no multiple of the block (37, 133) and one that is (64).
+static void test_attention_causal_blocks(Ctx& ctx) {
+    for (int S : {37, 64, 133}) {
+        AttnShape sh;
+        sh.S = S;
+        sh.B = 2;
+        sh.NH = 2;
+        sh.HD = 8;
+        sh.B_total = 2;
+        sh.NH_total = 2;
+        const int W = 3 * sh.NH * sh.HD;
+        std::vector<float> qkv = random_vec((size_t)sh.S * sh.B * W, g_rng, -1.5f, 1.5f);
+        std::vector<float> G = random_vec((size_t)sh.S * sh.B * sh.NH * sh.HD, g_rng);
+        const uint32_t stream = dropout_stream(3, kSiteAttnProbs);
+        for (float p : {0.f, 0.1f}) {
+            AttnRun nan_run = attention_run(ctx, DType::F32, qkv, G, sh, p, 42, stream, NAN);
+            AttnRun zero_run = attention_run(ctx, DType::F32, qkv, G, sh, p, 42, stream, 0.f);
+            CHECK(bitwise_equal(nan_run.probs, zero_run.probs) &&
+                      bitwise_equal(nan_run.probs_drop, zero_run.probs_drop) &&
+                      bitwise_equal(nan_run.out, zero_run.out) && bitwise_equal(nan_run.dqkv, zero_run.dqkv) &&
+                      nan_run.mask == zero_run.mask,
+                  "attention S=%d p=%g: the result depends on what the s×s buffers held (a skipped block was read)", S,
+                  p);
+            AttnRef ref = attention_ref(qkv, G, sh, p, 42, stream);
+            CHECK(max_rel_err(nan_run.probs, to_float(ref.probs)) < 1e-5 &&
+                      max_rel_err(nan_run.out, to_float(ref.out)) < 1e-4 &&
+                      max_rel_err(nan_run.dqkv, to_float(ref.dqkv)) < 1e-4,
+                  "attention S=%d p=%g with poisoned buffers vs the double reference: probs %g out %g dqkv %g", S, p,
+                  max_rel_err(nan_run.probs, to_float(ref.probs)), max_rel_err(nan_run.out, to_float(ref.out)),
+                  max_rel_err(nan_run.dqkv, to_float(ref.dqkv)));
+        }
+    }
+}
+
 static void cpu_checks() {
     g_rng.seed(1234);
     test_attention(g_cpu, 7);
     test_attention(g_cpu, 37);  // rows longer than the CPU softmax's packs of 16 keys, with a partial pack
     test_attention_threads(g_cpu);
+    test_attention_causal_blocks(g_cpu);
     test_attention_subrange(g_cpu);
     test_attention_bf16(g_cpu);
 }
