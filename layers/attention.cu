@@ -18,15 +18,18 @@
 // Layout. qkv is [S·B, 3·NH·HD] with row s·B + b. For batch b and head n, Q is the S×HD matrix starting at
 // element b·3·NH·HD + n·HD with row stride R = B·3·NH·HD (consecutive s are B rows apart); K and V are the
 // same, shifted by NH·HD and 2·NH·HD columns. So one strided-batched GEMM per batch index covers all heads
-// (the head stride is HD elements) and no transpose of Q, K or V is ever materialized. probs etc. are
-// [B, NH, S, S].
+// (the head stride is HD elements) and no transpose of Q, K or V is ever materialized (on the CPU, one per
+// batch index and block of queries: "Causal blocking" below). probs etc. are [B, NH, S, S].
 //
 // Precision (as Megatron's fused softmax): the scores GEMM writes the activation dtype (bf16 in a bf16 run),
 // the softmax reads it and does all its math in fp32.
 #include "attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <vector>
+#include "fast_exp.h"
 #include "matmul.h"
 #include "op_timer.h"
 #include "philox.h"
@@ -72,32 +75,83 @@ struct SoftmaxBackArgs {
 };
 
 // ---------------------------------------------------------------------------------------------------------
-// CPU reference: one row (b, n, q) at a time, keys 0..q (causal), fp32 math.
+// CPU reference: one row (b, n, q) at a time, keys 0..q (causal), fp32 math. OpenMP splits the rows. Within a
+// row the loops over keys are vectorised: the maximum is exact in any order; the sums use kCpuPack partial
+// sums in a fixed order (partial j adds keys k ≡ j mod kCpuPack), as layernorm.cu does, so a row's bits depend
+// only on S and q, never on the thread count. One exponential per key, fast_exp (fast_exp.h, within 2 ulp
+// of e^x): e_k = exp(x_k·scale − m) is kept in a row buffer between the sum and the output.
 // ---------------------------------------------------------------------------------------------------------
+
+static inline float partials_total(const float* acc) {
+    float t = 0.0f;
+    for (int j = 0; j < kCpuPack; j++) t += acc[j];
+    return t;
+}
 
 template <class T>
 static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_drop, const SoftmaxDropoutArgs& a) {
     const int S = a.S;
-#pragma omp parallel for schedule(static)
-    for (int64_t row = 0; row < a.rows; row++) {
-        const int q = (int)(row % S);
-        const int64_t bn = row / S;
-        const int64_t n = bn % a.NH, b = bn / a.NH;
-        T* x = probs + row * S;  // holds the raw scores Q·Kᵀ on entry, probs on exit
-        float m = -INFINITY;
-        for (int k = 0; k <= q; k++) m = fmaxf(m, to_f32(x[k]) * a.scale);
-        float sum = 0.f;
-        for (int k = 0; k <= q; k++) sum += expf(to_f32(x[k]) * a.scale - m);
-        const float inv_sum = 1.f / sum;
-        for (int k = 0; k < S; k++) {
-            // Keys after the query are masked: probability exactly 0 (the causal mask of GPT-2).
-            float pk = k <= q ? expf(to_f32(x[k]) * a.scale - m) * inv_sum : 0.f;
-            bool keep = k <= q && dropout_keep(a.seed, a.stream,
-                                               attn_dropout_index(a.b_offset + b, a.head_offset + n, a.NH_total, S, q, k),
-                                               a.threshold);
-            x[k] = from_f32<T>(pk);
-            mask[row * S + k] = keep ? 1 : 0;
-            probs_drop[row * S + k] = from_f32<T>(keep ? pk * a.inv_keep : 0.f);
+#pragma omp parallel
+    {
+        std::vector<float> e(S);  // this thread's row of exponentials
+#pragma omp for schedule(static)
+        for (int64_t row = 0; row < a.rows; row++) {
+            const int q = (int)(row % S);
+            const int64_t bn = row / S;
+            const int64_t n = bn % a.NH, b = bn / a.NH;
+            T* x = probs + row * S;  // holds the raw scores Q·Kᵀ on entry, probs on exit
+            const int len = q + 1, full = len - len % kCpuPack;  // keys 0..q; those in full packs
+            float acc[kCpuPack];
+            for (int j = 0; j < kCpuPack; j++) acc[j] = -INFINITY;
+            for (int c0 = 0; c0 < full; c0 += kCpuPack) {
+#pragma omp simd
+                for (int j = 0; j < kCpuPack; j++) {
+                    const float v = to_f32(x[c0 + j]) * a.scale;
+                    acc[j] = select_f(v > acc[j], v, acc[j]);  // a bit-mask select: see fast_exp.h
+                }
+            }
+            for (int k = full; k < len; k++) {
+                const float v = to_f32(x[k]) * a.scale;
+                acc[k - full] = select_f(v > acc[k - full], v, acc[k - full]);
+            }
+            float m = -INFINITY;
+            for (int j = 0; j < kCpuPack; j++) m = acc[j] > m ? acc[j] : m;
+            for (int j = 0; j < kCpuPack; j++) acc[j] = 0.f;
+            for (int c0 = 0; c0 < full; c0 += kCpuPack) {
+#pragma omp simd
+                for (int j = 0; j < kCpuPack; j++) {
+                    e[c0 + j] = fast_exp(to_f32(x[c0 + j]) * a.scale - m);
+                    acc[j] += e[c0 + j];
+                }
+            }
+            for (int k = full; k < len; k++) {
+                e[k] = fast_exp(to_f32(x[k]) * a.scale - m);
+                acc[k - full] += e[k];
+            }
+            const float inv_sum = 1.f / partials_total(acc);
+            uint8_t* mr = mask + row * S;
+            T* pd = probs_drop + row * S;
+            if (a.threshold == 0) {  // no dropout: every key up to q is kept, no random numbers to draw
+#pragma omp simd
+                for (int k = 0; k < S; k++) {
+                    const float pk = k <= q ? e[k] * inv_sum : 0.f;
+                    x[k] = from_f32<T>(pk);
+                    mr[k] = k <= q ? 1 : 0;
+                    pd[k] = from_f32<T>(pk * a.inv_keep);
+                }
+            } else {
+                for (int k = 0; k < S; k++) {
+                    // Keys after the query are masked: probability exactly 0 (the causal mask of GPT-2).
+                    const float pk = k <= q ? e[k] * inv_sum : 0.f;
+                    const bool keep = k <= q && dropout_keep(a.seed, a.stream,
+                                                             attn_dropout_index(a.b_offset + b, a.head_offset + n,
+                                                                                a.NH_total, S, q, k),
+                                                             a.threshold);
+                    x[k] = from_f32<T>(pk);
+                    mr[k] = keep ? 1 : 0;
+                    pd[k] = from_f32<T>(keep ? pk * a.inv_keep : 0.f);
+                }
+            }
         }
     }
 }
@@ -111,14 +165,29 @@ static void softmax_dropout_backward_cpu(T* d, const T* probs, const uint8_t* ma
         T* dr = d + row * S;
         const T* pr = probs + row * S;
         const uint8_t* mr = mask + row * S;
-        float dot = 0.f;
-        for (int k = 0; k <= q; k++) dot += (mr[k] ? to_f32(dr[k]) * a.inv_keep : 0.f) * to_f32(pr[k]);
-        for (int k = 0; k < S; k++) {
-            float ds = 0.f;
-            if (k <= q) {
-                float dp = mr[k] ? to_f32(dr[k]) * a.inv_keep : 0.f;
-                ds = to_f32(pr[k]) * (dp - dot) * a.scale;
+        const int len = q + 1, full = len - len % kCpuPack;
+        // Every load is unconditional and the mask picks with a bit-mask select (fast_exp.h): with a load
+        // under `mr[k] ? ... :`, or a `?:` the compiler threads into a branch, the loop would stay scalar.
+        float acc[kCpuPack] = {0};
+        for (int c0 = 0; c0 < full; c0 += kCpuPack) {
+#pragma omp simd
+            for (int j = 0; j < kCpuPack; j++) {
+                const int k = c0 + j;
+                const float dv = to_f32(dr[k]) * a.inv_keep, pv = to_f32(pr[k]);
+                acc[j] += select_f(mr[k] != 0, dv, 0.f) * pv;
             }
+        }
+        for (int k = full; k < len; k++) {
+            const float dv = to_f32(dr[k]) * a.inv_keep, pv = to_f32(pr[k]);
+            acc[k - full] += select_f(mr[k] != 0, dv, 0.f) * pv;
+        }
+        const float dot = partials_total(acc);
+#pragma omp simd
+        for (int k = 0; k < S; k++) {
+            const float dv = to_f32(dr[k]) * a.inv_keep;
+            const float dp = select_f(mr[k] != 0, dv, 0.f);
+            const float v = to_f32(pr[k]) * (dp - dot) * a.scale;
+            const float ds = select_f(k <= q, v, 0.f);
             dr[k] = from_f32<T>(ds);
         }
     }
@@ -297,6 +366,21 @@ static bool launch_by_slots(int S, Launch&& launch) {
 
 static unsigned row_blocks(int64_t rows) { return (unsigned)((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
+// Causal blocking of the attention GEMMs (CPU). The queries are cut into blocks of kCausalRows; block
+// [r0, r1) needs only keys 0 .. r1-1, so the products that make or read the s×s tensors skip the blocks above
+// the diagonal: QKᵀ and dO·Vᵀ write, P_d·V and dS·K read, only rows r0 .. r1-1 up to column r1-1, and the
+// transposed products (dV, dK) of key block [r0, r1) read only the queries r0 .. S-1. That is 75 % of the
+// square at S = 128 and 53 % at S = 1024 (smaller blocks skip more but make more, smaller BLAS calls: 32 was
+// slower than 64 at S = 128 on a 2-core machine). Entries above the blocks are neither written nor read: the
+// softmax kernels touch keys 0..q only and write the whole row (zeros above the diagonal), so probs, mask
+// and probs_drop are complete; the raw scores and dP_d above the blocks stay whatever the buffer held
+// (test_attention poisons them with NaN). The skipped terms of the sums are exact zeros, so results change
+// at most by the order of the BLAS sums. On the GPU the block is the whole sequence (one call per batch
+// index, as before): row blocks would multiply the cuBLAS launches, and a batched call over the blocks is not
+// written yet.
+constexpr int kCausalRows = 64;
+static int causal_block_rows(const Ctx& ctx, int S) { return ctx.device == Device::CPU ? kCausalRows : S; }
+
 static void check_shape(const char* op, const AttnShape& sh, const Tensor& qkv) {
     if (sh.S <= 0 || sh.B <= 0 || sh.NH <= 0 || sh.HD <= 0)
         mm_fatal("%s: bad shape S=%d B=%d NH=%d HD=%d", op, sh.S, sh.B, sh.NH, sh.HD);
@@ -328,11 +412,15 @@ void attention_probs_forward(Ctx& ctx, Tensor probs, Tensor mask, Tensor probs_d
     // scores[b, n] = Q[b, n] · K[b, n]ᵀ, written straight into probs (the kernel below works in place).
     {
         OpScope part(ctx, "qk_gemm", gemm_flops);  // the GEMM and the softmax kernel are timed apart
+        const int blk = causal_block_rows(ctx, S);
         for (int b = 0; b < B; b++) {
-            int64_t q0 = (int64_t)b * 3 * NH * HD;
-            gemm(ctx, false, true, S, S, HD, 1.f, GemmOperand{elem_ptr(qkv, q0), R, HD},
-                 GemmOperand{elem_ptr(qkv, q0 + (int64_t)NH * HD), R, HD}, 0.f, elem_ptr_mut(probs, b * NH * SS),
-                 S, SS, qkv.dtype, probs.dtype, NH);
+            const int64_t q0 = (int64_t)b * 3 * NH * HD, k0 = q0 + (int64_t)NH * HD;
+            for (int r0 = 0; r0 < S; r0 += blk) {  // queries r0 .. r1-1 against keys 0 .. r1-1
+                const int r1 = std::min(S, r0 + blk);
+                gemm(ctx, false, true, r1 - r0, r1, HD, 1.f, GemmOperand{elem_ptr(qkv, q0 + r0 * R), R, HD},
+                     GemmOperand{elem_ptr(qkv, k0), R, HD}, 0.f,
+                     elem_ptr_mut(probs, b * NH * SS + (int64_t)r0 * S), S, SS, qkv.dtype, probs.dtype, NH);
+            }
         }
     }
     OpScope part(ctx, "softmax_dropout");
@@ -377,11 +465,16 @@ void attention_context_forward(Ctx& ctx, Tensor out, Tensor probs_drop, Tensor q
     const int64_t R = (int64_t)B * 3 * NH * HD, RO = (int64_t)B * NH * HD, SS = (int64_t)S * S;
     OpScope scope(ctx, "attention_context_forward", 2.0 * B * NH * (double)S * S * HD);
     // out[b, n] = probs_drop[b, n] · V[b, n]; the heads of out sit side by side in its [S·B, NH·HD] rows.
+    const int blk = causal_block_rows(ctx, S);
     for (int b = 0; b < B; b++) {
-        int64_t v0 = (int64_t)b * 3 * NH * HD + 2 * (int64_t)NH * HD;
-        gemm(ctx, false, false, S, HD, S, 1.f, GemmOperand{elem_ptr(probs_drop, b * NH * SS), S, SS},
-             GemmOperand{elem_ptr(qkv, v0), R, HD}, 0.f, elem_ptr_mut(out, (int64_t)b * NH * HD), RO, HD,
-             qkv.dtype, out.dtype, NH);
+        const int64_t v0 = (int64_t)b * 3 * NH * HD + 2 * (int64_t)NH * HD;
+        for (int r0 = 0; r0 < S; r0 += blk) {  // rows r0 .. r1-1 of probs_drop are 0 beyond key r1-1
+            const int r1 = std::min(S, r0 + blk);
+            gemm(ctx, false, false, r1 - r0, HD, r1, 1.f,
+                 GemmOperand{elem_ptr(probs_drop, b * NH * SS + (int64_t)r0 * S), S, SS},
+                 GemmOperand{elem_ptr(qkv, v0), R, HD}, 0.f, elem_ptr_mut(out, (int64_t)b * NH * HD + r0 * RO), RO,
+                 HD, qkv.dtype, out.dtype, NH);
+        }
     }
 }
 
@@ -400,15 +493,21 @@ void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor p
     const int64_t R = (int64_t)B * 3 * NH * HD, RO = (int64_t)B * NH * HD, SS = (int64_t)S * S;
     const DType dt = qkv.dtype;
     OpScope scope(ctx, "attention_backward", 4 * 2.0 * B * NH * (double)S * S * HD);  // four GEMMs
+    const int blk = causal_block_rows(ctx, S);
     for (int b = 0; b < B; b++) {
-        const int64_t v0 = (int64_t)b * 3 * NH * HD + 2 * (int64_t)NH * HD;
-        const GemmOperand dO{elem_ptr(dout, (int64_t)b * NH * HD), RO, HD};
-        // dV = P_dᵀ · dO
-        gemm(ctx, true, false, S, HD, S, 1.f, GemmOperand{elem_ptr(probs_drop, b * NH * SS), S, SS}, dO, 0.f,
-             elem_ptr_mut(dqkv, v0), R, HD, dt, dt, NH);
-        // dP_d = dO · Vᵀ  (into scratch)
-        gemm(ctx, false, true, S, S, HD, 1.f, dO, GemmOperand{elem_ptr(qkv, v0), R, HD}, 0.f,
-             elem_ptr_mut(scratch, b * NH * SS), S, SS, dt, dt, NH);
+        const int64_t v0 = (int64_t)b * 3 * NH * HD + 2 * (int64_t)NH * HD, d0 = (int64_t)b * NH * HD;
+        for (int r0 = 0; r0 < S; r0 += blk) {
+            const int r1 = std::min(S, r0 + blk);
+            // dV[keys r0 .. r1-1] = P_dᵀ · dO over the queries r0 .. S-1 (earlier queries do not see these keys)
+            gemm(ctx, true, false, r1 - r0, HD, S - r0, 1.f,
+                 GemmOperand{elem_ptr(probs_drop, b * NH * SS + (int64_t)r0 * S + r0), S, SS},
+                 GemmOperand{elem_ptr(dout, d0 + r0 * RO), RO, HD}, 0.f, elem_ptr_mut(dqkv, v0 + r0 * R), R, HD, dt,
+                 dt, NH);
+            // dP_d[queries r0 .. r1-1] = dO · Vᵀ over the keys 0 .. r1-1  (into scratch)
+            gemm(ctx, false, true, r1 - r0, r1, HD, 1.f, GemmOperand{elem_ptr(dout, d0 + r0 * RO), RO, HD},
+                 GemmOperand{elem_ptr(qkv, v0), R, HD}, 0.f, elem_ptr_mut(scratch, b * NH * SS + (int64_t)r0 * S), S,
+                 SS, dt, dt, NH);
+        }
     }
     SoftmaxBackArgs a;
     a.rows = (int64_t)B * NH * S;
@@ -435,12 +534,18 @@ void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor p
     });
     for (int b = 0; b < B; b++) {
         const int64_t q0 = (int64_t)b * 3 * NH * HD, k0 = q0 + (int64_t)NH * HD;
-        const GemmOperand dS{elem_ptr(scratch, b * NH * SS), S, SS};
-        // dQ = dS · K,   dK = dSᵀ · Q
-        gemm(ctx, false, false, S, HD, S, 1.f, dS, GemmOperand{elem_ptr(qkv, k0), R, HD}, 0.f,
-             elem_ptr_mut(dqkv, q0), R, HD, dt, dt, NH);
-        gemm(ctx, true, false, S, HD, S, 1.f, dS, GemmOperand{elem_ptr(qkv, q0), R, HD}, 0.f,
-             elem_ptr_mut(dqkv, k0), R, HD, dt, dt, NH);
+        for (int r0 = 0; r0 < S; r0 += blk) {
+            const int r1 = std::min(S, r0 + blk);
+            // dQ[queries r0 .. r1-1] = dS · K over the keys 0 .. r1-1
+            gemm(ctx, false, false, r1 - r0, HD, r1, 1.f,
+                 GemmOperand{elem_ptr(scratch, b * NH * SS + (int64_t)r0 * S), S, SS},
+                 GemmOperand{elem_ptr(qkv, k0), R, HD}, 0.f, elem_ptr_mut(dqkv, q0 + r0 * R), R, HD, dt, dt, NH);
+            // dK[keys r0 .. r1-1] = dSᵀ · Q over the queries r0 .. S-1
+            gemm(ctx, true, false, r1 - r0, HD, S - r0, 1.f,
+                 GemmOperand{elem_ptr(scratch, b * NH * SS + (int64_t)r0 * S + r0), S, SS},
+                 GemmOperand{elem_ptr(qkv, q0 + r0 * R), R, HD}, 0.f, elem_ptr_mut(dqkv, k0 + r0 * R), R, HD, dt, dt,
+                 NH);
+        }
     }
 }
 

@@ -11,6 +11,8 @@
 // In the paper's Table 2 accounting every dropout stores its mask (1 byte per element), even with p = 0;
 // we keep that: the mask is always written (all ones when p == 0).
 #include "dropout.h"
+#include <cstring>
+#include "fast_exp.h"
 #include "op_timer.h"
 #include "philox.h"
 #include "vec8.h"
@@ -41,6 +43,10 @@ __host__ __device__ inline void bias_dropout_residual_element(T* out, uint8_t* m
 }
 
 // ---- CPU reference -------------------------------------------------------------------------------------
+// Row by row, in two loops: the keep bits first (Philox per element, scalar; no random numbers at p = 0),
+// then the arithmetic of bias_dropout_residual_element over the row as one SIMD loop. The operations and
+// their order are the element function's, so the bits are the same as one element at a time; the select is
+// a bit mask (fast_exp.h): written as `keep ? v * scale : 0` the loop is not vectorised.
 
 template <class T>
 static void bias_dropout_residual_cpu(T* out, uint8_t* mask, const T* x, const T* bias, const T* resid,
@@ -49,19 +55,32 @@ static void bias_dropout_residual_cpu(T* out, uint8_t* mask, const T* x, const T
     const int64_t rows = (int64_t)S_loc * B_loc;
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < rows; row++) {
-        int64_t s = row / B_loc, b = row % B_loc;  // sequence-major layout: row = s * B_loc + b
+        const int64_t s = row / B_loc, b = row % B_loc;  // sequence-major layout: row = s * B_loc + b
+        uint8_t* m = mask + row * C;
+        const T* xr = x + row * C;
+        const T* rr = resid ? resid + row * C : nullptr;
+        T* yr = out + row * C;
+        if (threshold == 0) {
+            memset(m, 1, (size_t)C);
+        } else {
+            const uint64_t g0 = dropout_global_index(s, b, 0, C, where);  // the row's elements are g0 + c
+            for (int64_t c = 0; c < C; c++) m[c] = dropout_keep(seed, stream, g0 + (uint64_t)c, threshold) ? 1 : 0;
+        }
+#pragma omp simd
         for (int64_t c = 0; c < C; c++) {
-            bias_dropout_residual_element(out, mask, x, bias, resid, row * C + c, c,
-                                          dropout_global_index(s, b, c, C, where), scale, threshold, seed,
-                                          stream);
+            float v = to_f32(xr[c]);
+            if (bias) v += to_f32(bias[c]);
+            v = select_f(m[c] != 0, v * scale, 0.0f);
+            if (rr) v += to_f32(rr[c]);
+            yr[c] = from_f32<T>(v);  // out may alias x or resid: element c was read above
         }
     }
 }
 
 template <class T>
 static void dropout_backward_cpu(T* dx, const T* dout, const uint8_t* mask, float scale, int64_t n) {
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) dx[i] = from_f32<T>(mask[i] ? to_f32(dout[i]) * scale : 0.0f);
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; i++) dx[i] = from_f32<T>(select_f(mask[i] != 0, to_f32(dout[i]) * scale, 0.0f));
 }
 
 // ---- CUDA kernels --------------------------------------------------------------------------------------

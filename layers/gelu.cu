@@ -3,7 +3,14 @@
 //   gelu(x)  = 0.5 x (1 + tanh(u)),          u = k (x + 0.044715 x³),   k = sqrt(2/π)
 //   gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh²(u)) k (1 + 3·0.044715 x²)
 //
+// Computed through the identity 0.5 (1 + tanh(u)) = 1 / (1 + e^(-2u)) = s (the logistic function of 2u),
+// and 1 - tanh²(u) = 4 s (1 - s), 1 - s = e^(-2u) s: one exponential per element, no tanh. This is the same
+// function as the tanh form, not another approximation, and it is more accurate where the tanh form cancels
+// (x << 0, where 1 + tanh(u) -> 0). The exponential is fast_exp (fast_exp.h): plain arithmetic, so the CPU
+// loops run it in SIMD registers and the CUDA kernels run the very same code.
+//
 // The backward needs the GeLU *input* (the paper's 8sbh "GeLU input" term of Table 2, saved by the MLP).
+#include "fast_exp.h"
 #include "gelu.h"
 #include "op_timer.h"
 #include "vec8.h"
@@ -14,30 +21,50 @@ constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluA = 0.044715f;
 
 __host__ __device__ inline float gelu_f(float x) {
-    float u = kGeluK * (x + kGeluA * x * x * x);
-    return 0.5f * x * (1.0f + tanhf(u));
+    const float u = kGeluK * (x + kGeluA * x * x * x);
+    return x / (1.0f + fast_exp(-2.0f * u));  // x · s
 }
 
 __host__ __device__ inline float gelu_grad_f(float x) {
-    float u = kGeluK * (x + kGeluA * x * x * x);
-    float t = tanhf(u);
-    // d tanh(u)/du = 1 - tanh²(u); written this way it cannot overflow (1/cosh²(u) overflows cosh for |u| > 89).
-    float du_dx = kGeluK * (1.0f + 3.0f * kGeluA * x * x);
-    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du_dx;
+    const float u = kGeluK * (x + kGeluA * x * x * x);
+    const float e = fast_exp(-2.0f * u);  // clamped at e^±80: s and 1 - s stay normal floats, never inf/inf
+    const float s = 1.0f / (1.0f + e);
+    const float du_dx = kGeluK * (1.0f + 3.0f * kGeluA * x * x);
+    // 0.5 (1 + t) + 0.5 x (1 - t²) du/dx  =  s + 2 x s (1 - s) du/dx, with 1 - s = e·s (no cancellation)
+    return s + 2.0f * x * du_dx * s * (e * s);
 }
 
 // ---- CPU reference -------------------------------------------------------------------------------------
+// Packs of kCpuPack elements (vec8.h): OpenMP splits the packs between threads, and each pack is one
+// fixed-length SIMD loop over gelu_f, with no library call inside, so the compiler vectorises the whole
+// element function. Every element takes the same instructions wherever it sits: bitwise the same result for
+// any thread count.
 
 template <class T>
 static void gelu_forward_cpu(T* out, const T* in, int64_t n) {
+    const int64_t packs = (n + kCpuPack - 1) / kCpuPack;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) out[i] = from_f32<T>(gelu_f(to_f32(in[i])));
+    for (int64_t j = 0; j < packs; j++) {
+        float x[kCpuPack], y[kCpuPack];
+        const int count = cpu_load_pack(x, in, j * kCpuPack, n);
+#pragma omp simd
+        for (int k = 0; k < kCpuPack; k++) y[k] = gelu_f(x[k]);
+        cpu_store_pack(out, j * kCpuPack, y, count);
+    }
 }
 
 template <class T>
 static void gelu_backward_cpu(T* din, const T* in, const T* dout, int64_t n) {
+    const int64_t packs = (n + kCpuPack - 1) / kCpuPack;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; i++) din[i] = from_f32<T>(gelu_grad_f(to_f32(in[i])) * to_f32(dout[i]));
+    for (int64_t j = 0; j < packs; j++) {
+        float x[kCpuPack], dy[kCpuPack], dx[kCpuPack];
+        cpu_load_pack(x, in, j * kCpuPack, n);
+        const int count = cpu_load_pack(dy, dout, j * kCpuPack, n);
+#pragma omp simd
+        for (int k = 0; k < kCpuPack; k++) dx[k] = gelu_grad_f(x[k]) * dy[k];
+        cpu_store_pack(din, j * kCpuPack, dx, count);  // din may alias dout: this pack was read above
+    }
 }
 
 // ---- CUDA kernels ----------------------------------------------------------------------------------------

@@ -20,25 +20,50 @@
 #include "warp_reduce.cuh"
 
 // ---- CPU reference -------------------------------------------------------------------------------------
+// Rows are independent (OpenMP splits them). A row's sums use kCpuPack partial sums: partial k adds the
+// channels c ≡ k (mod kCpuPack) in increasing c, and the partials are then added in order 0, 1, ... This
+// order is written down, so the loop over a pack is element-wise and the compiler vectorises it, which it
+// may not do for one running sum (that would reorder the additions). The order depends only on C: the same
+// bits for any thread count, in every recompute policy. Full packs go through the SIMD loop and the last,
+// partial pack through a scalar loop that does the same additions.
+
+static inline float partials_total(const float* acc) {
+    float t = 0.0f;
+    for (int k = 0; k < kCpuPack; k++) t += acc[k];
+    return t;
+}
 
 template <class T>
 static void layernorm_forward_cpu(T* out, float* mean, float* rstd, const T* in, const T* weight, const T* bias,
                                   int N, int C) {
+    const int full = C - C % kCpuPack;  // channels in full packs
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < N; r++) {
         const T* x = in + r * C;
         T* y = out + r * C;
-        float sum = 0.0f;
-        for (int c = 0; c < C; c++) sum += to_f32(x[c]);
-        const float m = sum / C;
+        float acc[kCpuPack] = {0};
+        for (int c0 = 0; c0 < full; c0 += kCpuPack) {
+#pragma omp simd
+            for (int k = 0; k < kCpuPack; k++) acc[k] += to_f32(x[c0 + k]);
+        }
+        for (int c = full; c < C; c++) acc[c - full] += to_f32(x[c]);
+        const float m = partials_total(acc) / C;
         // Two passes (mean first, then squared deviations): Σx² - mean² loses everything to cancellation
         // when |mean| >> std, which is common for the residual stream.
-        float sq = 0.0f;
-        for (int c = 0; c < C; c++) {
-            float d = to_f32(x[c]) - m;
-            sq += d * d;
+        for (int k = 0; k < kCpuPack; k++) acc[k] = 0.0f;
+        for (int c0 = 0; c0 < full; c0 += kCpuPack) {
+#pragma omp simd
+            for (int k = 0; k < kCpuPack; k++) {
+                const float d = to_f32(x[c0 + k]) - m;
+                acc[k] += d * d;
+            }
         }
-        const float s = 1.0f / sqrtf(sq / C + kLayerNormEps);
+        for (int c = full; c < C; c++) {
+            const float d = to_f32(x[c]) - m;
+            acc[c - full] += d * d;
+        }
+        const float s = 1.0f / sqrtf(partials_total(acc) / C + kLayerNormEps);
+#pragma omp simd
         for (int c = 0; c < C; c++) {
             float n = (to_f32(x[c]) - m) * s;
             y[c] = from_f32<T>(n * to_f32(weight[c]) + to_f32(bias[c]));  // y may alias x: x[c] read first
@@ -51,6 +76,7 @@ static void layernorm_forward_cpu(T* out, float* mean, float* rstd, const T* in,
 template <class T>
 static void layernorm_backward_cpu(T* din, float* dweight, float* dbias, const T* dout, const T* in,
                                    const T* weight, const float* mean, const float* rstd, int N, int C) {
+    const int full = C - C % kCpuPack;
     // din: rows are independent.
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < N; r++) {
@@ -58,14 +84,25 @@ static void layernorm_backward_cpu(T* din, float* dweight, float* dbias, const T
         const T* dy = dout + r * C;
         T* dx = din + r * C;
         const float m = mean[r], s = rstd[r];
-        float sum_g = 0.0f, sum_gn = 0.0f;
-        for (int c = 0; c < C; c++) {
-            float n = (to_f32(x[c]) - m) * s;
-            float g = to_f32(dy[c]) * to_f32(weight[c]);
-            sum_g += g;
-            sum_gn += g * n;
+        float acc_g[kCpuPack] = {0}, acc_gn[kCpuPack] = {0};
+        for (int c0 = 0; c0 < full; c0 += kCpuPack) {
+#pragma omp simd
+            for (int k = 0; k < kCpuPack; k++) {
+                const int c = c0 + k;
+                const float n = (to_f32(x[c]) - m) * s;
+                const float g = to_f32(dy[c]) * to_f32(weight[c]);
+                acc_g[k] += g;
+                acc_gn[k] += g * n;
+            }
         }
-        const float mean_g = sum_g / C, mean_gn = sum_gn / C;
+        for (int c = full; c < C; c++) {
+            const float n = (to_f32(x[c]) - m) * s;
+            const float g = to_f32(dy[c]) * to_f32(weight[c]);
+            acc_g[c - full] += g;
+            acc_gn[c - full] += g * n;
+        }
+        const float mean_g = partials_total(acc_g) / C, mean_gn = partials_total(acc_gn) / C;
+#pragma omp simd
         for (int c = 0; c < C; c++) {
             float n = (to_f32(x[c]) - m) * s;
             float g = to_f32(dy[c]) * to_f32(weight[c]);
@@ -73,8 +110,8 @@ static void layernorm_backward_cpu(T* din, float* dweight, float* dbias, const T
         }
     }
     // dweight, dbias: sums over rows. Threads split the *columns* (64 at a time, so the inner loop walks
-    // contiguous memory) and each sums its columns over all rows in row order: the result does not depend
-    // on the number of OpenMP threads.
+    // contiguous memory and is vectorised across columns) and each sums its columns over all rows in row
+    // order: the result does not depend on the number of OpenMP threads.
     const int kCols = 64;
 #pragma omp parallel for schedule(static)
     for (int c0 = 0; c0 < C; c0 += kCols) {
@@ -83,8 +120,10 @@ static void layernorm_backward_cpu(T* din, float* dweight, float* dbias, const T
         for (int64_t r = 0; r < N; r++) {
             const T* x = in + r * C;
             const T* dy = dout + r * C;
+            const float m = mean[r], s = rstd[r];
+#pragma omp simd
             for (int c = c0; c < c1; c++) {
-                float n = (to_f32(x[c]) - mean[r]) * rstd[r];
+                float n = (to_f32(x[c]) - m) * s;
                 float d = to_f32(dy[c]);
                 acc_w[c - c0] += d * n;
                 acc_b[c - c0] += d;

@@ -5,7 +5,8 @@
 //
 // Row-major everywhere. C[M×N] = alpha · op(A)[M×K] · op(B)[K×N] + beta · C, batched with element strides.
 //  - CPU: cblas_sgemm in CblasRowMajor mode. bf16 is a storage format only: bf16 operands are widened into
-//    fp32 scratch first and a bf16 C is computed in fp32 scratch and rounded once at the end.
+//    fp32 scratch first and a bf16 C is computed in fp32 scratch and rounded once at the end. OpenBLAS runs
+//    single-threaded inside OpenMP threads, one call per output tile (a tiling fixed by the shape).
 //  - GPU: cuBLAS is column-major. A row-major matrix X (r×c, row stride ld) read column-major is Xᵀ (c×r,
 //    leading dimension ld). So instead of C = op(A)·op(B) we ask cuBLAS for Cᵀ = op(B)ᵀ · op(A)ᵀ: swap the
 //    operands (B first), keep each operand's own transpose flag, and swap M and N. No data moves.
@@ -14,11 +15,35 @@
 #include "matmul.h"
 
 #include <cblas.h>
+#include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 // ---------------------------------------------------------------------------------------------------------
 // CPU
 // ---------------------------------------------------------------------------------------------------------
+
+// One thread pool. OpenBLAS (the Debian pthread build) and OpenMP (every element-wise loop) each keep their
+// own threads, and each pool's threads spin for a while after their work: on a machine with as many cores as
+// threads, the first OpenMP loop after a GEMM shared its cores with spinning OpenBLAS threads and the GEMM
+// after an OpenMP loop with spinning OpenMP threads (bench/PERF_NOTES.md: "Why LN1 took 4× LN2"). So the CPU
+// backend runs OpenBLAS single-threaded and parallelises the GEMM itself, over OpenMP threads: the output is
+// cut into tiles and each thread calls cblas_sgemm on its tiles. OPENBLAS_NUM_THREADS, when set, wins (then
+// the tiles run one after the other and OpenBLAS threads each call, as before).
+static bool blas_single_threaded() {
+    static const bool single = [] {
+        if (!getenv("OPENBLAS_NUM_THREADS")) openblas_set_num_threads(1);
+        return openblas_get_num_threads() == 1;
+    }();
+    return single;
+}
+
+// Tiles: every matrix of the batch is one task, cut along the longer side of its M×N output into pieces of
+// kGemmTile rows (or columns). The cut depends only on the shape, never on the thread count, so which
+// cblas_sgemm call computes an output element, and so its bits, are the same however many threads run the
+// tasks. The tiles are large so that OpenBLAS's packing of the shared operand, repeated per tile, stays a
+// small fraction of the multiply.
+constexpr int kGemmTile = 256;
 
 // Per-thread fp32 scratch that only grows: no allocation per call once the sizes of a training step were
 // seen (docs/design.md "Performance direction": no per-step allocation).
@@ -29,7 +54,6 @@ static float* cpu_scratch(std::vector<float>& buf, size_t n) {
 
 // Widen a stored rows×cols bf16 matrix (row stride ld) into a compact fp32 matrix (row stride cols).
 static void widen_bf16(float* dst, const bf16* src, int64_t rows, int64_t cols, int64_t ld) {
-#pragma omp parallel for schedule(static) if (rows * cols > (1 << 16))
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = to_f32(src[r * ld + c]);
 }
@@ -37,42 +61,53 @@ static void widen_bf16(float* dst, const bf16* src, int64_t rows, int64_t cols, 
 static void gemm_cpu(bool transA, bool transB, int M, int N, int K, float alpha, GemmOperand A, GemmOperand B,
                      float beta, void* C, int64_t ldc, int64_t strideC, DType ab_dtype, DType c_dtype,
                      int batch) {
-    static thread_local std::vector<float> sa, sb, sc;
     const CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
     const CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
-    // Stored shapes: op(A) is M×K, so A is stored M×K (or K×M when transposed); likewise B.
-    const int64_t a_rows = transA ? K : M, a_cols = transA ? M : K;
-    const int64_t b_rows = transB ? N : K, b_cols = transB ? K : N;
-    for (int i = 0; i < batch; i++) {
+    const bool split_rows = M >= N;
+    const int tiles = ((split_rows ? M : N) + kGemmTile - 1) / kGemmTile;
+    const int64_t tasks = (int64_t)batch * tiles;
+    const bool parallel = tasks > 1 && blas_single_threaded();
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t task = 0; task < tasks; task++) {
+        static thread_local std::vector<float> sa, sb, sc;
+        const int i = (int)(task / tiles), tile = (int)(task % tiles);
+        const int r0 = split_rows ? tile * kGemmTile : 0, c0 = split_rows ? 0 : tile * kGemmTile;
+        const int m = split_rows ? std::min(kGemmTile, M - r0) : M;
+        const int n = split_rows ? N : std::min(kGemmTile, N - c0);
+        // This tile's operands: rows r0.. of op(A) and columns c0.. of op(B), as element offsets into the
+        // stored matrices (a row of op(A) is a column of a transposed A, and likewise for B).
+        const int64_t a_off = (int64_t)i * A.stride + (transA ? r0 : (int64_t)r0 * A.ld);
+        const int64_t b_off = (int64_t)i * B.stride + (transB ? (int64_t)c0 * B.ld : c0);
+        const int64_t a_rows = transA ? K : m, a_cols = transA ? m : K;  // stored shapes of the tile
+        const int64_t b_rows = transB ? n : K, b_cols = transB ? K : n;
         const float* a;
         const float* b;
         int64_t lda = A.ld, ldb = B.ld;
         if (ab_dtype == DType::F32) {
-            a = static_cast<const float*>(A.ptr) + (size_t)i * A.stride;
-            b = static_cast<const float*>(B.ptr) + (size_t)i * B.stride;
+            a = static_cast<const float*>(A.ptr) + a_off;
+            b = static_cast<const float*>(B.ptr) + b_off;
         } else {
             float* wa = cpu_scratch(sa, (size_t)(a_rows * a_cols));
             float* wb = cpu_scratch(sb, (size_t)(b_rows * b_cols));
-            widen_bf16(wa, static_cast<const bf16*>(A.ptr) + (size_t)i * A.stride, a_rows, a_cols, A.ld);
-            widen_bf16(wb, static_cast<const bf16*>(B.ptr) + (size_t)i * B.stride, b_rows, b_cols, B.ld);
+            widen_bf16(wa, static_cast<const bf16*>(A.ptr) + a_off, a_rows, a_cols, A.ld);
+            widen_bf16(wb, static_cast<const bf16*>(B.ptr) + b_off, b_rows, b_cols, B.ld);
             a = wa;
             b = wb;
             lda = a_cols > 0 ? a_cols : 1;
             ldb = b_cols > 0 ? b_cols : 1;
         }
+        const int64_t c_off = (int64_t)i * strideC + (int64_t)r0 * ldc + c0;
         if (c_dtype == DType::F32) {
-            float* c = static_cast<float*>(C) + (size_t)i * strideC;
-            cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+            float* c = static_cast<float*>(C) + c_off;
+            cblas_sgemm(CblasRowMajor, ta, tb, m, n, K, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
         } else {
             // bf16 C: compute in fp32 (reading the old C when beta != 0) and round once.
-            bf16* c = static_cast<bf16*>(C) + (size_t)i * strideC;
-            float* wc = cpu_scratch(sc, (size_t)M * N);
-            if (beta != 0.f) widen_bf16(wc, c, M, N, ldc);
-            cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, alpha, a, (int)lda, b, (int)ldb, beta, wc,
-                        N > 0 ? N : 1);
-#pragma omp parallel for schedule(static) if ((int64_t)M * N > (1 << 16))
-            for (int64_t r = 0; r < M; r++)
-                for (int64_t col = 0; col < N; col++) c[r * ldc + col] = from_f32<bf16>(wc[r * N + col]);
+            bf16* c = static_cast<bf16*>(C) + c_off;
+            float* wc = cpu_scratch(sc, (size_t)m * n);
+            if (beta != 0.f) widen_bf16(wc, c, m, n, ldc);
+            cblas_sgemm(CblasRowMajor, ta, tb, m, n, K, alpha, a, (int)lda, b, (int)ldb, beta, wc, n);
+            for (int64_t r = 0; r < m; r++)
+                for (int64_t col = 0; col < n; col++) c[r * ldc + col] = from_f32<bf16>(wc[r * n + col]);
         }
     }
 }

@@ -83,6 +83,34 @@ __device__ inline void store_mask8(uint8_t* p, uint64_t bits, int count, bool ve
 }
 __device__ inline bool mask8_get(uint64_t bits, int k) { return ((bits >> (8 * k)) & 0xFFu) != 0; }
 
+// ---- the CPU loops use packs too ----------------------------------------------------------------------
+// A CPU element-wise loop (gelu.cu) walks its tensor in packs of kCpuPack elements: a pack is converted
+// into a float buffer (the tail of the last pack zero-filled), computed by one fixed-length
+// `#pragma omp simd` loop, and stored back. The compiler turns the fixed-length loop into SIMD code with no
+// remainder loop, so every element, the tail's included, goes through the same instructions: the result does
+// not depend on the thread count (which moves chunk boundaries) or on where a pack starts.
+constexpr int kCpuPack = 16;
+
+// Elements [i, min(i + kCpuPack, n)) of src as floats in dst[0, kCpuPack), zero-filled; returns the count.
+template <class T>
+inline int cpu_load_pack(float* dst, const T* src, int64_t i, int64_t n) {
+    const int count = n - i < kCpuPack ? (int)(n - i) : kCpuPack;
+    if (count == kCpuPack) {
+        for (int k = 0; k < kCpuPack; k++) dst[k] = to_f32(src[i + k]);
+    } else {
+        for (int k = 0; k < kCpuPack; k++) dst[k] = k < count ? to_f32(src[i + k]) : 0.0f;
+    }
+    return count;
+}
+template <class T>
+inline void cpu_store_pack(T* dst, int64_t i, const float* src, int count) {
+    if (count == kCpuPack) {
+        for (int k = 0; k < kCpuPack; k++) dst[i + k] = from_f32<T>(src[k]);
+    } else {
+        for (int k = 0; k < count; k++) dst[i + k] = from_f32<T>(src[k]);
+    }
+}
+
 // Blocks for one thread per pack of 8 elements (capped: the kernels' grid-stride loops cover the rest).
 inline unsigned grid_for_packs8(int64_t n, int threads) {
     int64_t packs = (n + 7) / 8;

@@ -7,6 +7,7 @@
 // GPU checks, f32 and bf16, shapes that are not multiples of any block size: forward and backward against
 // the CPU, outputs poisoned with NaN first.
 #include "layers/gelu.h"
+#include <omp.h>
 #include "test/test_util.h"
 
 typedef std::vector<float> vf;
@@ -70,9 +71,26 @@ static void test_gelu(std::mt19937& rng) {
           "gelu bf16 backward");
 }
 
+static void test_gelu_threads(std::mt19937& rng) {
+    vf x = random_vec(10007, rng, -8.f, 8.f), w = random_vec(10007, rng);
+    const int saved = omp_get_max_threads();
+    std::vector<vf> fwd, bwd;
+    for (int threads : {1, 2, 3}) {
+        omp_set_num_threads(threads);
+        fwd.push_back(gelu_fwd(DType::F32, x));
+        bwd.push_back(gelu_bwd(DType::F32, x, w, false));
+    }
+    omp_set_num_threads(saved);
+    for (int k = 1; k < 3; k++) {
+        CHECK(bitwise_equal(fwd[k], fwd[0]), "gelu forward: %d threads differ from 1 thread", k + 1);
+        CHECK(bitwise_equal(bwd[k], bwd[0]), "gelu backward: %d threads differ from 1 thread", k + 1);
+    }
+}
+
 static void cpu_checks() {
     std::mt19937 rng(1234);
     test_gelu(rng);
+    test_gelu_threads(rng);
 }
 
 // =========================================================================================================

@@ -4,8 +4,10 @@
 // Every transpose combination, batched and not, leading dimensions and batch strides larger than the
 // minimum, f32 and bf16 inputs with f32 or bf16 C, beta = 0 (C poisoned with NaN: BLAS semantics say C is
 // not read) and beta = 1. CPU: against a naive triple loop in double, entries outside the M×N windows
-// untouched. GPU: against the CPU on larger odd sizes (M=37, N=67, K=129), the gaps between rows and
+// untouched, on a small shape and on two larger than the CPU GEMM's tiles; the same bits with 1, 2 and 3
+// OpenMP threads. GPU: against the CPU on larger odd sizes (M=37, N=67, K=129), the gaps between rows and
 // matrices untouched.
+#include <omp.h>
 #include <algorithm>
 #include "layers/matmul.h"
 #include "test/test_util.h"
@@ -18,8 +20,8 @@ static Ctx& ctx_of(Device dev) { return dev == Device::CUDA ? g_gpu : g_cpu; }
 // CPU checks (--cpu): the reference against math done by hand
 // =========================================================================================================
 
-static void test_gemm(Ctx& ctx) {
-    const int M = 7, N = 5, K = 9, PAD = 3;
+static void test_gemm(Ctx& ctx, int M, int N, int K, double f32_tol) {
+    const int PAD = 3;
     const float alpha = 0.75f;
     int cases = 0;
     for (int batch : {1, 3})
@@ -63,21 +65,55 @@ static void test_gemm(Ctx& ctx) {
                                         ref[at] = (float)(alpha * s + (beta != 0.f ? beta * hC[at] : 0.0));
                                     }
                             // f32 C: summation-order noise only. bf16 C: one rounding of the fp32 result.
-                            double tol = cd == DType::BF16 ? 8e-3 : 1e-5;
+                            double tol = cd == DType::BF16 ? 8e-3 : f32_tol;
                             double err = max_rel_err(got, ref, 1e-2);
-                            CHECK(err < tol, "gemm batch=%d tA=%d tB=%d ab=%s c=%s beta=%g: max rel err %.3g", batch,
-                                  ta, tb, dtype_name(ab), dtype_name(cd), beta, err);
+                            CHECK(err < tol, "gemm %dx%dx%d batch=%d tA=%d tB=%d ab=%s c=%s beta=%g: max rel err %.3g",
+                                  M, N, K, batch, ta, tb, dtype_name(ab), dtype_name(cd), beta, err);
                             cases++;
                             tensor_free(A);
                             tensor_free(B);
                             tensor_free(C);
                         }
-    printf("gemm: %d cases checked\n", cases);
+    printf("gemm %dx%dx%d: %d cases checked\n", M, N, K, cases);
+}
+
+// The CPU GEMM cuts each output into tiles of 256 rows or columns (matmul.cu) and runs them on OpenMP
+// threads: the same bits with 1, 2 and 3 threads, for a cut along the rows and one along the columns, each
+// with a partial last tile, batched, f32 and bf16.
+static void test_gemm_threads(Ctx& ctx) {
+    const int shapes[][3] = {{600, 70, 33}, {40, 530, 17}};
+    const int batch = 3, saved = omp_get_max_threads();
+    for (auto& sh : shapes)
+        for (DType dt : {DType::F32, DType::BF16}) {
+            const int M = sh[0], N = sh[1], K = sh[2];
+            std::vector<float> hA = random_vec((size_t)batch * M * K, g_rng), hB = random_vec((size_t)batch * K * N, g_rng);
+            if (dt == DType::BF16) { hA = round_bf16(hA); hB = round_bf16(hB); }
+            Tensor A = make_tensor(Device::CPU, dt, hA), B = make_tensor(Device::CPU, dt, hB);
+            std::vector<std::vector<float>> got;
+            for (int threads : {1, 2, 3}) {
+                omp_set_num_threads(threads);
+                Tensor C = tensor_alloc(Device::CPU, dt, (int64_t)batch * M * N);
+                gemm(ctx, false, true, M, N, K, 1.f, GemmOperand{A.data, K, (int64_t)M * K},
+                     GemmOperand{B.data, K, (int64_t)K * N}, 0.f, C.data, N, (int64_t)M * N, dt, dt, batch);
+                got.push_back(tensor_to_host_f32(C));
+                tensor_free(C);
+            }
+            omp_set_num_threads(saved);
+            CHECK(bitwise_equal(got[1], got[0]) && bitwise_equal(got[2], got[0]),
+                  "gemm %dx%dx%d %s: the result depends on the number of threads", M, N, K, dtype_name(dt));
+            tensor_free(A);
+            tensor_free(B);
+        }
 }
 
 static void cpu_checks() {
     g_rng.seed(1234);
-    test_gemm(g_cpu);
+    test_gemm(g_cpu, 7, 5, 9, 1e-5);
+    // Larger than the CPU GEMM's 256-wide tiles: cut along the rows (M >= N) and along the columns. Longer
+    // sums (K = 33, 17) of random signs cancel further below the 1e-2 floor of the relative error: 1e-4.
+    test_gemm(g_cpu, 600, 70, 33, 1e-4);
+    test_gemm(g_cpu, 40, 530, 17, 1e-4);
+    test_gemm_threads(g_cpu);
 }
 
 // =========================================================================================================
