@@ -2,7 +2,8 @@
 #   make train   build the trainer (the first time: train_gpt and prepare_data only, for this machine's GPU),
 #                prepare the default data, train a small GPT with TP 2 + SP + selective recompute under mpirun
 #   make test    build everything and run every CTest test (unit, mpi; gpu tests skip without a GPU)
-#   make bench   layer and end-to-end benchmarks (tiny shapes on CPU; the paper's shapes on a GPU)
+#   make bench   layer and end-to-end benchmarks (tiny shapes on CPU, and the CPU peer against PyTorch when it
+#                is installed; the paper's shapes on a GPU)
 #   make paper   the paper-scale calculator: Table 2, Figure 7 (docs/figure7.png), memory totals, MFU/HFU
 #   make memory  the Table 2 grid measured on a small model on CPU, next to the formulas
 #   make pictures  docs/loss.png and docs/memory.png from the last make train's log
@@ -89,7 +90,8 @@ bench: build
 	else echo "no GPU visible: tiny shapes on the CPU (CPU timings; the paper's shapes need a GPU)"; \
 	  $(BUILD)/layer_bench --device cpu --dtype f32 --hidden 64 --heads 8 --seq 64 --batch 2 --tp-emulated 8 --reps 3 --warmup 1 && \
 	  $(BUILD)/e2e_bench --device cpu --dtype f32 --layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 256 \
-	    --warmup 1 --steps 2 --gemm-size 256; fi
+	    --warmup 1 --steps 2 --gemm-size 256 && \
+	  bash bench/cpu_peer.sh $(BUILD); fi
 
 paper: build
 	@mkdir -p docs && $(BUILD)/memory_calculator --chart docs/figure7.png && echo "chart: docs/figure7.png"
