@@ -312,7 +312,7 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
                               run.cfg.padded_vocab, run.grid.tp, run.grid.sp, run.recompute, (int)dtype_size(run.dtype));
     run.optim.beta1 = opt.beta1; run.optim.beta2 = opt.beta2; run.optim.eps = opt.eps;
     run.optim.weight_decay = opt.weight_decay; run.optim.grad_clip = opt.grad_clip;
-    g_test_hooks.inject_nan_at_step = opt.inject_nan_at_step;  // tests only (hidden flag): model/train_step.h
+    g_test_hooks.inject_nan_at_step = opt.inject_nan_at_step;  // tests only (hidden flag): model/test_hooks.h
 }
 
 // What runs: the model, the layout, the batch, and the activation memory the paper's formulas predict.

@@ -181,7 +181,7 @@ bool DataLoader::next_batch(std::string& err) {
     } else {
         toks = sh.memory.data() + first;
     }
-    if (vocab > 0)
+    if (vocab > 0 && sh.file)  // (tokens in memory were all checked by init_from_tokens)
         for (int64_t i = 0; i < count; i++)
             if ((int)toks[i] >= vocab) {
                 err = bad_token_message(sh.name, first + i, toks[i], vocab);

@@ -1,6 +1,6 @@
 // gpt.cu — the model on one rank: weights, initialization, and the forward / backward of a step.
 #include "gpt.h"
-#include "train_step.h"  // g_test_hooks
+#include "test_hooks.h"
 
 #include <cmath>
 #include <cstring>
@@ -285,10 +285,11 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
     m.ce_sumexp = A.alloc(DType::F32, N_full, kModelLevel, "ce_sumexp");
     Tensor target_logit = A.alloc(DType::F32, N_full, kModelLevel, "tmp:target_logit");
     Tensor losses = A.alloc(DType::F32, N_full, kModelLevel, "tmp:losses");
+    std::vector<float> l;  // the per-position losses, [S, B], when the caller asked for them
     float loss = vocab_parallel_cross_entropy(m.grid->tp_comm, ctx, m.logits, m.targets, m.ce_rowmax, m.ce_sumexp,
-                                              target_logit, losses, N_full, sh.V_local, sh.v_begin, cfg.vocab);
+                                              target_logit, losses, N_full, sh.V_local, sh.v_begin, cfg.vocab,
+                                              token_losses ? &l : nullptr);
     if (token_losses) {  // [S, B] (sequence-major) back to the loader's [B, S]
-        std::vector<float> l = tensor_to_host_f32(losses);
         token_losses->assign((size_t)N_full, 0.f);
         for (int s = 0; s < S; s++)
             for (int b = 0; b < B_local; b++) (*token_losses)[(size_t)b * S + s] = l[(size_t)s * B_local + b];

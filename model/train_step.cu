@@ -8,8 +8,6 @@
 #include "../parallel/data_parallel.h"
 #include "../parallel/sequence_parallel.h"
 
-TestHooks g_test_hooks;
-
 void sync_gradients(GPT& m) {
     // Under SP the replicated parameters saw only this rank's sequence shard: sum their gradients over TP
     // (parallel/sequence_parallel.cu says which and why). Without SP they are already complete.

@@ -4,6 +4,7 @@
 #include <functional>
 #include <string>
 #include "gpt.h"
+#include "test_hooks.h"
 
 struct OptimConfig {
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f;
@@ -44,20 +45,3 @@ double gradient_norm(GPT& m);
 std::string first_nonfinite_gradient(GPT& m);
 // Evaluation: mean loss of a batch, no backward.
 float eval_loss(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S);
-
-// ---- test hooks ---------------------------------------------------------------------------------------
-// Faults and switches that only tests turn on; production code never sets them, and with the defaults they
-// do nothing. They live here, in one struct, so that no production interface carries a test-only argument.
-struct TestHooks {
-    // Negative control: leave out the SP gradient sum over the TP group (sync_gradients), to show that the
-    // equivalence with a single-rank run then fails (test_equivalence_sp_without_grad_sum).
-    bool skip_sequence_parallel_sum = false;
-    // Numerical-fault injection: at this optimizer step (0: never), after the gradient synchronization, one
-    // element of the last layer's attention-projection gradient becomes NaN (the trainer's hidden flag
-    // --inject-nan-at-step; test/test_nan.sh).
-    int inject_nan_at_step = 0;
-    // Negative control: drop the 1/M of gradient accumulation (gpt_backward), to show that the gradients of
-    // M micro-batches then come out M times too large (test_microbatches).
-    bool skip_microbatch_scale = false;
-};
-extern TestHooks g_test_hooks;

@@ -31,7 +31,8 @@ void vocab_parallel_embedding_backward(Region& r, Ctx& ctx, Tensor dwte_local, T
 }
 
 float vocab_parallel_cross_entropy(Comm& tp, Ctx& ctx, Tensor logits, Tensor targets, Tensor rowmax, Tensor sumexp,
-                                   Tensor target_logit, Tensor losses, int N, int V_local, int64_t v_begin, int V) {
+                                   Tensor target_logit, Tensor losses, int N, int V_local, int64_t v_begin, int V,
+                                   std::vector<float>* host_losses) {
     // softmax needs the max over the whole vocabulary: reduce the local maxima (all-reduce MAX).
     ce_row_max(ctx, rowmax, logits, N, V_local, v_begin, V);
     all_reduce(tp, ctx, rowmax, ReduceOp::MAX);
@@ -43,5 +44,6 @@ float vocab_parallel_cross_entropy(Comm& tp, Ctx& ctx, Tensor logits, Tensor tar
     std::vector<float> l = tensor_to_host_f32(losses);
     double s = 0;
     for (float x : l) s += x;
+    if (host_losses) *host_losses = std::move(l);
     return (float)(s / N);
 }

@@ -1,6 +1,7 @@
 // vocab_parallel.h — the vocabulary-parallel token embedding and the vocabulary-parallel cross-entropy
 // (Megatron-LM): each TP rank holds Vp/t rows of the tied token table; full logits are never gathered.
 #pragma once
+#include <vector>
 #include "tensor_parallel.h"
 #include "../layers/embedding.h"
 
@@ -15,6 +16,8 @@ void vocab_parallel_embedding_backward(Region& r, Ctx& ctx, Tensor dwte_local, T
 
 // Cross-entropy over vocab-sharded logits [N, V_local] (f32): all-reduce MAX of the row maxima, SUM of the
 // exp-sums and of the target logits. Fills rowmax/sumexp (f32 [N], kept for backward) and losses (f32 [N]),
-// and returns the mean loss over the N rows (synchronizes).
+// and returns the mean loss over the N rows (synchronizes). host_losses (optional) receives the N losses,
+// which the mean is computed from anyway (evaluations that score single positions).
 float vocab_parallel_cross_entropy(Comm& tp, Ctx& ctx, Tensor logits, Tensor targets, Tensor rowmax, Tensor sumexp,
-                                   Tensor target_logit, Tensor losses, int N, int V_local, int64_t v_begin, int V);
+                                   Tensor target_logit, Tensor losses, int N, int V_local, int64_t v_begin, int V,
+                                   std::vector<float>* host_losses = nullptr);

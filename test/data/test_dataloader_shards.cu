@@ -12,7 +12,6 @@
 #include "../../data/shard.h"
 
 namespace fs = std::filesystem;
-static std::string g_tmp;
 
 // The reference: the global batches of one epoch, in llm.c's order (no shuffling), as token vectors of
 // B·T + 1 tokens, read from the whole shards in memory.
@@ -62,7 +61,7 @@ static ShardSet write_shards(const std::string& dir, int B, int T, std::mt19937&
 
 static void test_llmc_order(std::mt19937& rng) {
     const int B = 4, T = 8;
-    ShardSet s = write_shards(g_tmp + "/order", B, T, rng);
+    ShardSet s = write_shards(tmp_dir() + "/order", B, T, rng);
     auto ref = reference_epoch(s.tokens, B, T);
     DataLoader dl;
     std::string err;
@@ -116,7 +115,7 @@ static void test_llmc_order(std::mt19937& rng) {
 
 static void test_shuffle(std::mt19937& rng) {
     const int B = 2, T = 4;
-    ShardSet s = write_shards(g_tmp + "/shuffle", B, T, rng);
+    ShardSet s = write_shards(tmp_dir() + "/shuffle", B, T, rng);
     DataLoader dl;
     std::string err;
     CHECK(dl.init(s.pattern, B, T, 1, 0, true, 1234, 257, err), "%s", err.c_str());
@@ -160,7 +159,7 @@ static void test_shuffle(std::mt19937& rng) {
 
 static void test_resume_across_boundary(std::mt19937& rng) {
     const int B = 2, T = 8;
-    ShardSet s = write_shards(g_tmp + "/resume", B, T, rng);
+    ShardSet s = write_shards(tmp_dir() + "/resume", B, T, rng);
     std::string err;
     for (bool shuffle : {false, true}) {
         DataLoader a;
@@ -195,11 +194,11 @@ static void test_bad_inputs(std::mt19937& rng) {
     const int B = 2, T = 4;
     std::string err;
     DataLoader dl;
-    CHECK(!dl.init(g_tmp + "/nowhere/train_*.bin", B, T, 1, 0, false, 0, 257, err) &&
+    CHECK(!dl.init(tmp_dir() + "/nowhere/train_*.bin", B, T, 1, 0, false, 0, 257, err) &&
               contains(err, "train_*.bin matches no file"), "empty pattern: %s", err.c_str());
     // A shard with a bad header among good ones: refused at start-up, naming that file.
-    ShardSet s = write_shards(g_tmp + "/bad", B, T, rng);
-    std::string bad = g_tmp + "/bad/part_1.bin";
+    ShardSet s = write_shards(tmp_dir() + "/bad", B, T, rng);
+    std::string bad = tmp_dir() + "/bad/part_1.bin";
     {
         std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
         int32_t magic = 12345;
@@ -208,15 +207,15 @@ static void test_bad_inputs(std::mt19937& rng) {
     CHECK(!dl.init(s.pattern, B, T, 1, 0, false, 0, 257, err) && contains(err, bad) && contains(err, "magic 12345"),
           "bad header among good shards: %s", err.c_str());
     // A shard too short for one batch: named.
-    ShardSet t = write_shards(g_tmp + "/short", B, T, rng);
+    ShardSet t = write_shards(tmp_dir() + "/short", B, T, rng);
     std::vector<uint16_t> few = random_tokens(5, 257, rng);
-    write_token_shard(g_tmp + "/short/part_9.bin", few.data(), few.size());
+    write_token_shard(tmp_dir() + "/short/part_9.bin", few.data(), few.size());
     CHECK(!dl.init(t.pattern, B, T, 1, 0, false, 0, 257, err) && contains(err, "part_9.bin holds 5 tokens"),
           "short shard: %s", err.c_str());
     // A token id outside the vocabulary: found when its batch is read, naming shard, position and value.
     std::vector<uint16_t> toks = random_tokens((size_t)3 * B * T + 1, 257, rng);
     toks[(size_t)B * T + 3] = 300;  // in batch 1
-    std::string path = g_tmp + "/badtok.bin";
+    std::string path = tmp_dir() + "/badtok.bin";
     write_token_shard(path, toks.data(), toks.size());
     CHECK(dl.init(path, B, T, 1, 0, false, 0, 257, err), "start-up does not scan the tokens: %s", err.c_str());
     CHECK(dl.next_batch(err), "batch 0 is fine: %s", err.c_str());
@@ -225,16 +224,12 @@ static void test_bad_inputs(std::mt19937& rng) {
 }
 
 int main() {
-    char tmpl[] = "/tmp/mm_test_shards_XXXXXX";
-    if (!mkdtemp(tmpl)) return perror("mkdtemp"), 1;
-    g_tmp = tmpl;
+    tmp_dir_create("test_shards");
     std::mt19937 rng(20240520);
     test_llmc_order(rng);
     test_shuffle(rng);
     test_resume_across_boundary(rng);
     test_bad_inputs(rng);
-    std::error_code ec;
-    if (g_failures == 0) fs::remove_all(g_tmp, ec);
-    else fprintf(stderr, "files kept in %s\n", g_tmp.c_str());
+    tmp_dir_finish();
     return test_finish("test_dataloader_shards");
 }

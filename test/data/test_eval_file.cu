@@ -1,13 +1,10 @@
 // test_eval_file.cu — data/eval_file.{h,cu}: llm.c's multiple-choice eval files (HellaSwag): a round trip,
 // the bad files, the rows of a batch, scoring against a brute-force reading of the per-position losses, and
 // the split over data-parallel ranks.
-#include <filesystem>
 #include <fstream>
 #include "../test_util.h"
 #include "../../data/eval_file.h"
 
-namespace fs = std::filesystem;
-static std::string g_tmp;
 
 static std::vector<EvalExample> random_examples(int n, std::mt19937& rng) {
     std::vector<EvalExample> ex((size_t)n);
@@ -31,7 +28,7 @@ static bool same(const EvalExample& a, const EvalExample& b) {
 
 static void test_round_trip_and_bad_files(std::mt19937& rng) {
     std::vector<EvalExample> ex = random_examples(25, rng), back;
-    std::string path = g_tmp + "/eval.bin", err;
+    std::string path = tmp_dir() + "/eval.bin", err;
     write_eval_file(path, ex);
     CHECK(read_eval_file(path, back, err), "%s", err.c_str());
     bool all = back.size() == ex.size();
@@ -39,7 +36,7 @@ static void test_round_trip_and_bad_files(std::mt19937& rng) {
     CHECK(all, "examples read back differ");
     const std::string bytes = read_bytes(path);
     auto variant = [&](const std::string& name, std::string content) {
-        std::string p = g_tmp + "/" + name;
+        std::string p = tmp_dir() + "/" + name;
         std::ofstream(p, std::ios::binary) << content;
         return p;
     };
@@ -48,7 +45,7 @@ static void test_round_trip_and_bad_files(std::mt19937& rng) {
     const size_t ex0 = 1024;  // example 0: start, size, index, label, count, ...
     struct Bad { std::string path, expect; };
     const Bad cases[] = {
-        {g_tmp + "/none.bin", "cannot open eval file"},
+        {tmp_dir() + "/none.bin", "cannot open eval file"},
         {variant("magic.bin", put32(bytes, 0, 20240520)), "not an eval file (magic 20240520, expected 20240522)"},
         {variant("version.bin", put32(bytes, 1, 2)), "eval file version 2 is not supported"},
         {variant("cut.bin", bytes.substr(0, bytes.size() - 3)), "is cut short"},
@@ -144,14 +141,11 @@ static void test_share() {
 }
 
 int main() {
-    char tmpl[] = "/tmp/mm_test_eval_XXXXXX";
-    if (!mkdtemp(tmpl)) return perror("mkdtemp"), 1;
-    g_tmp = tmpl;
+    tmp_dir_create("test_eval");
     std::mt19937 rng(20240522);
     test_round_trip_and_bad_files(rng);
     test_rows_and_scoring(rng);
     test_share();
-    std::error_code ec;
-    if (g_failures == 0) fs::remove_all(g_tmp, ec);
+    tmp_dir_finish();
     return test_finish("test_eval_file");
 }

@@ -14,7 +14,6 @@
 #include "../../data/shard.h"
 
 namespace fs = std::filesystem;
-static std::string g_tmp;
 
 // ---- a tokenizer learned on a sample text ---------------------------------------------------------------
 // Ids 0..255 are the bytes, then one token per merge in the order learned (so id = merge rank, as GPT-2's
@@ -90,11 +89,6 @@ static std::vector<std::string> test_texts() {
 }
 
 // ---- checks ---------------------------------------------------------------------------------------------
-static std::string read_text(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-}
-
 static void test_file_round_trip(const Gpt2Tokenizer& tok, const std::vector<std::string>& tokens, int eot) {
     CHECK(tok.vocab() == (int)tokens.size() && tok.eot == eot, "vocab %d eot %d", tok.vocab(), tok.eot);
     bool same = tok.tokens == tokens;
@@ -185,10 +179,10 @@ static void test_round_trip_random(const Gpt2Tokenizer& tok, std::mt19937& rng) 
 
 // Bad files: each refused with a message that names the file and what is wrong.
 static void test_bad_files(const std::vector<std::string>& tokens, int eot) {
-    const std::string good = g_tmp + "/tokenizer.bin";
-    const std::string bytes = read_text(good);
+    const std::string good = tmp_dir() + "/tokenizer.bin";
+    const std::string bytes = read_bytes(good);
     auto variant = [&](const std::string& name, std::string content) {
-        std::string path = g_tmp + "/" + name;
+        std::string path = tmp_dir() + "/" + name;
         std::ofstream(path, std::ios::binary) << content;
         return path;
     };
@@ -198,7 +192,7 @@ static void test_bad_files(const std::vector<std::string>& tokens, int eot) {
     };
     struct Bad { std::string path, expect; };
     const Bad cases[] = {
-        {g_tmp + "/missing.bin", "cannot open tokenizer file"},
+        {tmp_dir() + "/missing.bin", "cannot open tokenizer file"},
         {variant("short_header.bin", bytes.substr(0, 100)), "shorter than the 1024-byte header"},
         {variant("magic.bin", header_int(bytes, 0, 20240520)), "not a tokenizer file (magic 20240520, expected 20240328)"},
         {variant("version.bin", header_int(bytes, 1, 3)), "tokenizer version 3 is not supported"},
@@ -230,14 +224,14 @@ static void test_bad_files(const std::vector<std::string>& tokens, int eot) {
 
 // ---- --prepare-cli: prepare_data --tokenizer writes [EOT] doc1 [EOT] doc2, as llm.c's scripts do -------------
 static void test_prepare_data_cli(const std::string& exe, const Gpt2Tokenizer& tok) {
-    const std::string a = g_tmp + "/a.txt", b = g_tmp + "/b.txt", out = g_tmp + "/shards";
+    const std::string a = tmp_dir() + "/a.txt", b = tmp_dir() + "/b.txt", out = tmp_dir() + "/shards";
     const std::string ta = "I'll say it's fine; the quick brown fox.\n", tb = "Привет, мир! 123 numbers";
     std::ofstream(a, std::ios::binary) << ta;
     std::ofstream(b, std::ios::binary) << tb;
-    std::string cmd = "'" + exe + "' --tokenizer '" + g_tmp + "/tokenizer.bin' --val-fraction 0 --out-dir '" + out +
-                      "' '" + a + "' '" + b + "' > '" + g_tmp + "/log.txt' 2>&1";
+    std::string cmd = "'" + exe + "' --tokenizer '" + tmp_dir() + "/tokenizer.bin' --val-fraction 0 --out-dir '" + out +
+                      "' '" + a + "' '" + b + "' > '" + tmp_dir() + "/log.txt' 2>&1";
     int rc = system(cmd.c_str());
-    CHECK(rc == 0, "prepare_data --tokenizer exited %d: %s", rc, read_text(g_tmp + "/log.txt").c_str());
+    CHECK(rc == 0, "prepare_data --tokenizer exited %d: %s", rc, read_bytes(tmp_dir() + "/log.txt").c_str());
     std::vector<uint16_t> got;
     std::string err;
     CHECK(read_token_shard(out + "/train.bin", got, err), "%s", err.c_str());
@@ -246,13 +240,13 @@ static void test_prepare_data_cli(const std::string& exe, const Gpt2Tokenizer& t
     want.push_back((uint16_t)tok.eot);
     for (int id : gpt2_encode(tok, tb)) want.push_back((uint16_t)id);
     CHECK(got == want, "train.bin holds %zu tokens, expected %zu ([EOT] a [EOT] b)", got.size(), want.size());
-    CHECK(read_text(g_tmp + "/log.txt").find("BPE from") != std::string::npos, "log: %s", read_text(g_tmp + "/log.txt").c_str());
+    CHECK(read_bytes(tmp_dir() + "/log.txt").find("BPE from") != std::string::npos, "log: %s", read_bytes(tmp_dir() + "/log.txt").c_str());
     // A bad tokenizer file stops it with a message naming the file.
-    std::ofstream(g_tmp + "/bad_tok.bin", std::ios::binary) << std::string(2000, 'x');
-    cmd = "'" + exe + "' --tokenizer '" + g_tmp + "/bad_tok.bin' --out-dir '" + out + "' '" + a + "' > '" + g_tmp +
+    std::ofstream(tmp_dir() + "/bad_tok.bin", std::ios::binary) << std::string(2000, 'x');
+    cmd = "'" + exe + "' --tokenizer '" + tmp_dir() + "/bad_tok.bin' --out-dir '" + out + "' '" + a + "' > '" + tmp_dir() +
           "/log2.txt' 2>&1";
     rc = system(cmd.c_str());
-    std::string log = read_text(g_tmp + "/log2.txt");
+    std::string log = read_bytes(tmp_dir() + "/log2.txt");
     CHECK(rc != 0 && log.find("bad_tok.bin: not a tokenizer file") != std::string::npos, "bad tokenizer: rc %d, %s", rc,
           log.c_str());
 }
@@ -274,27 +268,24 @@ static int dump(const std::string& dir, const Gpt2Tokenizer& tok, const std::vec
 }
 
 int main(int argc, char** argv) {
-    char tmpl[] = "/tmp/mm_test_gpt2_tokenizer_XXXXXX";
-    if (!mkdtemp(tmpl)) return perror("mkdtemp"), 1;
-    g_tmp = tmpl;
+    tmp_dir_create("test_gpt2_tokenizer");
     int eot = 0;
     std::vector<std::string> tokens = learn_tokens(400, &eot);
-    gpt2_tokenizer_write(g_tmp + "/tokenizer.bin", tokens, eot);
+    gpt2_tokenizer_write(tmp_dir() + "/tokenizer.bin", tokens, eot);
     Gpt2Tokenizer tok;
     std::string err;
-    if (!gpt2_tokenizer_load(g_tmp + "/tokenizer.bin", tok, err)) {
+    if (!gpt2_tokenizer_load(tmp_dir() + "/tokenizer.bin", tok, err)) {
         fprintf(stderr, "FAIL: the learned tokenizer does not load: %s\n", err.c_str());
         return 1;
     }
     if (argc == 3 && std::string(argv[1]) == "--dump") {
         int rc = dump(argv[2], tok, tokens, eot);
-        fs::remove_all(g_tmp);
+        fs::remove_all(tmp_dir());
         return rc;
     }
     if (argc == 3 && std::string(argv[1]) == "--prepare-cli") {
         test_prepare_data_cli(argv[2], tok);
-        std::error_code ec;
-        if (g_failures == 0) fs::remove_all(g_tmp, ec);
+        tmp_dir_finish();
         return test_finish("test_gpt2_tokenizer --prepare-cli");
     }
     std::mt19937 rng(20240328);
@@ -303,8 +294,6 @@ int main(int argc, char** argv) {
     test_encode_decode(tok);
     test_round_trip_random(tok, rng);
     test_bad_files(tokens, eot);
-    std::error_code ec;
-    if (g_failures == 0) fs::remove_all(g_tmp, ec);
-    else fprintf(stderr, "files kept in %s\n", g_tmp.c_str());
+    tmp_dir_finish();
     return test_finish("test_gpt2_tokenizer");
 }

@@ -17,8 +17,8 @@
 #     their checkouts and home folders (listed in MACHINE_ROOTS below: the home folders of Linux and macOS,
 #     root's home, mount points, shared work and scratch areas) or at a Windows drive (`C:\...`). Paths that
 #     every Linux machine has and that the code uses on purpose — /tmp, /usr, /dev, /proc, /sys, /etc, /bin,
-#     /opt — are allowed. A root counts only where a path starts: "data/work/x" and "${DIR}/home/x" are
-#     relative paths, not absolute ones.
+#     /opt — are allowed. A root counts only where a path starts: a root's name after another folder
+#     ("data/" then the root's name) or after a variable ("${DIR}/" then the name) is a relative path.
 #  3. The project's former workspace folder beside the repository: "..", then "shared".
 #  4. A section that does not exist. A .md name followed by a quoted name (`docs/design.md "Ops"`, also after a
 #     comma) cites a section: some heading of that file must contain the quoted words.

@@ -1,0 +1,18 @@
+// test_hooks.h — faults and switches that only tests turn on; production code never sets them, and with the
+// defaults they do nothing. They live here, in one struct, so that no production interface carries a
+// test-only argument (model/gpt.cu and model/train_step.cu read them; the trainer sets the NaN step).
+#pragma once
+
+struct TestHooks {
+    // Negative control: leave out the SP gradient sum over the TP group (sync_gradients), to show that the
+    // equivalence with a single-rank run then fails (test_equivalence_sp_without_grad_sum).
+    bool skip_sequence_parallel_sum = false;
+    // Numerical-fault injection: at this optimizer step (0: never), after the gradient synchronization, one
+    // element of the last layer's attention-projection gradient becomes NaN (the trainer's hidden flag
+    // --inject-nan-at-step; test/test_nan.sh).
+    int inject_nan_at_step = 0;
+    // Negative control: drop the 1/M of gradient accumulation (gpt_backward), to show that the gradients of
+    // M micro-batches then come out M times too large (test_equivalence_micro_without_scale).
+    bool skip_microbatch_scale = false;
+};
+inline TestHooks g_test_hooks;  // C++17 inline: one instance in the whole program
