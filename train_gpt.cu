@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,6 +80,7 @@ static TrainState describe_run(const TrainOptions& o, const GPTConfig& cfg, cons
     TrainState s;
     s.cfg = cfg;
     s.tp = g.tp; s.dp = g.dp; s.sp = g.sp; s.dtype = dtype == DType::BF16; s.recompute = (int)rc;
+    s.pp = g.pp;  // micro-batches, schedule and chunks: setup_run
     s.seed = o.seed; s.shuffle = o.shuffle; s.batch = o.batch; s.seq = o.seq;
     s.steps = o.steps; s.warmup = o.warmup; s.lr_schedule = o.lr_schedule == "cosine";
     s.lr = o.lr; s.min_lr_frac = o.min_lr_frac; s.beta1 = o.beta1; s.beta2 = o.beta2; s.eps = o.eps;
@@ -159,7 +161,7 @@ struct Run {
     Recompute recompute = Recompute::None;
     GPTConfig cfg;
     Ctx ctx;
-    ProcessGrid grid;                            // parallel/process_grid.h: world = tp x dp
+    ProcessGrid grid;                            // parallel/process_grid.h: world = tp x dp x pp
     std::unique_ptr<ActivationAllocator> alloc;  // recompute/activation_allocator.h: tagged, measured activations
     GPT model;
     DataLoader train, val;
@@ -169,9 +171,12 @@ struct Run {
     TrainState state;                            // what a training state records about this run (describe_run)
     int start_step = 1;                          // > 1 after --resume
     int micro_batches = 1;                       // M: gradient accumulation (micro_batch_count)
+    PipeSchedule schedule = PipeSchedule::OneFOneB;  // parallel/pipeline_schedule.h (pipeline_layout)
+    int chunks = 1;                              // model chunks per pipeline rank (interleaved schedule)
     int64_t skipped_steps = 0;                   // updates not applied (--skip-bad-steps), kept across resumes
     OptimConfig optim;
     ModelFormulaInput shape;                     // the paper's symbols for this rank (recompute/formulas.h)
+    std::string memory_text, memory_json;        // --memory-report of this rank, taken at the schedule's peak
     FILE* logf = nullptr;                        // --log, on rank 0: one JSON object per line
 };
 
@@ -232,6 +237,31 @@ static int micro_batch_count(const TrainOptions& opt, int dp) {
     return M;
 }
 
+// The pipeline schedule and its model chunks (parallel/pipeline_schedule.h), from --pipeline-schedule and
+// --num-layers-per-virtual-pipeline-stage k (Megatron's name; giving k alone means interleaved, as there).
+// Collective refusals naming the numbers.
+static void pipeline_layout(Run& run) {
+    const TrainOptions& opt = run.opt;
+    const int p = opt.pp, M = run.micro_batches, per_stage = run.cfg.layers / p;
+    const int k = opt.layers_per_virtual_stage;
+    std::string s = opt.pipeline_schedule;
+    if (k > 0 && s == "1f1b") s = "interleaved";
+    run.schedule = s == "afab" ? PipeSchedule::AFAB : s == "interleaved" ? PipeSchedule::Interleaved : PipeSchedule::OneFOneB;
+    if (run.schedule == PipeSchedule::Interleaved) {
+        refuse_if(k > 0 ? "" : "--pipeline-schedule interleaved needs --num-layers-per-virtual-pipeline-stage k (layers per model chunk)");
+        refuse_if(per_stage % k == 0 ? "" : "--num-layers-per-virtual-pipeline-stage " + std::to_string(k) + " does not divide the " +
+                  std::to_string(per_stage) + " layers of a stage (" + std::to_string(run.cfg.layers) + " layers / --pp " + std::to_string(p) + ")");
+        run.chunks = per_stage / k;
+        refuse_if(p > 1 ? "" : "the interleaved schedule needs --pp > 1 (it interleaves model chunks across pipeline stages)");
+    } else {
+        refuse_if(k == 0 ? "" : "--num-layers-per-virtual-pipeline-stage goes with the interleaved schedule, not --pipeline-schedule " + s);
+    }
+    std::string problem = pipe_schedule_problem(run.schedule, p, M, run.chunks);
+    if (!problem.empty() && run.schedule == PipeSchedule::Interleaved)
+        problem += " (set --num-microbatches or --micro-batch-size so that M = --batch / (b · dp) is a multiple of --pp)";
+    refuse_if(problem);
+}
+
 // The model's shape and first weights: a checkpoint directory to resume (with its training state), an llm.c
 // file (--init, model/checkpoint.cu), or a fresh model of the flags' shape (model/config.h).
 static GPTConfig read_model_config(const TrainOptions& opt, std::vector<float>& init_params, TrainState& resumed,
@@ -269,16 +299,18 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
     TrainState resumed;  // model/train_state.h: AdamW moments, step, data position, configuration
     std::string resumed_dir;
     run.cfg = read_model_config(opt, init_params, resumed, resumed_dir);
-    refuse_if(grid_validate(world, opt.tp, opt.sp, run.cfg, opt.batch, opt.seq));
-    int dp = world / opt.tp;
+    refuse_if(grid_validate(world, opt.tp, opt.sp, run.cfg, opt.batch, opt.seq, opt.pp));
+    int dp = world / (opt.tp * opt.pp);
     run.micro_batches = micro_batch_count(opt, dp);
+    pipeline_layout(run);
     run.ctx = ctx_create(run.device, gpu);
-    run.grid = grid_create(MPI_COMM_WORLD, opt.tp, opt.sp, run.backend, run.ctx);
+    run.grid = grid_create(MPI_COMM_WORLD, opt.tp, opt.sp, run.backend, run.ctx, opt.pp);
     if (opt.sp && opt.tp == 1) LOG0("note: --sp with --tp 1 changes nothing (one rank holds the whole sequence)\n");
 
     // The model (model/gpt.cu): this rank's shard, with random or loaded weights.
     run.alloc = std::make_unique<ActivationAllocator>(run.device);
-    gpt_create(run.model, run.cfg, run.grid, run.ctx, *run.alloc, run.dtype, run.recompute, opt.dropout, opt.seed);
+    gpt_create(run.model, run.cfg, run.grid, run.ctx, *run.alloc, run.dtype, run.recompute, opt.dropout, opt.seed, run.chunks);
+    run.model.schedule = run.schedule;
     if (init_params.empty()) gpt_init_random(run.model, opt.seed);
     else gpt_load_full(run.model, init_params.data());
     init_params.clear();
@@ -302,6 +334,9 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
 
     // Exact resume (model/train_state.h): check the saved state against this run, restore it.
     run.state = describe_run(opt, run.cfg, run.grid, run.dtype, run.recompute, run.train);
+    run.state.microbatches = run.micro_batches;
+    run.state.schedule = (int)run.schedule;
+    run.state.chunks = run.chunks;
     if (!opt.resume.empty())
         run.start_step = restore_training_state(resumed, resumed_dir, run.state, run.model, run.train, &run.skipped_steps);
 
@@ -321,8 +356,16 @@ static void print_startup(const Run& run) {
     const GPTConfig& cfg = run.cfg;
     LOG0("mini-megatron: %lld parameters (L=%d h=%d a=%d V=%d Vp=%d maxT=%d) on %s, %s\n", (long long)param_count(cfg),
          cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.padded_vocab, cfg.max_seq, device_name(run.device), dtype_name(run.dtype));
-    LOG0("layout: %d ranks = tp %d x dp %d, sequence parallel %s, recompute %s, comm %s\n", run.world, run.grid.tp, run.grid.dp,
-         run.grid.sp ? "on" : "off", recompute_name(run.recompute), run.backend == CommBackend::NCCL ? "nccl" : "mpi");
+    LOG0("layout: %d ranks = tp %d x pp %d x dp %d, sequence parallel %s, recompute %s, comm %s\n", run.world, run.grid.tp,
+         run.grid.pp, run.grid.dp, run.grid.sp ? "on" : "off", recompute_name(run.recompute),
+         run.backend == CommBackend::NCCL ? "nccl" : "mpi");
+    if (run.grid.pp > 1) {
+        char chunks[96] = "";
+        if (run.chunks > 1) snprintf(chunks, sizeof chunks, ", %d model chunks of %d layers per stage", run.chunks, run.model.stage.layers_per_chunk);
+        LOG0("pipeline: %d stages of %d layers, schedule %s%s, %d micro-batches per step; ideal bubble (p-1)/(m*M) = %.3f\n",
+             run.grid.pp, cfg.layers / run.grid.pp, pipe_schedule_name(run.schedule), chunks, run.micro_batches,
+             pipe_ideal_bubble(run.grid.pp, run.micro_batches, run.chunks));
+    }
     const int per_rank = opt.batch / run.grid.dp, M = run.micro_batches;
     char micro[96] = "";
     if (M > 1) snprintf(micro, sizeof micro, " in %d micro-batches of %d, gradients accumulated", M, per_rank / M);
@@ -339,6 +382,8 @@ struct Progress {
     double t_steps = 0;      // time of the timed steps (a run's first step is warm-up, unless it is the only one)
     int bad_in_a_row = 0;    // consecutive non-finite steps (handle_bad_step)
     CommCounters step_comm;  // the TP group's collectives of the last training step
+    uint64_t step_p2p_bytes = 0;              // pipeline: bytes this rank sent to neighbouring stages, last step
+    double t_pipeline = 0, t_recv_wait = 0;   // pipeline: forward-backward time and time blocked in receives
 };
 
 // The validation loss over the first --val-batches batches, printed and logged; *best keeps the lowest.
@@ -372,21 +417,73 @@ static void evaluate_hellaswag(Run& run, int step) {
 // --memory-report, on the run's first step, between its forward and backward pass (train_step's
 // after_forward): the saved activations measured by the allocator next to the paper's formulas
 // (recompute/memory_report.cu).
-static void maybe_report_memory(const Run& run, int step) {
+static void maybe_report_memory(Run& run, int step) {
     if (!(run.opt.memory_report && step == run.start_step)) return;
     ctx_sync(run.ctx);
-    MemoryReport r = build_memory_report(run.alloc->live(), run.shape);
+    // What the stage holds at this moment, the schedule's peak: each chunk's layers, per_chunk[c] micro-batches.
+    const PipelineStage& st = run.model.stage;
+    const std::vector<int> per_chunk =
+        pipe_in_flight_at_peak(pipe_schedule(run.schedule, st.pp, st.rank, run.micro_batches, st.chunks), st.chunks);
+    InFlightLayers held;
+    held.per_layer.assign((size_t)run.cfg.layers, 0);
+    for (int c = 0; c < st.chunks; c++)
+        for (int l = st.chunk_begin(c); l < st.chunk_end(c); l++) held.per_layer[(size_t)l] = per_chunk[(size_t)c];
+    held.embedding = st.first() ? per_chunk[0] : 0;
+    held.head = st.last() ? per_chunk[(size_t)st.chunks - 1] : 0;
+    MemoryReport r = build_memory_report(run.alloc->live(), run.shape, held);
+    r.pp = st.pp;
+    r.pp_rank = st.rank;
+    r.microbatches = run.micro_batches;
+    r.schedule = pipe_schedule_name(run.schedule);
     if (run.device == Device::CUDA) {
         size_t fr = 0, tot = 0;
         if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) r.device_used_bytes = (double)(tot - fr);
     }
-    if (g_rank == 0) print_memory_report(stdout, r);
-    if (run.logf) fprintf(run.logf, "{\"step\":%d,\"memory_report\":%s}\n", step, memory_report_json(r).c_str());
+    // Printed and logged after the step (emit_memory_report): stages reach their peaks at different moments,
+    // and nothing may wait on another stage in the middle of a schedule.
+    char* text = nullptr;
+    size_t len = 0;
+    FILE* f = open_memstream(&text, &len);
+    print_memory_report(f, r);
+    fclose(f);
+    run.memory_text = text;
+    free(text);
+    run.memory_json = memory_report_json(r);
+}
+
+// The memory reports of the first rank of every pipeline stage, printed and logged by rank 0 (collective).
+static void emit_memory_report(Run& run, int step) {
+    if (!(run.opt.memory_report && step == run.start_step)) return;
+    const ProcessGrid& g = run.grid;
+    for (int s = 0; s < g.pp; s++) {
+        const int owner = s * g.tp * g.dp;  // world rank of stage s's first rank (process_grid.h's order)
+        std::string text = run.memory_text, json = run.memory_json;
+        if (owner != 0) {
+            int n[2] = {(int)text.size(), (int)json.size()};
+            if (g_rank == owner) MPI_CHECK(MPI_Send(n, 2, MPI_INT, 0, 0, MPI_COMM_WORLD));
+            if (g_rank == 0) MPI_CHECK(MPI_Recv(n, 2, MPI_INT, owner, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            if (g_rank == owner) {
+                MPI_CHECK(MPI_Send(text.data(), n[0], MPI_CHAR, 0, 1, MPI_COMM_WORLD));
+                MPI_CHECK(MPI_Send(json.data(), n[1], MPI_CHAR, 0, 2, MPI_COMM_WORLD));
+            }
+            if (g_rank == 0) {
+                text.assign((size_t)n[0], ' ');
+                json.assign((size_t)n[1], ' ');
+                MPI_CHECK(MPI_Recv(&text[0], n[0], MPI_CHAR, owner, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+                MPI_CHECK(MPI_Recv(&json[0], n[1], MPI_CHAR, owner, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+            }
+        }
+        if (g_rank != 0) continue;
+        if (g.pp > 1) printf("\n---- pipeline stage %d (rank %d) ----", s, owner);
+        fputs(text.c_str(), stdout);
+        if (run.logf) fprintf(run.logf, "{\"step\":%d,\"memory_report\":%s}\n", step, json.c_str());
+    }
+    fflush(stdout);
 }
 
 // The step's line: on stdout every --log-every steps (and the first and last), in the --log file every step.
 // dt is this step's time, t_steps that of the timed steps so far (for the ETA).
-static void log_step(const Run& run, int step, const StepStats& st, float lr, double dt, double t_steps) {
+static void log_step(const Run& run, int step, const StepStats& st, float lr, double dt, double t_steps, uint64_t p2p_bytes) {
     const TrainOptions& opt = run.opt;
     if (step % opt.log_every == 0 || step == opt.steps || step == run.start_step) {
         double avg = step > run.start_step ? t_steps / (step - run.start_step) : dt;
@@ -396,13 +493,36 @@ static void log_step(const Run& run, int step, const StepStats& st, float lr, do
             double flops = model_flops(opt.batch, run.cfg.layers, opt.seq, run.cfg.channels, run.cfg.padded_vocab);
             snprintf(mfu, sizeof mfu, " | MFU %.1f%%", 100 * flops_utilization(flops, dt, kH100PeakBf16, run.world));
         }
+        if (run.grid.pp > 1)  // what rank 0 (the first stage) sent to the next stage this step
+            snprintf(mfu + strlen(mfu), sizeof mfu - strlen(mfu), " | p2p %.2f MB", p2p_bytes / 1e6);
         const double tokens_per_step = (double)opt.batch * opt.seq;
         LOG0("step %5d/%d | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s%s | ETA %.0fs\n", step, opt.steps, st.loss,
              lr, st.grad_norm, dt * 1e3, tokens_per_step / dt, mfu, eta);
     }
+    char extra[96] = "";
+    if (run.grid.pp > 1) snprintf(extra, sizeof extra, ",\"p2p_bytes\":%llu", (unsigned long long)p2p_bytes);
     // %.9g: a float's exact value (resume tests compare losses bitwise)
-    if (run.logf) fprintf(run.logf, "{\"step\":%d,\"train_loss\":%.9g,\"lr\":%.6e,\"grad_norm\":%.9g,\"ms\":%.3f%s}\n", step, st.loss, lr,
-                          st.grad_norm, dt * 1e3, st.applied ? "" : ",\"skipped\":true"), fflush(run.logf);
+    if (run.logf) fprintf(run.logf, "{\"step\":%d,\"train_loss\":%.9g,\"lr\":%.6e,\"grad_norm\":%.9g,\"ms\":%.3f%s%s}\n", step, st.loss, lr,
+                          st.grad_norm, dt * 1e3, extra, st.applied ? "" : ",\"skipped\":true"), fflush(run.logf);
+}
+
+// Pipeline parallelism: the ideal bubble of the schedule next to what each stage measured, the share of its
+// forward-backward time spent blocked in receives (collective; rank 0 prints). The first stage waits at the
+// start of its cool-down, the last stage at the start of the step: the paper's bubble (§2).
+static void report_bubble(const Run& run, const Progress& p) {
+    const ProcessGrid& g = run.grid;
+    if (g.pp == 1) return;
+    double mine[2] = {p.t_recv_wait, p.t_pipeline};
+    std::vector<double> all(2 * (size_t)g.world);
+    MPI_CHECK(MPI_Gather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    if (g_rank != 0) return;
+    LOG0("pipeline bubble: ideal (p-1)/(m*M) = %.3f (%s, p %d, m %d, M %d); measured idle (blocked in receives):", pipe_ideal_bubble(g.pp, run.micro_batches, run.chunks),
+         pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches);
+    for (int s = 0; s < g.pp; s++) {
+        const int r = s * g.tp * g.dp;
+        const double idle = all[2 * (size_t)r + 1] > 0 ? all[2 * (size_t)r] / all[2 * (size_t)r + 1] : 0;
+        LOG0(" stage %d %.3f%s", s, idle, s + 1 < g.pp ? "," : "\n");
+    }
 }
 
 // ---- the end of a run ------------------------------------------------------------------------------------
@@ -437,6 +557,7 @@ static void finish_run(Run& run, const Progress& p, double t_start) {
              (unsigned long long)cc.calls[kAllReduce], cc.bytes[kAllReduce] / 1e6, (unsigned long long)cc.calls[kAllGather],
              cc.bytes[kAllGather] / 1e6, cc.regather_bytes / 1e6, (unsigned long long)cc.calls[kReduceScatter],
              cc.bytes[kReduceScatter] / 1e6);
+    report_bubble(run, p);
     LOG0("done: %d steps in %.1f s | loss %.4f -> %.4f | best val %.4f | activation peak %.2f MB (allocator, this rank)\n", opt.steps,
          total, p.first_loss, p.last_loss, std::isfinite(p.best_val) ? p.best_val : NAN, run.alloc->peak_live_bytes() / 1e6);
 }
@@ -473,12 +594,19 @@ int main(int argc, char** argv) {
         next_batch_or_stop(run.train);
         float lr = learning_rate(opt, step);
         run.grid.tp_comm.counters.reset();  // parallel/comm.h: bytes each collective kind moves, per step
+        run.grid.pp_comm.counters.reset();
         double t0 = now_s();
         StepStats st = train_step(run.model, run.train.inputs.data(), run.train.targets.data(), run.train.B_local, opt.seq,
                                   run.optim, step, lr, [&] { maybe_report_memory(run, step); }, run.micro_batches);
         ctx_sync(run.ctx);
         double dt = now_s() - t0;
         p.step_comm = run.grid.tp_comm.counters;
+        p.step_p2p_bytes = run.grid.pp_comm.counters.p2p_bytes;
+        emit_memory_report(run, step);
+        if (step > run.start_step || opt.steps == run.start_step) {  // the pipeline's idle time (bubble), timed steps
+            p.t_pipeline += last_pipeline_step().seconds;
+            p.t_recv_wait += last_pipeline_step().recv_wait_s;
+        }
         if (step > run.start_step || opt.steps == run.start_step) p.t_steps += dt;
         // Numerical faults (model/train_step.cu): a non-finite step was not applied; stop, naming the first bad
         // gradient, before anything reaches a checkpoint -- or skip it with --skip-bad-steps.
@@ -491,7 +619,7 @@ int main(int argc, char** argv) {
             p.last_loss = st.loss;
         }
         // The step's line: stdout every --log-every steps, the --log file every step.
-        log_step(run, step, st, lr, dt, p.t_steps);
+        log_step(run, step, st, lr, dt, p.t_steps, p.step_p2p_bytes);
         // Checkpoint for exact resume (model/train_state.cu): every --save-every steps and at the end.
         const bool exit_now = opt.exit_interval > 0 && step % opt.exit_interval == 0 && step < opt.steps;
         if (!opt.checkpoint_dir.empty() && ((opt.save_every > 0 && step % opt.save_every == 0) || step == opt.steps || exit_now))

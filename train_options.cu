@@ -22,8 +22,13 @@ void print_train_usage() {
         "  --padded-vocab VP           stored vocabulary rows (default: V rounded up to a multiple of 128)\n"
         "  --seed N                    initialization and dropout seed (default 1337)\n"
         "Parallelism and recomputation (paper: Korthikanti et al. 2022)\n"
-        "  --tp N                      tensor-parallel size; data-parallel size = ranks / N\n"
+        "  --tp N                      tensor-parallel size; data-parallel size = ranks / (tp · pp)\n"
         "  --sp                        sequence parallelism (needs --tp > 1; --seq divisible by --tp)\n"
+        "  --pp N                      pipeline-parallel size: N stages of L/N layers (alias\n"
+        "                              --pipeline-model-parallel-size); ranks = tp · dp · pp, tp fastest\n"
+        "  --pipeline-schedule 1f1b|afab|interleaved   the order of forwards and backwards (default 1f1b;\n"
+        "                              interleaved needs --num-layers-per-virtual-pipeline-stage)\n"
+        "  --num-layers-per-virtual-pipeline-stage k   interleaving: (L/pp)/k model chunks per stage\n"
         "  --recompute none|selective|full   activation recomputation policy\n"
         "Data\n"
         "  --train FILE --val FILE     llm.c token shards (default: data/generated/default/{train,val}.bin)\n"
@@ -134,6 +139,9 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--max-seq", "--max-position-embeddings"})) o.max_seq = (int)to_int(print, f, v, 1, 1 << 20);
         else if (flag({"--seed"})) o.seed = (uint64_t)to_int(print, f, v, 0, (1LL << 62));
         else if (flag({"--tp", "--tensor-model-parallel-size"})) o.tp = (int)to_int(print, f, v, 1, 4096);
+        else if (flag({"--pp", "--pipeline-model-parallel-size"})) o.pp = (int)to_int(print, f, v, 1, 4096);
+        else if (flag({"--pipeline-schedule"})) o.pipeline_schedule = one_of(print, f, v, {"1f1b", "afab", "interleaved"});
+        else if (flag({"--num-layers-per-virtual-pipeline-stage"})) o.layers_per_virtual_stage = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--recompute", "--recompute-granularity"})) o.recompute = one_of(print, f, v, {"none", "selective", "full"});
         else if (flag({"--train"})) o.train_file = v;
         else if (flag({"--val"})) o.val_file = v;

@@ -15,6 +15,9 @@ struct TrainOptions {
     // parallelism and recomputation
     int tp = 1;
     bool sp = false;
+    int pp = 1;                              // pipeline stages
+    std::string pipeline_schedule = "1f1b";  // 1f1b | afab | interleaved
+    int layers_per_virtual_stage = 0;        // interleaving: layers per model chunk (0: not interleaved)
     std::string recompute = "none";  // none | selective | full
     // data
     std::string train_file = "data/generated/default/train.bin", val_file = "data/generated/default/val.bin";

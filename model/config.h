@@ -89,10 +89,13 @@ inline void param_sizes(const GPTConfig& c, int64_t out[NUM_PARAM_TENSORS]) {
         out[id] = p.layers * p.rows * p.cols;
     }
 }
+inline int64_t param_count_of(const int64_t sizes[NUM_PARAM_TENSORS]) {
+    int64_t n = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) n += sizes[i];
+    return n;
+}
 inline int64_t param_count(const GPTConfig& c) {
     int64_t s[NUM_PARAM_TENSORS];
     param_sizes(c, s);
-    int64_t n = 0;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) n += s[i];
-    return n;
+    return param_count_of(s);
 }

@@ -17,14 +17,20 @@ void generate(GPT& m, std::vector<int>& tokens, int n, int window, float tempera
         int len = std::min((int)tokens.size(), window);
         int start = (int)tokens.size() - len;
         for (int i = 0; i < window; i++) in[i] = i < len ? tokens[start + i] : 0;
+        m.micro = {};
         gpt_forward(m, in.data(), tg.data(), 1, window, true);
-        // Row (len-1) of this rank's logits [S·B, V_local] (B = 1), then the slices of the whole group.
-        Tensor r = m.logits.slice((int64_t)(len - 1) * V_local, V_local);
-        row = tensor_to_host_f32(r);
-        if (tp > 1)
-            MPI_CHECK(MPI_Allgather(row.data(), V_local, MPI_FLOAT, all.data(), V_local, MPI_FLOAT, m.grid->tp_comm.mpi));
-        else
-            all = row;
+        // On the last pipeline stage: row (len-1) of this rank's logits [S·B, V_local] (B = 1), then the
+        // slices of the whole TP group; then to every stage.
+        if (m.stage.last()) {
+            Tensor r = m.flight[0].logits.slice((int64_t)(len - 1) * V_local, V_local);
+            row = tensor_to_host_f32(r);
+            if (tp > 1)
+                MPI_CHECK(MPI_Allgather(row.data(), V_local, MPI_FLOAT, all.data(), V_local, MPI_FLOAT, m.grid->tp_comm.mpi));
+            else
+                all = row;
+        }
+        if (m.grid->pp > 1)
+            MPI_CHECK(MPI_Bcast(all.data(), (int)all.size(), MPI_FLOAT, m.grid->pp - 1, m.grid->pp_comm.mpi));
         gpt_release_activations(m);
         // Softmax over the real vocabulary at this temperature, optionally restricted to the top k.
         std::vector<std::pair<float, int>> cand;

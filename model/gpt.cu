@@ -12,7 +12,7 @@
 #include "../parallel/vocab_parallel.h"
 
 void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, ActivationAllocator& alloc, DType dtype,
-                Recompute recompute, float dropout, uint64_t seed) {
+                Recompute recompute, float dropout, uint64_t seed, int chunks) {
     m.cfg = cfg;
     m.grid = &grid;
     m.ctx = &ctx;
@@ -21,7 +21,9 @@ void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, Activ
     m.recompute = recompute;
     m.dropout = dropout;
     m.seed = seed;
-    local_param_sizes(cfg, grid.tp, m.sizes);
+    m.stage = pipeline_stage(cfg, grid.pp, grid.pp_rank, chunks);
+    local_param_sizes(cfg, grid.tp, m.tp_sizes);
+    stage_param_sizes(m.stage, cfg, m.tp_sizes, m.sizes);
     m.n_params = 0;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
         m.offsets[i] = m.n_params;
@@ -32,7 +34,6 @@ void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, Activ
     m.grads = tensor_zeros(ctx.device, DType::F32, m.n_params);
     m.adam_m = tensor_zeros(ctx.device, DType::F32, m.n_params);
     m.adam_v = tensor_zeros(ctx.device, DType::F32, m.n_params);
-    m.saved.resize(cfg.layers);
 }
 
 void gpt_destroy(GPT& m) {
@@ -41,17 +42,19 @@ void gpt_destroy(GPT& m) {
     tensor_free(m.grads);
     tensor_free(m.adam_m);
     tensor_free(m.adam_v);
-    tensor_free(m.tokens);
-    tensor_free(m.targets);
-    embedding_index_free(m.emb_index);
+    for (MicroBatchState& f : m.flight) {
+        tensor_free(f.tokens);
+        tensor_free(f.targets);
+        embedding_index_free(f.emb_index);
+    }
 }
 
 static Tensor param_view(const GPT& m, Tensor flat, int id, int layer) {
     int64_t off = m.offsets[id], n = m.sizes[id];
     if (layer >= 0) {
         if (!is_layer_param(id)) mm_fatal("param_view: %s is not a per-layer tensor", param_name(id));
-        n /= m.cfg.layers;
-        off += n * layer;
+        n /= (int64_t)m.stage.layers.size();
+        off += n * m.stage.local_layer(layer);
     }
     return flat.slice(off, n);
 }
@@ -93,10 +96,16 @@ void gpt_refresh_compute_weights(GPT& m) {
     if (m.weights.data != m.master.data) tensor_convert(*m.ctx, m.weights, m.master);
 }
 
+// This rank's part of a full llm.c-layout buffer: its TP slice of every tensor, then its stage's part of that.
+static std::vector<float> local_part(const GPT& m, const float* full) {
+    std::vector<float> slice((size_t)param_count_of(m.tp_sizes)), local((size_t)m.n_params);
+    shard_params(m.cfg, m.grid->tp, m.grid->tp_rank, full, slice.data());
+    stage_extract(m.stage, m.cfg, m.tp_sizes, slice.data(), local.data());
+    return local;
+}
+
 void gpt_load_full(GPT& m, const float* full) {
-    std::vector<float> local((size_t)m.n_params);
-    shard_params(m.cfg, m.grid->tp, m.grid->tp_rank, full, local.data());
-    tensor_from_host_f32(m.master, local.data());
+    tensor_from_host_f32(m.master, local_part(m, full).data());
     gpt_refresh_compute_weights(m);
     ctx_sync(*m.ctx);
 }
@@ -107,17 +116,34 @@ void gpt_init_random(GPT& m, uint64_t seed) {
     gpt_load_full(m, full.data());
 }
 
+// The full llm.c-layout tensor from every rank's part: over the TP group first (each stage's tensors made
+// whole), then over the pipeline, each stage contributing the tensors it owns (the word embedding: the first
+// stage's copy, equal to the last's).
 static void gather_full(GPT& m, Tensor flat, std::vector<float>& full) {
-    std::vector<float> local = tensor_to_host_f32(flat);
+    std::vector<float> stage_local = tensor_to_host_f32(flat);
+    const int64_t n_slice = param_count_of(m.tp_sizes);
+    std::vector<float> local((size_t)n_slice, 0.f);
+    stage_insert(m.stage, m.cfg, m.tp_sizes, stage_local.data(), local.data(), false);
     full.assign((size_t)param_count(m.cfg), 0.f);
     int tp = m.grid->tp;
-    std::vector<float> all((size_t)m.n_params * tp);
+    std::vector<float> all((size_t)n_slice * tp);
     if (tp == 1) all = local;
-    else MPI_CHECK(MPI_Allgather(local.data(), (int)m.n_params, MPI_FLOAT, all.data(), (int)m.n_params, MPI_FLOAT,
+    else MPI_CHECK(MPI_Allgather(local.data(), (int)n_slice, MPI_FLOAT, all.data(), (int)n_slice, MPI_FLOAT,
                                  m.grid->tp_comm.mpi));
     std::vector<const float*> locals;
-    for (int r = 0; r < tp; r++) locals.push_back(all.data() + (size_t)r * m.n_params);
+    for (int r = 0; r < tp; r++) locals.push_back(all.data() + (size_t)r * n_slice);
     unshard_params(m.cfg, tp, locals, full.data());
+    if (m.grid->pp == 1) return;
+    int64_t sizes[NUM_PARAM_TENSORS];
+    param_sizes(m.cfg, sizes);
+    std::vector<float> pack;
+    for (int s = 0; s < m.grid->pp; s++) {
+        const PipelineStage st = pipeline_stage(m.cfg, m.grid->pp, s, m.stage.chunks);
+        pack.resize((size_t)stage_owned_count(st, m.cfg, sizes));
+        if (s == m.grid->pp_rank) stage_pack_owned(st, m.cfg, sizes, full.data(), pack.data());
+        MPI_CHECK(MPI_Bcast(pack.data(), (int)pack.size(), MPI_FLOAT, s, m.grid->pp_comm.mpi));
+        if (s != m.grid->pp_rank) stage_unpack_owned(st, m.cfg, sizes, pack.data(), full.data());
+    }
 }
 void gpt_gather_full(GPT& m, std::vector<float>& full) { gather_full(m, m.master, full); }
 void gpt_gather_full_grads(GPT& m, std::vector<float>& full) { gather_full(m, m.grads, full); }
@@ -126,11 +152,8 @@ void gpt_gather_full_optimizer(GPT& m, std::vector<float>& adam_m, std::vector<f
     gather_full(m, m.adam_v, adam_v);
 }
 void gpt_load_full_optimizer(GPT& m, const float* adam_m, const float* adam_v) {
-    std::vector<float> local((size_t)m.n_params);
-    shard_params(m.cfg, m.grid->tp, m.grid->tp_rank, adam_m, local.data());
-    tensor_from_host_f32(m.adam_m, local.data());
-    shard_params(m.cfg, m.grid->tp, m.grid->tp_rank, adam_v, local.data());
-    tensor_from_host_f32(m.adam_v, local.data());
+    tensor_from_host_f32(m.adam_m, local_part(m, adam_m).data());
+    tensor_from_host_f32(m.adam_v, local_part(m, adam_v).data());
     ctx_sync(*m.ctx);
 }
 
@@ -221,126 +244,246 @@ static void upload_i32(Ctx& ctx, Tensor& dst, const std::vector<int32_t>& host) 
 
 void gpt_release_activations(GPT& m) {
     ActivationAllocator& A = *m.alloc;
-    for (auto& s : m.saved) release_saved(s, A);
-    Tensor* t[] = {&m.embed_drop_mask, &m.lnf_mean, &m.lnf_rstd, &m.lmhead_in, &m.logits, &m.ce_rowmax,
-                   &m.ce_sumexp, &m.lnf_in};
-    for (Tensor* x : t) A.release(*x);
+    for (MicroBatchState& f : m.flight) {
+        for (auto& sl : f.saved) release_saved(sl, A);
+        Tensor* t[] = {&f.embed_drop_mask, &f.lnf_mean, &f.lnf_rstd, &f.lmhead_in, &f.logits, &f.ce_rowmax,
+                       &f.ce_sumexp, &f.lnf_in};
+        for (Tensor* x : t) A.release(*x);
+    }
 }
 
-float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, bool keep,
-                  std::vector<float>* token_losses) {
-    Ctx& ctx = *m.ctx;
-    ActivationAllocator& A = *m.alloc;
-    const ProcessGrid& g = *m.grid;
-    const GPTConfig& cfg = m.cfg;
-    m.shape = gpt_step_shape(m, B_local, S);
-    const StepShape& sh = m.shape;
-    const int C = cfg.channels, N_shard = sh.N_shard, N_full = sh.N_full;
-
-    // The loader gives [B, S]; the activations are [S, B, C] (sequence-major), so transpose the tokens once.
+void gpt_begin_microbatch(GPT& m, int j, int M, const int32_t* inputs, const int32_t* targets, int B_local, int S,
+                          bool keep) {
+    if ((int)m.flight.size() <= j) m.flight.resize((size_t)j + 1);
+    MicroBatchState& f = m.flight[(size_t)j];
+    f.saved.resize(m.stage.layers.size());
+    m.micro = {j, M};
+    f.shape = gpt_step_shape(m, B_local, S);
+    m.shape = f.shape;
+    const int N_full = f.shape.N_full;
+    // The tokens feed the first stage, the targets the last. The loader gives [B, S]; the activations are
+    // [S, B, C] (sequence-major), so transpose the tokens once.
     std::vector<int32_t> tok(N_full), tgt(N_full);
     for (int b = 0; b < B_local; b++)
         for (int s = 0; s < S; s++) {
             tok[(size_t)s * B_local + b] = inputs[(size_t)b * S + s];
             tgt[(size_t)s * B_local + b] = targets[(size_t)b * S + s];
         }
-    upload_i32(ctx, m.tokens, tok);
-    upload_i32(ctx, m.targets, tgt);
-    if (keep) embedding_index_build(m.emb_index, tok.data(), N_full, sh.v_begin, sh.V_local, ctx.device);
-
-    Region region{&m.grid->tp_comm, g.sp, m.alloc, kModelLevel};
-    const uint64_t seed = dropout_step_seed(m.seed, (uint64_t)m.step);
-    const DropoutCoords where = step_coords(m);
-
-    // Embedding: vocab-parallel lookup, summed over TP (f̄) or reduce-scattered into sequence shards (ḡ);
-    // position embeddings of the global positions of this shard; dropout with its mask saved.
-    Tensor x = A.alloc(m.dtype, (int64_t)N_shard * C, cfg.layers > 0 ? 0 : kModelLevel, cfg.layers > 0 ? "ln1_in" : "lnf_in");
-    vocab_parallel_embedding_forward(region, ctx, x, m.tokens, gpt_param(m, P_WTE), sh.v_begin, sh.V_local, N_full, C);
-    position_embedding_forward(ctx, x, gpt_param(m, P_WPE), sh.s_offset, sh.S_loc, B_local, C);
-    m.embed_drop_mask = A.alloc(DType::U8, (int64_t)N_shard * C, kModelLevel, "embed_drop_mask");
-    bias_dropout_residual_forward(ctx, x, m.embed_drop_mask, x, Tensor(), Tensor(), m.dropout, seed, kEmbeddingStream,
-                                  sh.S_loc, B_local, C, where);
-
-    for (int l = 0; l < cfg.layers; l++) {
-        LayerContext run = gpt_layer_context(m, l);
-        m.saved[l].ln1_in = x;
-        bool last = l + 1 == cfg.layers;
-        Tensor out = A.alloc(m.dtype, (int64_t)N_shard * C, last ? kModelLevel : l + 1, last ? "lnf_in" : "ln1_in");
-        layer_forward(run, m.saved[l], out, m.recompute);
-        x = out;
+    if (m.stage.first()) {
+        upload_i32(*m.ctx, f.tokens, tok);
+        if (keep) embedding_index_build(f.emb_index, tok.data(), N_full, f.shape.v_begin, f.shape.V_local, m.ctx->device);
     }
-    m.lnf_in = x;
+    if (m.stage.last()) upload_i32(*m.ctx, f.targets, tgt);
+}
 
-    // Final layer norm (on the shard under SP), then the LM head: a column-parallel linear over the
-    // vocabulary with the tied token table, producing this rank's slice of the fp32 logits.
-    m.lnf_mean = A.alloc(DType::F32, N_shard, kModelLevel, "lnf_mean");
-    m.lnf_rstd = A.alloc(DType::F32, N_shard, kModelLevel, "lnf_rstd");
-    m.lmhead_in = A.alloc(m.dtype, (int64_t)N_shard * C, kModelLevel, "lmhead_in");
-    layernorm_forward(ctx, m.lmhead_in, m.lnf_mean, m.lnf_rstd, m.lnf_in, gpt_param(m, P_LNFW), gpt_param(m, P_LNFB),
+// Micro-batch j becomes the one in flight: its coordinates place the layers' dropout masks.
+static MicroBatchState& enter(GPT& m, int j) {
+    MicroBatchState& f = m.flight[(size_t)j];
+    m.micro = {j, m.micro.count};
+    m.shape = f.shape;
+    return f;
+}
+
+Tensor gpt_chunk_input(GPT& m, int chunk) {
+    const int l = m.stage.chunk_begin(chunk);
+    return m.alloc->alloc(m.dtype, (int64_t)m.shape.N_shard * m.cfg.channels, l, "ln1_in");
+}
+
+int gpt_p2p_tag(const GPT& m, int j, int boundary, bool gradient) {
+    return ((j * m.stage.num_virtual() + boundary) * 2 + (gradient ? 1 : 0)) % 32768;  // MPI guarantees tags up to 32767
+}
+
+// The embeddings (first virtual stage): vocab-parallel lookup, summed over TP (f̄) or reduce-scattered into
+// sequence shards (ḡ); position embeddings of the global positions of this shard; dropout with its mask saved.
+// The result is the first layer's input.
+static Tensor embed_forward(GPT& m, MicroBatchState& f, int first_layer, bool no_layers) {
+    Ctx& ctx = *m.ctx;
+    ActivationAllocator& A = *m.alloc;
+    const StepShape& sh = f.shape;
+    const int C = m.cfg.channels;
+    Region region{&m.grid->tp_comm, m.grid->sp, m.alloc, kModelLevel};
+    Tensor x = A.alloc(m.dtype, (int64_t)sh.N_shard * C, no_layers ? kModelLevel : first_layer, no_layers ? "lnf_in" : "ln1_in");
+    vocab_parallel_embedding_forward(region, ctx, x, f.tokens, gpt_param(m, P_WTE), sh.v_begin, sh.V_local, sh.N_full, C);
+    position_embedding_forward(ctx, x, gpt_param(m, P_WPE), sh.s_offset, sh.S_loc, sh.B, C);
+    f.embed_drop_mask = A.alloc(DType::U8, (int64_t)sh.N_shard * C, kModelLevel, "embed_drop_mask");
+    bias_dropout_residual_forward(ctx, x, f.embed_drop_mask, x, Tensor(), Tensor(), m.dropout,
+                                  dropout_step_seed(m.seed, (uint64_t)m.step), kEmbeddingStream, sh.S_loc, sh.B, C,
+                                  step_coords(m));
+    return x;
+}
+
+// The final layer norm (on the shard under SP), then the LM head: a column-parallel linear over the
+// vocabulary with the tied token table, producing this rank's slice of the fp32 logits; then the loss.
+static float head_forward(GPT& m, MicroBatchState& f, Tensor x, std::vector<float>* token_losses) {
+    Ctx& ctx = *m.ctx;
+    ActivationAllocator& A = *m.alloc;
+    const StepShape& sh = f.shape;
+    const int C = m.cfg.channels, N_shard = sh.N_shard, N_full = sh.N_full;
+    Region region{&m.grid->tp_comm, m.grid->sp, m.alloc, kModelLevel};
+    f.lnf_in = x;
+    f.lnf_mean = A.alloc(DType::F32, N_shard, kModelLevel, "lnf_mean");
+    f.lnf_rstd = A.alloc(DType::F32, N_shard, kModelLevel, "lnf_rstd");
+    f.lmhead_in = A.alloc(m.dtype, (int64_t)N_shard * C, kModelLevel, "lmhead_in");
+    layernorm_forward(ctx, f.lmhead_in, f.lnf_mean, f.lnf_rstd, f.lnf_in, gpt_param(m, P_LNFW), gpt_param(m, P_LNFB),
                       N_shard, C);
-    m.logits = A.alloc(DType::F32, (int64_t)N_full * sh.V_local, kModelLevel, "logits");
-    column_parallel_forward(region, ctx, m.logits, m.lmhead_in, gpt_param(m, P_WTE), Tensor(), N_full, C, sh.V_local);
+    f.logits = A.alloc(DType::F32, (int64_t)N_full * sh.V_local, kModelLevel, "logits");
+    column_parallel_forward(region, ctx, f.logits, f.lmhead_in, gpt_param(m, P_WTE), Tensor(), N_full, C, sh.V_local);
 
-    m.ce_rowmax = A.alloc(DType::F32, N_full, kModelLevel, "ce_rowmax");
-    m.ce_sumexp = A.alloc(DType::F32, N_full, kModelLevel, "ce_sumexp");
+    f.ce_rowmax = A.alloc(DType::F32, N_full, kModelLevel, "ce_rowmax");
+    f.ce_sumexp = A.alloc(DType::F32, N_full, kModelLevel, "ce_sumexp");
     Tensor target_logit = A.alloc(DType::F32, N_full, kModelLevel, "tmp:target_logit");
     Tensor losses = A.alloc(DType::F32, N_full, kModelLevel, "tmp:losses");
     std::vector<float> l;  // the per-position losses, [S, B], when the caller asked for them
-    float loss = vocab_parallel_cross_entropy(m.grid->tp_comm, ctx, m.logits, m.targets, m.ce_rowmax, m.ce_sumexp,
-                                              target_logit, losses, N_full, sh.V_local, sh.v_begin, cfg.vocab,
+    float loss = vocab_parallel_cross_entropy(m.grid->tp_comm, ctx, f.logits, f.targets, f.ce_rowmax, f.ce_sumexp,
+                                              target_logit, losses, N_full, sh.V_local, sh.v_begin, m.cfg.vocab,
                                               token_losses ? &l : nullptr);
     if (token_losses) {  // [S, B] (sequence-major) back to the loader's [B, S]
         token_losses->assign((size_t)N_full, 0.f);
-        for (int s = 0; s < S; s++)
-            for (int b = 0; b < B_local; b++) (*token_losses)[(size_t)b * S + s] = l[(size_t)s * B_local + b];
+        for (int s = 0; s < sh.S; s++)
+            for (int b = 0; b < sh.B; b++) (*token_losses)[(size_t)b * sh.S + s] = l[(size_t)s * sh.B + b];
     }
     A.release(target_logit);
     A.release(losses);
+    return loss;
+}
+
+Tensor gpt_forward_chunk(GPT& m, int j, int chunk, Tensor x, float* loss, std::vector<float>* token_losses) {
+    MicroBatchState& f = enter(m, j);
+    ActivationAllocator& A = *m.alloc;
+    const PipelineStage& st = m.stage;
+    const int v = st.virtual_stage(chunk), b = st.chunk_begin(chunk), e = st.chunk_end(chunk);
+    const bool first = v == 0, last = v == st.num_virtual() - 1;
+    if (first) x = embed_forward(m, f, b, last && b == e);
+    for (int l = b; l < e; l++) {
+        LayerContext run = gpt_layer_context(m, l);
+        SavedLayer& saved = f.saved[(size_t)st.local_layer(l)];
+        saved.ln1_in = x;
+        // The output is the next layer's saved input, the final norm's input, or what goes to the next stage.
+        const bool end = l + 1 == e;
+        const int level = end ? kModelLevel : l + 1;
+        const char* tag = !end ? "ln1_in" : last ? "lnf_in" : "tmp:stage_out";
+        Tensor out = A.alloc(m.dtype, (int64_t)f.shape.N_shard * m.cfg.channels, level, tag);
+        layer_forward(run, saved, out, m.recompute);
+        x = out;
+    }
+    if (!last) return x;
+    *loss = head_forward(m, f, x, token_losses);
+    return Tensor();
+}
+
+// The loss's gradient back through the head and the final layer norm: the gradient of the last layer's output.
+static Tensor head_backward(GPT& m, MicroBatchState& f) {
+    Ctx& ctx = *m.ctx;
+    ActivationAllocator& A = *m.alloc;
+    const StepShape& sh = f.shape;
+    const int C = m.cfg.channels, N_shard = sh.N_shard, N_full = sh.N_full;
+    Region region{&m.grid->tp_comm, m.grid->sp, m.alloc, kModelLevel};
+    // The step's loss is the mean over this rank's targets of all its micro-batches: d loss / d logits =
+    // (softmax - onehot) / (N_full · M), N_full targets per micro-batch (llm.c's 1/(B·T·accumulation)).
+    const float inv_targets = g_test_hooks.skip_microbatch_scale ? 1.0f / N_full : 1.0f / ((float)N_full * m.micro.count);
+    Tensor dlogits = A.alloc(m.dtype, (int64_t)N_full * sh.V_local, kModelLevel, "tmp:dlogits");
+    ce_backward(ctx, dlogits, f.logits, f.ce_rowmax, f.ce_sumexp, f.targets, inv_targets, N_full, sh.V_local,
+                sh.v_begin, m.cfg.vocab);
+    A.release(f.logits);
+    A.release(f.ce_rowmax);
+    A.release(f.ce_sumexp);
+    Tensor dlnf = A.alloc(m.dtype, (int64_t)N_shard * C, kModelLevel, "tmp:dlmhead_in");
+    column_parallel_backward(region, ctx, dlnf, gpt_grad(m, P_WTE), Tensor(), dlogits, f.lmhead_in, gpt_param(m, P_WTE),
+                             N_full, C, sh.V_local);
+    A.release(dlogits);
+    A.release(f.lmhead_in);
+
+    Tensor dresid = A.alloc(m.dtype, (int64_t)N_shard * C, kModelLevel, "tmp:dresidual");
+    tensor_zero(ctx, dresid);
+    layernorm_backward(ctx, dresid, gpt_grad(m, P_LNFW), gpt_grad(m, P_LNFB), dlnf, f.lnf_in, gpt_param(m, P_LNFW),
+                       f.lnf_mean, f.lnf_rstd, N_shard, C);
+    A.release(dlnf);
+    A.release(f.lnf_mean);
+    A.release(f.lnf_rstd);
+    A.release(f.lnf_in);
+    return dresid;
+}
+
+// The embeddings' backward: the first layer's input gradient into the word and position tables.
+static void embed_backward(GPT& m, MicroBatchState& f, Tensor dresid) {
+    Ctx& ctx = *m.ctx;
+    const StepShape& sh = f.shape;
+    const int C = m.cfg.channels;
+    Region region{&m.grid->tp_comm, m.grid->sp, m.alloc, kModelLevel};
+    dropout_backward(ctx, dresid, dresid, f.embed_drop_mask, m.dropout, (int64_t)sh.N_shard * C);
+    m.alloc->release(f.embed_drop_mask);
+    position_embedding_backward(ctx, gpt_grad(m, P_WPE), dresid, sh.s_offset, sh.S_loc, sh.B, C);
+    vocab_parallel_embedding_backward(region, ctx, gpt_grad(m, P_WTE), dresid, f.emb_index, sh.N_full, C);
+}
+
+Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
+    MicroBatchState& f = enter(m, j);
+    const PipelineStage& st = m.stage;
+    const int v = st.virtual_stage(chunk), b = st.chunk_begin(chunk), e = st.chunk_end(chunk);
+    const bool first = v == 0, last = v == st.num_virtual() - 1;
+    Tensor dresid = last ? head_backward(m, f) : dout;  // updated in place, layer by layer, down to the input
+    for (int l = e - 1; l >= b; l--) {
+        LayerContext run = gpt_layer_context(m, l);
+        layer_backward(run, f.saved[(size_t)st.local_layer(l)], dresid, m.recompute);
+    }
+    if (!first) return dresid;
+    embed_backward(m, f, dresid);
+    m.alloc->release(dresid);
+    return Tensor();
+}
+
+// ---- one micro-batch through the whole pipeline (validation, sampling, tests) ---------------------------
+// The chunks in model order: a chunk's input comes from the stage before it (the previous virtual stage, on
+// rank (v − 1) mod p), its output goes to the next. With p = 1 nothing is sent.
+float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, bool keep,
+                  std::vector<float>* token_losses) {
+    const PipelineStage& st = m.stage;
+    Comm& pp = m.grid->pp_comm;
+    const int j = m.micro.index;  // the micro-batch the caller set (m.micro), {0, 1} for a whole batch
+    gpt_begin_microbatch(m, j, m.micro.count, inputs, targets, B_local, S, keep);
+    float loss = 0;
+    for (int c = 0; c < st.chunks; c++) {
+        const int v = st.virtual_stage(c), P = st.num_virtual();
+        Tensor x;
+        if (v > 0) {
+            x = gpt_chunk_input(m, c);
+            recv(pp, *m.ctx, x, (v - 1) % st.pp, gpt_p2p_tag(m, j, v - 1, false));
+        }
+        Tensor out = gpt_forward_chunk(m, j, c, x, &loss, token_losses);
+        if (v < P - 1) {
+            send_async(pp, *m.ctx, out, (v + 1) % st.pp, gpt_p2p_tag(m, j, v, false));
+            m.alloc->release(out);
+        }
+    }
+    wait_sends(pp);
+    if (st.pp > 1) {  // every stage returns the last stage's loss (and token losses)
+        MPI_CHECK(MPI_Bcast(&loss, 1, MPI_FLOAT, st.pp - 1, pp.mpi));
+        if (token_losses) {
+            token_losses->resize((size_t)B_local * S);
+            MPI_CHECK(MPI_Bcast(token_losses->data(), B_local * S, MPI_FLOAT, st.pp - 1, pp.mpi));
+        }
+    }
     if (!keep) gpt_release_activations(m);
     return loss;
 }
 
 void gpt_backward(GPT& m) {
-    Ctx& ctx = *m.ctx;
-    ActivationAllocator& A = *m.alloc;
-    const ProcessGrid& g = *m.grid;
-    const GPTConfig& cfg = m.cfg;
-    const StepShape& sh = m.shape;  // of the forward pass this backward belongs to
-    const int C = cfg.channels, N_shard = sh.N_shard, N_full = sh.N_full;
-    Region region{&m.grid->tp_comm, g.sp, m.alloc, kModelLevel};
-
-    // The step's loss is the mean over this rank's targets of all its micro-batches: d loss / d logits =
-    // (softmax - onehot) / (N_full · M), N_full targets per micro-batch (llm.c's 1/(B·T·accumulation)).
-    const float inv_targets = g_test_hooks.skip_microbatch_scale ? 1.0f / N_full : 1.0f / ((float)N_full * m.micro.count);
-    Tensor dlogits = A.alloc(m.dtype, (int64_t)N_full * sh.V_local, kModelLevel, "tmp:dlogits");
-    ce_backward(ctx, dlogits, m.logits, m.ce_rowmax, m.ce_sumexp, m.targets, inv_targets, N_full, sh.V_local,
-                sh.v_begin, cfg.vocab);
-    A.release(m.logits);
-    A.release(m.ce_rowmax);
-    A.release(m.ce_sumexp);
-    Tensor dlnf = A.alloc(m.dtype, (int64_t)N_shard * C, kModelLevel, "tmp:dlmhead_in");
-    column_parallel_backward(region, ctx, dlnf, gpt_grad(m, P_WTE), Tensor(), dlogits, m.lmhead_in, gpt_param(m, P_WTE),
-                             N_full, C, sh.V_local);
-    A.release(dlogits);
-    A.release(m.lmhead_in);
-
-    Tensor dresid = A.alloc(m.dtype, (int64_t)N_shard * C, kModelLevel, "tmp:dresidual");
-    tensor_zero(ctx, dresid);
-    layernorm_backward(ctx, dresid, gpt_grad(m, P_LNFW), gpt_grad(m, P_LNFB), dlnf, m.lnf_in, gpt_param(m, P_LNFW),
-                       m.lnf_mean, m.lnf_rstd, N_shard, C);
-    A.release(dlnf);
-    A.release(m.lnf_mean);
-    A.release(m.lnf_rstd);
-    A.release(m.lnf_in);
-
-    for (int l = cfg.layers - 1; l >= 0; l--) {
-        LayerContext run = gpt_layer_context(m, l);
-        layer_backward(run, m.saved[l], dresid, m.recompute);
+    const PipelineStage& st = m.stage;
+    Comm& pp = m.grid->pp_comm;
+    const int j = m.micro.index;
+    for (int c = st.chunks - 1; c >= 0; c--) {
+        const int v = st.virtual_stage(c), P = st.num_virtual();
+        Tensor dout;
+        if (v < P - 1) {
+            dout = m.alloc->alloc(m.dtype, (int64_t)m.flight[(size_t)j].shape.N_shard * m.cfg.channels, kModelLevel,
+                                  "tmp:dresidual");
+            recv(pp, *m.ctx, dout, (v + 1) % st.pp, gpt_p2p_tag(m, j, v, true));
+        }
+        Tensor din = gpt_backward_chunk(m, j, c, dout);
+        if (v > 0) {
+            send_async(pp, *m.ctx, din, (v - 1) % st.pp, gpt_p2p_tag(m, j, v - 1, true));
+            m.alloc->release(din);
+        }
     }
-
-    dropout_backward(ctx, dresid, dresid, m.embed_drop_mask, m.dropout, (int64_t)N_shard * C);
-    A.release(m.embed_drop_mask);
-    position_embedding_backward(ctx, gpt_grad(m, P_WPE), dresid, sh.s_offset, sh.S_loc, sh.B, C);
-    vocab_parallel_embedding_backward(region, ctx, gpt_grad(m, P_WTE), dresid, m.emb_index, N_full, C);
-    A.release(dresid);
+    wait_sends(pp);
 }

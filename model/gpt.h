@@ -2,13 +2,16 @@
 // and the forward / backward passes of a training step.
 //
 // Parameters live in one flat fp32 buffer (the master weights) in llm.c's tensor order, each tensor holding
-// this rank's slice (parallel/tensor_parallel.h). With --dtype bf16 the forward and backward read a bf16
+// this rank's slice (parallel/tensor_parallel.h) of what its pipeline stage holds (parallel/pipeline_stage.h:
+// its layers; the embeddings on the first stage, the final layer norm and the tied LM head on the last). With --dtype bf16 the forward and backward read a bf16
 // copy of the weights, refreshed after every optimizer step; gradients and optimizer state stay fp32.
 #pragma once
 #include <vector>
 #include "config.h"
 #include "transformer_layer.h"
 #include "../layers/embedding.h"
+#include "../parallel/pipeline_schedule.h"
+#include "../parallel/pipeline_stage.h"
 #include "../parallel/process_grid.h"
 
 // The shapes of the step in flight, computed once per forward pass (gpt_step_shape in gpt.cu) and read by
@@ -23,6 +26,19 @@ struct StepShape {
     int64_t v_begin = 0;   // its first vocabulary row
     int64_t b_first = 0;   // global index of this forward's first sequence: (dp_rank·M + micro index)·B
     int64_t B_global = 0;  // sequences of the global batch: dp·M·B
+};
+
+// What one micro-batch keeps on this stage between its forward and its backward: the saved tensors of this
+// stage's layers (all its model chunks) and of the parts outside the layers. A pipeline holds several
+// micro-batches in flight at once (model/pipeline_step.cu), each in its own MicroBatchState; every tensor
+// comes from the tagged allocator, so the memory report counts them all.
+struct MicroBatchState {
+    StepShape shape;
+    std::vector<SavedLayer> saved;  // by local layer (PipelineStage::local_layer)
+    Tensor tokens, targets;         // i32 [S·B] (sequence-major), on the device
+    EmbeddingIndex emb_index;       // first stage: the vocab-parallel embedding's backward
+    Tensor embed_drop_mask;         // first stage
+    Tensor lnf_in, lnf_mean, lnf_rstd, lmhead_in, logits, ce_rowmax, ce_sumexp;  // last stage
 };
 
 struct GPT {
@@ -40,24 +56,24 @@ struct GPT {
     // keyed by global coordinates, so any split draws the single-rank masks) and scales the loss gradient by
     // 1/count (the step's loss is the mean over all its tokens). {0, 1}: the whole batch at once.
     struct MicroBatch { int index = 0, count = 1; } micro;
+    PipelineStage stage;                    // the layers and tensors this rank holds (pp = 1: all)
+    PipeSchedule schedule = PipeSchedule::OneFOneB;  // the order of forwards and backwards (pipeline_step.cu)
 
     int64_t sizes[NUM_PARAM_TENSORS] = {};    // local element counts
     int64_t offsets[NUM_PARAM_TENSORS] = {};  // local offsets in the flat buffers
     int64_t n_params = 0;                     // local
+    int64_t tp_sizes[NUM_PARAM_TENSORS] = {}; // this TP rank's slice of the whole model (every layer, every tensor)
     Tensor master, weights, grads, adam_m, adam_v;  // flat; weights == master when dtype is f32
 
     // ---- activations of the step in flight -----------------------------------------------------------
-    StepShape shape;
-    std::vector<SavedLayer> saved;
-    Tensor tokens, targets;  // i32 [S·B] (sequence-major), on the device
-    EmbeddingIndex emb_index;
-    Tensor embed_drop_mask, lnf_mean, lnf_rstd, lmhead_in, logits, ce_rowmax, ce_sumexp;
-    Tensor lnf_in;  // = the last layer's output (tagged "lnf_in")
+    StepShape shape;                      // of the micro-batch being computed
+    std::vector<MicroBatchState> flight;  // by micro-batch index (m.micro.index for gpt_forward / gpt_backward)
 };
 
 // Build the model for `cfg` on this rank (allocates weights, gradients, optimizer state).
+// chunks: model chunks per pipeline rank (the interleaved schedule's m; 1 otherwise).
 void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, ActivationAllocator& alloc, DType dtype,
-                Recompute recompute, float dropout, uint64_t seed);
+                Recompute recompute, float dropout, uint64_t seed, int chunks = 1);
 void gpt_destroy(GPT& m);
 // Deterministic GPT-2 initialization of the FULL model from `seed` (counter-based, so identical for every
 // parallel layout), then this rank's slice is kept. N(0, 0.02) weights, residual projections
@@ -67,24 +83,46 @@ void gpt_init_random(GPT& m, uint64_t seed);
 void gpt_init_full(const GPTConfig& cfg, uint64_t seed, std::vector<float>& full);
 // Load this rank's slice from a full llm.c-layout parameter buffer (host, fp32).
 void gpt_load_full(GPT& m, const float* full);
-// Gather the full model (llm.c layout) from the TP group; every rank of the group gets it.
+// Gather the full model (llm.c layout) from the TP group and the pipeline's stages; every rank gets it.
 void gpt_gather_full(GPT& m, std::vector<float>& full);
 // AdamW's moments, gathered like the weights (full model, llm.c order; exact resume, model/train_state.h),
 // and loaded back into this rank's slice.
 void gpt_gather_full_optimizer(GPT& m, std::vector<float>& adam_m, std::vector<float>& adam_v);
 void gpt_load_full_optimizer(GPT& m, const float* adam_m, const float* adam_v);
 
-Tensor gpt_param(GPT& m, int id, int layer = -1);  // view (activation dtype weights); layer -1: whole tensor
-Tensor gpt_grad(GPT& m, int id, int layer = -1);   // view (f32)
+// Views of this stage's tensors (activation dtype weights / f32 gradients); layer: the GLOBAL layer index,
+// -1 for the whole tensor (all of this stage's layers).
+Tensor gpt_param(GPT& m, int id, int layer = -1);
+Tensor gpt_grad(GPT& m, int id, int layer = -1);
 
 // Forward pass on this rank's part of the batch. inputs/targets: host int32 [B_local, S] (as the loader
 // gives them). Returns the mean loss over this rank's B_local·S targets. With keep == false, the
 // activations are released at once (validation). token_losses (optional) receives each position's loss
 // −log p(target), [B_local, S] like the inputs (evaluations that score parts of a sequence: HellaSwag).
+// Under pipeline parallelism the forward passes through every stage (a collective of the pipeline group)
+// and every stage returns the last stage's loss (and token losses).
 float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, bool keep,
                   std::vector<float>* token_losses = nullptr);
 // Backward pass of the last forward: accumulates into m.grads (zero them first) and releases activations.
 void gpt_backward(GPT& m);
+
+// ---- the pieces a pipeline schedule runs (model/pipeline_step.cu) ----------------------------------------
+// Micro-batch j of M: its tokens and shapes, kept in m.flight[j] until its backward.
+void gpt_begin_microbatch(GPT& m, int j, int M, const int32_t* inputs, const int32_t* targets, int B, int S, bool keep);
+// The tensor a chunk's input arrives in from the previous stage (its first layer's saved input).
+Tensor gpt_chunk_input(GPT& m, int chunk);
+// Forward of one model chunk of micro-batch j. x: the chunk's input (ignored on the first virtual stage,
+// which embeds the tokens). Returns the chunk's output, for the next stage (a "tmp:" tensor the caller
+// sends and releases); on the last virtual stage the output goes through the head and the loss instead:
+// *loss is set and the result is empty.
+Tensor gpt_forward_chunk(GPT& m, int j, int chunk, Tensor x, float* loss, std::vector<float>* token_losses = nullptr);
+// Backward of one model chunk of micro-batch j. dout: the gradient of its output (ignored on the last
+// virtual stage, which starts from the loss). Returns the gradient of its input for the previous stage (the
+// caller sends and releases it); empty on the first virtual stage, which ends in the embeddings' gradients.
+Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout);
+// The point-to-point tag of the tensor of micro-batch j crossing the boundary between virtual stages
+// `boundary` and boundary + 1, forward (the activation) or backward (its gradient).
+int gpt_p2p_tag(const GPT& m, int j, int boundary, bool gradient);
 void gpt_zero_grad(GPT& m);
 // The shapes of a step of B_local sequences of S tokens on this rank (gpt_forward sets m.shape to it; a
 // benchmark that runs one layer alone sets it itself).
@@ -94,7 +132,7 @@ LayerContext gpt_layer_context(GPT& m, int l);
 // Rewrite the compute copy of the weights from the fp32 master weights (bf16 only; a no-op in fp32, where
 // the two are one buffer): after loading weights and after every optimizer step.
 void gpt_refresh_compute_weights(GPT& m);
-// Release the activations of the last forward without a backward (validation, sampling).
+// Release the activations of every micro-batch in flight without a backward (validation, sampling).
 void gpt_release_activations(GPT& m);
 
 // ---- tests only ----------------------------------------------------------------------------------------

@@ -14,5 +14,8 @@ struct TestHooks {
     // Negative control: drop the 1/M of gradient accumulation (gpt_backward), to show that the gradients of
     // M micro-batches then come out M times too large (test_equivalence_micro_without_scale).
     bool skip_microbatch_scale = false;
+    // Negative control: leave out the tied word embedding's gradient sum over the first and last pipeline
+    // stage (sync_gradients), to show that the pipeline's equivalence then fails.
+    bool skip_tied_embedding_sum = false;
 };
 inline TestHooks g_test_hooks;  // C++17 inline: one instance in the whole program

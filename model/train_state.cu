@@ -1,5 +1,6 @@
 // train_state.cu — the training-state file and the checkpoint directory (see train_state.h).
 #include "train_state.h"
+#include "../parallel/pipeline_schedule.h"
 
 #include <cerrno>
 #include <cmath>
@@ -54,6 +55,7 @@ static void make_header(const TrainState& s, uint64_t payload_hash, int64_t h[kT
     for (int i = 0; i < 8; i++) h[25 + i] = dbits(s.*kDoubles[i].field);
     h[33] = s.train_tokens; h[34] = (int64_t)s.train_hash; h[35] = (int64_t)s.model_hash;
     h[36] = (int64_t)payload_hash; h[37] = s.skipped_steps;
+    h[38] = s.pp; h[39] = s.microbatches; h[40] = s.schedule; h[41] = s.chunks;
 }
 
 // Check the header against itself and against the file's length; fill `s` (not the moments).
@@ -86,7 +88,10 @@ static bool parse_header(const int64_t* h, int64_t file_bytes, const std::string
         {"data epoch", h[16], 0, INT64_MAX}, {"data position", h[17], 0, INT64_MAX},
         {"shuffle", h[19], 0, 1},         {"batch", h[20], 1, INT32_MAX},  {"seq", h[21], 1, c.max_seq},
         {"steps", h[22], 0, INT32_MAX},   {"warmup", h[23], 0, INT32_MAX}, {"lr schedule", h[24], 0, 1},
-        {"train tokens", h[33], 0, INT64_MAX}, {"skipped steps", h[37], 0, INT32_MAX}};
+        {"train tokens", h[33], 0, INT64_MAX}, {"skipped steps", h[37], 0, INT32_MAX},
+        // pipeline fields: 0 in a state written before pipelines existed (read as 1, 1, 1F1B, 1)
+        {"pp", h[38], 0, 1 << 20}, {"micro-batches", h[39], 0, INT32_MAX}, {"schedule", h[40], 0, 2},
+        {"model chunks", h[41], 0, 1 << 20}};
     for (auto& r : ranges)
         if (r.v < r.lo || r.v > r.hi)
             return fail(std::string(r.what) + " = " + std::to_string(r.v) + " is out of range [" + std::to_string(r.lo) + ", " +
@@ -108,6 +113,10 @@ static bool parse_header(const int64_t* h, int64_t file_bytes, const std::string
     s.train_tokens = h[33]; s.train_hash = (uint64_t)h[34]; s.model_hash = (uint64_t)h[35];
     payload_hash = (uint64_t)h[36];
     s.skipped_steps = h[37];
+    s.pp = h[38] ? (int)h[38] : 1;
+    s.microbatches = h[39] ? (int)h[39] : 1;
+    s.schedule = h[38] ? (int)h[40] : (int)PipeSchedule::OneFOneB;
+    s.chunks = h[41] ? (int)h[41] : 1;
     return true;
 }
 
@@ -220,12 +229,18 @@ std::string train_state_mismatch(const TrainState& a, const TrainState& b, const
 }
 
 std::string train_state_layout_note(const TrainState& a, const TrainState& b) {
-    if (a.tp == b.tp && a.dp == b.dp && a.sp == b.sp && a.dtype == b.dtype) return "";
-    char m[256];
-    snprintf(m, sizeof m, "the checkpoint was written at tp %d x dp %d, sp %s, %s; this run is tp %d x dp %d, sp %s, %s: the "
-             "continuation is equivalent but not bitwise identical", a.tp, a.dp, a.sp ? "on" : "off", a.dtype ? "bf16" : "fp32",
-             b.tp, b.dp, b.sp ? "on" : "off", b.dtype ? "bf16" : "fp32");
-    return m;
+    if (a.tp == b.tp && a.dp == b.dp && a.sp == b.sp && a.dtype == b.dtype && a.pp == b.pp &&
+        a.microbatches == b.microbatches && a.schedule == b.schedule && a.chunks == b.chunks)
+        return "";
+    static const char* sched[] = {"afab", "1f1b", "interleaved"};
+    auto layout = [&](const TrainState& x) {
+        char m[192];
+        snprintf(m, sizeof m, "tp %d x dp %d x pp %d, sp %s, %s, %d micro-batches, %s schedule with %d chunks", x.tp, x.dp, x.pp,
+                 x.sp ? "on" : "off", x.dtype ? "bf16" : "fp32", x.microbatches, sched[x.schedule], x.chunks);
+        return std::string(m);
+    };
+    return "the checkpoint was written at " + layout(a) + "; this run is " + layout(b) +
+           ": the continuation is equivalent (the same math up to float rounding) but not bitwise identical";
 }
 
 // ---- the checkpoint directory ------------------------------------------------------------------------------

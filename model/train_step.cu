@@ -8,11 +8,17 @@
 #include "../parallel/data_parallel.h"
 #include "../parallel/sequence_parallel.h"
 
+// The gradient synchronization, in its one place and order:
+//  1. under SP the replicated parameters saw only this rank's sequence shard: sum their gradients over TP
+//     (parallel/sequence_parallel.cu says which and why); without SP they are already complete;
+//  2. under pipeline parallelism the word embedding is used twice, by the first stage (the lookup) and by the
+//     last (the LM head): each copy holds one use's gradient, and their sum over {first, last} is the tied
+//     weight's gradient, so both copies take the same update and stay equal;
+//  3. the average over DP.
 void sync_gradients(GPT& m) {
-    // Under SP the replicated parameters saw only this rank's sequence shard: sum their gradients over TP
-    // (parallel/sequence_parallel.cu says which and why). Without SP they are already complete.
     if (m.grid->sp && !g_test_hooks.skip_sequence_parallel_sum)
         sum_sequence_parallel_grads(m.grid->tp_comm, *m.ctx, m.grads, m.offsets, m.sizes);
+    if (m.grid->pp > 1 && !g_test_hooks.skip_tied_embedding_sum) all_reduce(m.grid->emb_comm, *m.ctx, gpt_grad(m, P_WTE));
     average_gradients(m.grid->dp_comm, *m.ctx, m.grads);
 }
 
@@ -23,31 +29,18 @@ double gradient_norm(GPT& m) {
     const std::vector<double> ss = sums_of_squares(*m.ctx, grads);
     double split = 0, replicated = 0;
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
+        // The last stage's copy of the tied word embedding is the first stage's: count it once.
+        if (id == P_WTE && m.grid->pp > 1 && !m.stage.first()) continue;
         if (param_shard_kind(id) == ShardKind::Replicated) replicated += ss[id];
         else split += ss[id];
     }
     // Slices add up over the TP group; replicated tensors are identical on every rank: count them once.
+    // Stages hold different tensors: their sums add up over the pipeline.
     double total = split;
     if (m.grid->tp > 1) MPI_CHECK(MPI_Allreduce(&split, &total, 1, MPI_DOUBLE, MPI_SUM, m.grid->tp_comm.mpi));
-    return std::sqrt(total + replicated);
-}
-
-float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches,
-                       const std::function<void()>& after_forward) {
-    const int M = micro_batches, b = B_local / M;
-    if (M < 1 || b * M != B_local) mm_fatal("forward_backward: %d sequences do not split into %d micro-batches", B_local, M);
-    gpt_zero_grad(m);
-    double loss = 0;
-    for (int j = 0; j < M; j++) {
-        // Micro-batch j: its sequences, placed at their global coordinates (dropout), gradient scaled by 1/M.
-        m.micro = {j, M};
-        const size_t first = (size_t)j * b * S;
-        loss += gpt_forward(m, inputs + first, targets + first, b, S, true);
-        if (j == 0 && after_forward) after_forward();
-        gpt_backward(m);  // accumulates into m.grads; frees this micro-batch's activations
-    }
-    m.micro = {};
-    return (float)(loss / M);  // each micro-batch's loss is a mean over the same number of targets
+    total += replicated;
+    if (m.grid->pp > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_DOUBLE, MPI_SUM, m.grid->pp_comm.mpi));
+    return std::sqrt(total);
 }
 
 StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
@@ -57,7 +50,7 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
     m.step = step;
     float local_loss = forward_backward(m, inputs, targets, B_local, S, micro_batches, after_forward);
     sync_gradients(m);
-    if (step == g_test_hooks.inject_nan_at_step && m.cfg.layers > 0)
+    if (step == g_test_hooks.inject_nan_at_step && m.cfg.layers > 0 && m.stage.holds_layer(m.cfg.layers - 1))
         tensor_fill_f32(gpt_grad(m, P_ATTPROJW, m.cfg.layers - 1).slice(0, 1), NAN);
     st.loss = (float)average_scalar(m.grid->dp_comm, local_loss);
     double norm = gradient_norm(m);
@@ -65,10 +58,8 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
     // A NaN or Inf never reaches the weights or the moments: every rank sees the same (all-reduced) loss and
     // norm, so every rank skips together, and the caller decides whether to stop or go on.
     // (The verdict is also agreed on explicitly, so that a fault on one rank alone cannot split the job.)
-    int bad = !std::isfinite(st.loss) || !std::isfinite(norm), any_tp = bad, any = bad;
-    if (m.grid->tp > 1) MPI_CHECK(MPI_Allreduce(&bad, &any_tp, 1, MPI_INT, MPI_LOR, m.grid->tp_comm.mpi));
-    if (m.grid->dp > 1) MPI_CHECK(MPI_Allreduce(&any_tp, &any, 1, MPI_INT, MPI_LOR, m.grid->dp_comm.mpi));
-    else any = any_tp;
+    int any = !std::isfinite(st.loss) || !std::isfinite(norm);
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD));
     if (any) {
         st.applied = false;
         return st;
@@ -87,19 +78,21 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
 
 std::string first_nonfinite_gradient(GPT& m) {
     // Ordinal of a (tensor, layer) pair in llm.c order: per-layer tensors count once per layer.
+    // A stage checks the (tensor, layer) pairs it holds, numbered as in the whole model.
     int ordinal = 0, first = INT32_MAX;
     for (int id = 0; id < NUM_PARAM_TENSORS && first == INT32_MAX; id++) {
         bool per_layer = is_layer_param(id);
-        for (int l = 0; l < (per_layer ? m.cfg.layers : 1); l++, ordinal++)
-            if (!std::isfinite(sum_of_squares(*m.ctx, gpt_grad(m, id, per_layer ? l : -1)))) {
+        for (int l = 0; l < (per_layer ? m.cfg.layers : 1); l++, ordinal++) {
+            const bool held = per_layer ? m.stage.holds_layer(l) : m.stage.holds(id);
+            if (held && !std::isfinite(sum_of_squares(*m.ctx, gpt_grad(m, id, per_layer ? l : -1)))) {
                 first = ordinal;
                 break;
             }
+        }
     }
-    // The smallest ordinal over the grid, and the lowest rank holding it (MINLOC over TP, then DP).
-    struct { int value, rank; } mine = {first, m.grid->rank}, tp_min, all_min;
-    MPI_CHECK(MPI_Allreduce(&mine, &tp_min, 1, MPI_2INT, MPI_MINLOC, m.grid->tp_comm.mpi));
-    MPI_CHECK(MPI_Allreduce(&tp_min, &all_min, 1, MPI_2INT, MPI_MINLOC, m.grid->dp_comm.mpi));
+    // The smallest ordinal over the grid, and the lowest rank holding it.
+    struct { int value, rank; } mine = {first, m.grid->rank}, all_min;
+    MPI_CHECK(MPI_Allreduce(&mine, &all_min, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD));
     if (all_min.value == INT32_MAX) return "";
     ordinal = 0;
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
@@ -116,6 +109,7 @@ float eval_loss(GPT& m, const int32_t* inputs, const int32_t* targets, int B_loc
     // Evaluation runs the model without dropout (a deterministic estimate of the loss).
     float dropout = m.dropout;
     m.dropout = 0.f;
+    m.micro = {};
     float local = gpt_forward(m, inputs, targets, B_local, S, false);
     m.dropout = dropout;
     return (float)average_scalar(m.grid->dp_comm, local);

@@ -4,6 +4,7 @@
 #include <functional>
 #include <string>
 #include "gpt.h"
+#include "pipeline_step.h"
 #include "test_hooks.h"
 
 struct OptimConfig {
@@ -28,11 +29,6 @@ struct StepStats {
 StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
                      const OptimConfig& opt, int step, float lr, const std::function<void()>& after_forward = {},
                      int micro_batches = 1);
-// The accumulation loop alone: zero the gradients, then forward + backward of each micro-batch (rows
-// [j·B_local/M, (j+1)·B_local/M) of inputs/targets). Returns this rank's mean loss. No synchronization.
-float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches,
-                       const std::function<void()>& after_forward = {});
-
 // The gradient synchronization: under SP the sum over TP of the replicated parameters' gradients
 // (sum_sequence_parallel_grads, parallel/sequence_parallel.h), then the average over DP.
 void sync_gradients(GPT& m);

@@ -269,6 +269,12 @@ Comm comm_create(MPI_Comm parent, int color, int key, CommBackend backend, const
     return create(parent, color, key, backend, ctx, false);
 }
 void comm_destroy(Comm& c) {
+    wait_sends(c);
+    for (Comm::PendingSend& p : c.spare_sends) {
+        if (p.device) CUDA_CHECK(cudaFree(p.device));
+        host_buffer_free(p.host);
+    }
+    if (c.send_stream) CUDA_CHECK(cudaStreamDestroy(c.send_stream));
     if (c.nccl) NCCL_CHECK(ncclCommDestroy(nccl_of(c)));
     if (c.ready) CUDA_CHECK(cudaEventDestroy(c.ready));
     if (c.done) CUDA_CHECK(cudaEventDestroy(c.done));
@@ -353,6 +359,84 @@ void comm_wait(Comm& c, const Ctx& ctx) {
     // recorded would also be a no-op in CUDA.)
     if (c.backend != CommBackend::NCCL || !c.done) return;
     CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, c.done, 0));
+}
+
+// ---- point to point ---------------------------------------------------------------------------------------
+// A send copies the tensor into a buffer of its own (taken from spare_sends when one is big enough) and
+// starts the transfer: MPI_Isend from host memory, or ncclSend on send_stream after ctx.stream has produced
+// the tensor. Receives are blocking (MPI) or queued on ctx.stream (NCCL). Tensors cross between ranks of one
+// job, so the bytes are moved as they are (bf16 stays bf16).
+static Comm::PendingSend take_send_buffer(Comm& c, size_t bytes, bool device) {
+    for (size_t i = 0; i < c.spare_sends.size(); i++) {
+        Comm::PendingSend& p = c.spare_sends[i];
+        if ((device ? p.device_bytes : p.host.bytes) >= bytes) {
+            Comm::PendingSend got = p;
+            c.spare_sends.erase(c.spare_sends.begin() + (long)i);
+            return got;
+        }
+    }
+    Comm::PendingSend p;
+    if (device) {
+        CUDA_CHECK(cudaMalloc(&p.device, bytes));
+        p.device_bytes = bytes;
+    } else {
+        host_buffer(c, p.host, bytes, false);
+    }
+    return p;
+}
+
+void send_async(Comm& c, const Ctx& ctx, Tensor t, int peer, int tag) {
+    check_tensor(c, ctx, t, "send_async");
+    if (peer < 0 || peer >= c.size || peer == c.rank) mm_fatal("comm: send_async to rank %d of a group of %d", peer, c.size);
+    const size_t bytes = t.bytes();
+    if (c.backend == CommBackend::NCCL) {
+        if (!c.send_stream) CUDA_CHECK(cudaStreamCreateWithFlags(&c.send_stream, cudaStreamNonBlocking));
+        Comm::PendingSend p = take_send_buffer(c, bytes, true);
+        CUDA_CHECK(cudaMemcpyAsync(p.device, t.data, bytes, cudaMemcpyDeviceToDevice, ctx.stream));
+        CUDA_CHECK(cudaEventRecord(c.ready, ctx.stream));
+        CUDA_CHECK(cudaStreamWaitEvent(c.send_stream, c.ready, 0));
+        NCCL_CHECK(ncclSend(p.device, bytes, ncclUint8, peer, nccl_of(c), c.send_stream));
+        c.sends.push_back(p);
+    } else {
+        Comm::PendingSend p = take_send_buffer(c, bytes, false);
+        if (t.device == Device::CPU) memcpy(p.host.ptr, t.data, bytes);
+        else device_to_host(ctx, p.host.ptr, t);
+        MPI_CHECK(MPI_Isend(p.host.ptr, mpi_count((int64_t)bytes), MPI_BYTE, peer, tag, c.mpi, &p.request));
+        c.sends.push_back(p);
+    }
+    c.counters.p2p_sends += 1;
+    c.counters.p2p_bytes += bytes;
+}
+
+void recv(Comm& c, const Ctx& ctx, Tensor t, int peer, int tag) {
+    check_tensor(c, ctx, t, "recv");
+    if (peer < 0 || peer >= c.size || peer == c.rank) mm_fatal("comm: recv from rank %d of a group of %d", peer, c.size);
+    const size_t bytes = t.bytes();
+    const double t0 = MPI_Wtime();
+    if (c.backend == CommBackend::NCCL) {
+        NCCL_CHECK(ncclRecv(t.data, bytes, ncclUint8, peer, nccl_of(c), ctx.stream));
+    } else {
+        void* dst = t.device == Device::CPU ? t.data : host_buffer(c, c.stage, bytes, true);
+        MPI_Status status;
+        MPI_CHECK(MPI_Recv(dst, mpi_count((int64_t)bytes), MPI_BYTE, peer, tag, c.mpi, &status));
+        int got = 0;
+        MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &got));
+        if ((size_t)got != bytes)
+            mm_fatal("comm: recv from stage %d got %d bytes, expected %zu (the stages disagree on the shapes)", peer, got, bytes);
+        if (t.device != Device::CPU) host_to_device(ctx, t, dst);
+    }
+    c.counters.recv_wait_s += MPI_Wtime() - t0;
+}
+
+void wait_sends(Comm& c) {
+    if (c.sends.empty()) return;
+    if (c.backend == CommBackend::NCCL) {
+        CUDA_CHECK(cudaStreamSynchronize(c.send_stream));
+    } else {
+        for (Comm::PendingSend& p : c.sends) MPI_CHECK(MPI_Wait(&p.request, MPI_STATUS_IGNORE));
+    }
+    for (Comm::PendingSend& p : c.sends) c.spare_sends.push_back(p);
+    c.sends.clear();
 }
 
 // ---- used by tests only ----------------------------------------------------------------------------------

@@ -31,6 +31,11 @@ struct CommCounters {
     // Of the all-gather bytes: sequence parallelism's backward re-gathers of saved input shards (counted
     // apart, so the paper's "same bytes as TP" comparison can leave them out; sequence_parallel.cu).
     uint64_t regather_bytes = 0;
+    // Point to point (pipeline parallelism, send_async / recv below): tensors sent, their bytes, and the
+    // seconds this rank's host spent blocked in receives (a pipeline stage's idle time, the bubble; on
+    // NCCL a receive is queued on the stream and the wait shows up as GPU time instead).
+    uint64_t p2p_sends = 0, p2p_bytes = 0;
+    double recv_wait_s = 0;
     void reset() { *this = CommCounters(); }
 };
 
@@ -58,6 +63,16 @@ struct Comm {
     // `done` marks comm_stream's point where the gathered output is complete.
     cudaEvent_t ready = nullptr;
     cudaEvent_t done = nullptr;
+    // Point to point: sends in flight, each with its own copy of the tensor (the sender may free or reuse
+    // the tensor at once), and copies kept for reuse, so that after warm-up no send allocates.
+    struct PendingSend {
+        MPI_Request request = MPI_REQUEST_NULL;  // MPI backend
+        HostBuffer host;                         // MPI backend: the bytes being sent
+        void* device = nullptr;                  // NCCL backend: the bytes being sent
+        size_t device_bytes = 0;
+    };
+    std::vector<PendingSend> sends, spare_sends;
+    cudaStream_t send_stream = nullptr;  // NCCL backend: sends run here, never blocking ctx.stream
 };
 
 // Split `parent` into groups by `color`, ordered by `key` (MPI_Comm_split), and set up the backend.
@@ -86,6 +101,17 @@ void reduce_scatter(Comm& c, const Ctx& ctx, Tensor out, Tensor in);
 // On CPU / MPI these simply run the collective synchronously.
 void all_gather_async(Comm& c, const Ctx& ctx, Tensor out, Tensor in);
 void comm_wait(Comm& c, const Ctx& ctx);
+
+// ---- point to point: what crosses a pipeline stage boundary (model/pipeline_step.cu) ----------------
+// `peer` and the ranks are those of the group (pp_comm: rank = pipeline stage). send_async copies `t`
+// (any dtype) and returns at once; the transfer finishes in the background, so a stage never waits for
+// its neighbour to receive, and a schedule whose receives are satisfiable cannot deadlock
+// (test/parallel/test_pipeline_schedule.cu simulates exactly that). recv blocks until `t` has arrived
+// (NCCL: ctx.stream waits). The tag tells apart tensors of different micro-batches and directions.
+// wait_sends completes every send in flight (at the end of a step).
+void send_async(Comm& c, const Ctx& ctx, Tensor t, int peer, int tag);
+void recv(Comm& c, const Ctx& ctx, Tensor t, int peer, int tag);
+void wait_sends(Comm& c);
 
 // Check an MPI call's return code, naming the call.
 #define MPI_CHECK(call)                                                                               \

@@ -74,4 +74,17 @@ int pipe_peak_in_flight(const std::vector<PipeOp>& ops) {
     return peak;
 }
 
+std::vector<int> pipe_in_flight_at_peak(const std::vector<PipeOp>& ops, int m) {
+    const int peak = pipe_peak_in_flight(ops);
+    std::vector<int> per_chunk((size_t)std::max(m, 1), 0);
+    int live = 0;
+    for (const PipeOp& op : ops) {
+        const int d = op.kind == PipeOp::Forward ? 1 : -1;
+        live += d;
+        per_chunk[(size_t)op.chunk] += d;
+        if (live == peak) break;
+    }
+    return per_chunk;
+}
+
 double pipe_ideal_bubble(int p, int M, int m) { return (double)(p - 1) / ((double)m * M); }

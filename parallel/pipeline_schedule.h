@@ -46,6 +46,9 @@ int pipe_warmup(PipeSchedule s, int p, int rank, int M, int m);
 // The most (micro-batch, chunk) pairs whose forward has run and backward has not, over the ops: what the
 // stage holds at its peak, in units of one chunk's activations of one micro-batch.
 int pipe_peak_in_flight(const std::vector<PipeOp>& ops);
+// At the first op where the stage reaches that peak: how many of the pairs in flight belong to each chunk
+// (m entries). What a stage's memory holds then: chunk c's layers, per_chunk[c] micro-batches each.
+std::vector<int> pipe_in_flight_at_peak(const std::vector<PipeOp>& ops, int m);
 // The ideal bubble: the fraction of a step a stage idles when every forward and backward of a chunk takes the
 // same time and communication is free: (p − 1) / (m · M).
 double pipe_ideal_bubble(int p, int M, int m);

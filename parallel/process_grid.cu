@@ -1,17 +1,32 @@
-// process_grid.cu — the (tp, dp) process grid and the checks that refuse an impossible layout.
+// process_grid.cu — the (tp, dp, pp) process grid and the checks that refuse an impossible layout.
 #include "process_grid.h"
 
 #include <cstdio>
 
-std::string grid_validate(int world, int tp, bool sp, const GPTConfig& cfg, int batch, int seq) {
+std::string grid_validate(int world, int tp, bool sp, const GPTConfig& cfg, int batch, int seq, int pp) {
     char m[512];
     if (tp < 1) return "--tp must be at least 1";
+    if (pp < 1) return "--pp must be at least 1";
     if (world % tp != 0) {
         snprintf(m, sizeof m, "--tp %d does not divide the world size %d (mpirun -np %d): use a tp that divides it",
                  tp, world, world);
         return m;
     }
-    int dp = world / tp;
+    if (world % (tp * pp) != 0) {
+        snprintf(m, sizeof m, "the world size %d (mpirun -np %d) is not divisible by tp x pp = %d x %d = %d", world, world,
+                 tp, pp, tp * pp);
+        return m;
+    }
+    if (pp > 1 && cfg.layers < pp) {
+        snprintf(m, sizeof m, "--pp %d needs at least %d layers (one per stage); the model has %d", pp, pp, cfg.layers);
+        return m;
+    }
+    if (cfg.layers % pp != 0) {
+        snprintf(m, sizeof m, "--pp %d does not divide %d layers (every stage holds the same number of layers)", pp,
+                 cfg.layers);
+        return m;
+    }
+    int dp = world / (tp * pp);
     if (cfg.heads % tp != 0) {
         snprintf(m, sizeof m, "--tp %d does not divide %d heads (tensor parallelism splits attention heads)", tp,
                  cfg.heads);
@@ -27,8 +42,12 @@ std::string grid_validate(int world, int tp, bool sp, const GPTConfig& cfg, int 
         return m;
     }
     if (batch % dp != 0) {
-        snprintf(m, sizeof m, "--batch %d is not divisible by the data-parallel size %d (= world %d / tp %d)", batch,
-                 dp, world, tp);
+        if (pp > 1)
+            snprintf(m, sizeof m, "--batch %d is not divisible by the data-parallel size %d (= world %d / (tp %d x pp %d))",
+                     batch, dp, world, tp, pp);
+        else
+            snprintf(m, sizeof m, "--batch %d is not divisible by the data-parallel size %d (= world %d / tp %d)", batch,
+                     dp, world, tp);
         return m;
     }
     if (seq > cfg.max_seq) {
@@ -43,22 +62,31 @@ std::string grid_validate(int world, int tp, bool sp, const GPTConfig& cfg, int 
     return "";
 }
 
-ProcessGrid grid_create(MPI_Comm world, int tp, bool sp, CommBackend backend, const Ctx& ctx) {
+ProcessGrid grid_create(MPI_Comm world, int tp, bool sp, CommBackend backend, const Ctx& ctx, int pp) {
     ProcessGrid g;
     MPI_CHECK(MPI_Comm_rank(world, &g.rank));
     MPI_CHECK(MPI_Comm_size(world, &g.world));
     g.tp = tp;
-    g.dp = g.world / tp;
+    g.pp = pp;
+    g.dp = g.world / (tp * pp);
     g.tp_rank = g.rank % tp;
-    g.dp_rank = g.rank / tp;
+    g.dp_rank = (g.rank / tp) % g.dp;
+    g.pp_rank = g.rank / (tp * g.dp);
     g.sp = sp && tp > 1;
-    // TP group: the tp consecutive ranks sharing dp_rank. DP group: the ranks sharing tp_rank.
-    g.tp_comm = comm_create(world, g.dp_rank, g.tp_rank, backend, ctx);
-    g.dp_comm = comm_create(world, g.tp_rank, g.dp_rank, backend, ctx);
+    // Each group is the set of ranks that agree on the other two coordinates (the colour), ordered by their own.
+    const int tp_dp = g.dp_rank * tp + g.tp_rank;  // position inside one pipeline stage
+    g.tp_comm = comm_create(world, g.pp_rank * g.dp + g.dp_rank, g.tp_rank, backend, ctx);
+    g.dp_comm = comm_create(world, g.pp_rank * tp + g.tp_rank, g.dp_rank, backend, ctx);
+    g.pp_comm = comm_create(world, tp_dp, g.pp_rank, backend, ctx);
+    // The first and last stage of each pipeline share a group; every other rank is a group of its own.
+    const bool ends = g.pp_rank == 0 || g.pp_rank == pp - 1;
+    g.emb_comm = comm_create(world, ends ? tp_dp : g.world + g.rank, g.pp_rank, backend, ctx);
     return g;
 }
 
 void grid_destroy(ProcessGrid& g) {
     comm_destroy(g.tp_comm);
     comm_destroy(g.dp_comm);
+    comm_destroy(g.pp_comm);
+    comm_destroy(g.emb_comm);
 }

@@ -1,6 +1,7 @@
 // memory_report.cu — measured vs formula activation bytes (see the header).
 #include "memory_report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -12,14 +13,27 @@ static bool is_model_extra(const std::string& name) {
     return name == "lnf_mean" || name == "lnf_rstd" || name == "ce_rowmax" || name == "ce_sumexp";
 }
 
-MemoryReport build_memory_report(const std::vector<ActivationRecord>& live, const ModelFormulaInput& shape) {
+MemoryReport build_memory_report(const std::vector<ActivationRecord>& live, const ModelFormulaInput& shape,
+                                 const InFlightLayers& in_flight) {
     MemoryReport r;
     r.shape = shape;
     r.formula = layer_terms(shape.layer());
     r.per_layer_formula = layer_bytes(shape.layer());
-    r.model_terms = model_extra_terms(shape);
     int L = (int)shape.L;
+    std::vector<int> count = in_flight.per_layer.empty() ? std::vector<int>(L, 1) : in_flight.per_layer;
+    count.resize(L, 0);
+    // The terms outside the layers: the embedding's dropout mask for each micro-batch the first stage holds,
+    // the head's tensors for each the last stage holds.
+    ModelFormulaInput one = shape;
+    one.p = 1;
+    for (FormulaTerm t : model_extra_terms(one)) {
+        t.bytes *= std::string(t.name) == "embed_drop_mask" ? in_flight.embedding : in_flight.head;
+        if (t.bytes > 0) r.model_terms.push_back(t);
+    }
     std::vector<double> per_layer(L, 0.0), per_layer_extra(L, 0.0);
+    int first_held = -1;
+    for (int l = 0; l < L && first_held < 0; l++)
+        if (count[l] > 0) first_held = l;
     for (const ActivationRecord& a : live) {
         if (a.name.rfind("tmp:", 0) == 0) continue;  // transient buffers are not saved activations
         if (a.layer == kModelLevel) {
@@ -31,16 +45,29 @@ MemoryReport build_memory_report(const std::vector<ActivationRecord>& live, cons
         if (a.layer < 0 || a.layer >= L) continue;
         if (is_extra(a.name)) per_layer_extra[a.layer] += a.bytes;
         else per_layer[a.layer] += a.bytes;
-        if (a.layer == 0) r.tensors[a.name] += a.bytes;
+        if (a.layer == first_held) r.tensors[a.name] += (double)a.bytes / count[a.layer];
     }
-    r.per_layer_measured = L > 0 ? per_layer[0] : 0;
-    r.per_layer_extras = L > 0 ? per_layer_extra[0] : 0;
+    // Per micro-batch: a layer's bytes over the micro-batches it holds (exact when each holds the same).
+    r.first_layer = std::max(first_held, 0);
+    if (first_held >= 0) {
+        r.per_layer_measured = per_layer[first_held] / count[first_held];
+        r.per_layer_extras = per_layer_extra[first_held] / count[first_held];
+    }
     for (int l = 0; l < L; l++) {
-        if (per_layer[l] != per_layer[0] || per_layer_extra[l] != per_layer_extra[0]) r.layers_identical = false;
-        r.model_measured += per_layer[l];
+        if (count[l] == 0) {
+            if (per_layer[l] != 0) r.layers_identical = false;  // a layer this stage should not hold
+            continue;
+        }
+        if (per_layer[l] != r.per_layer_measured * count[l] || per_layer_extra[l] != r.per_layer_extras * count[l])
+            r.layers_identical = false;
+        r.in_flight_layers += count[l];
+        r.stage_layers_measured += per_layer[l];
         r.model_extras += per_layer_extra[l];
     }
-    r.model_formula = L * r.per_layer_formula + model_extra_bytes(shape);
+    r.stage_layers_formula = r.in_flight_layers * r.per_layer_formula;
+    r.model_measured += r.stage_layers_measured;
+    r.model_formula = r.stage_layers_formula;
+    for (const FormulaTerm& t : r.model_terms) r.model_formula += t.bytes;
     return r;
 }
 
@@ -55,10 +82,15 @@ static std::string human(double bytes) {
 
 void print_memory_report(FILE* f, const MemoryReport& r) {
     const ModelFormulaInput& s = r.shape;
-    fprintf(f, "\nActivation memory saved for backward on this rank (measured by the allocator, after the forward pass)\n");
+    fprintf(f, "\nActivation memory saved for backward on this rank (measured by the allocator, at the schedule's peak)\n");
+    if (r.pp > 1 || r.microbatches > 1)
+        fprintf(f, "  pipeline stage %d of %d, schedule %s, %d micro-batches per step: %d layer-micro-batches in flight\n",
+                r.pp_rank, r.pp, r.schedule.c_str(), r.microbatches, r.in_flight_layers);
     fprintf(f, "  s=%.0f b=%.0f h=%.0f a=%.0f L=%.0f v(padded)=%.0f  t=%d sp=%s recompute=%s  activations %d bytes/element, masks 1 byte\n",
             s.s, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "on" : "off", recompute_name(s.rc), s.d);
-    fprintf(f, "  %-16s %14s %14s %10s\n", "layer 0 tensor", "measured", "formula", "diff");
+    char first[32];
+    snprintf(first, sizeof first, "layer %d tensor", r.first_layer);
+    fprintf(f, "  %-16s %14s %14s %10s\n", first, "measured", "formula", "diff");
     std::set<std::string> shown;
     for (const FormulaTerm& t : r.formula) {
         double m = r.tensors.count(t.name) ? r.tensors.at(t.name) : 0.0;
@@ -82,6 +114,9 @@ void print_memory_report(FILE* f, const MemoryReport& r) {
         double m = r.model_tensors_measured.count(t.name) ? r.model_tensors_measured.at(t.name) : 0.0;
         fprintf(f, "  %-16s %14.0f %14.0f %10.0f\n", t.name, m, t.bytes, m - t.bytes);
     }
+    fprintf(f, "  %-16s %14.0f %14.0f %10.0f   this stage's %d layer-micro-batches in flight (%s measured)\n", "stage layers",
+            r.stage_layers_measured, r.stage_layers_formula, r.stage_layers_measured - r.stage_layers_formula,
+            r.in_flight_layers, human(r.stage_layers_measured).c_str());
     fprintf(f, "  %-16s %14.0f %14.0f %10.0f   whole model on this rank (%s measured)\n", "model", r.model_measured,
             r.model_formula, r.model_measured - r.model_formula, human(r.model_measured).c_str());
     fprintf(f, "  %-16s %14.0f %14s %10s   all layer-norm statistics and the loss's row max / exp-sum\n", "model extras",
@@ -110,6 +145,13 @@ std::string memory_report_json(const MemoryReport& r) {
     num("model_measured", r.model_measured);
     num("model_formula", r.model_formula);
     num("model_extras", r.model_extras);
+    num("pp", r.pp);
+    num("pp_rank", r.pp_rank);
+    num("microbatches", r.microbatches);
+    num("in_flight_layers", r.in_flight_layers);
+    num("stage_layers_measured", r.stage_layers_measured);
+    num("stage_layers_formula", r.stage_layers_formula);
+    j += "\"schedule\":\"" + r.schedule + "\",";
     num("peak_live_bytes", (double)r.peak_live_bytes);
     num("peak_reserved_bytes", (double)r.peak_reserved_bytes);
     if (r.device_used_bytes >= 0) num("device_used_bytes", r.device_used_bytes);

@@ -12,10 +12,21 @@
 #include "activation_allocator.h"
 #include "formulas.h"
 
+// How many micro-batches' activations the measured moment holds, per layer of the model: under pipeline
+// parallelism a stage holds only its layers (0 for the others) and several micro-batches of each (the
+// schedule's peak, parallel/pipeline_schedule.h). Empty per_layer: every layer once (one stage, one
+// micro-batch in flight). embedding / head: the micro-batches held by the parts outside the layers on the
+// first / last stage (0 on a stage without them).
+struct InFlightLayers {
+    std::vector<int> per_layer;
+    int embedding = 1, head = 1;
+};
+
 struct MemoryReport {
     ModelFormulaInput shape;               // s, b, h, a, L, v (= Vp), t, sp, rc, d of this run
     std::vector<FormulaTerm> formula;      // one layer's formula terms (names are the tags)
-    std::map<std::string, double> tensors; // layer 0's measured bytes by tag + model-level tags
+    std::map<std::string, double> tensors; // the first layer held: measured bytes by tag, per micro-batch
+    int first_layer = 0;                   // that layer (the stage's first)
     double per_layer_measured = 0, per_layer_formula = 0, per_layer_extras = 0;
     bool layers_identical = true;          // every layer measured the same as layer 0
     double model_measured = 0, model_formula = 0, model_extras = 0;
@@ -23,8 +34,15 @@ struct MemoryReport {
     std::map<std::string, double> model_tensors_measured;
     size_t peak_live_bytes = 0, peak_reserved_bytes = 0;  // allocator high-water marks (previous step)
     double device_used_bytes = -1;                         // cudaMemGetInfo total - free (CUDA only)
+    // The pipeline stage (pp = 1: the whole model): its layers' bytes over all the micro-batches in flight,
+    // measured vs in_flight_layers × one layer's formula. The per-layer numbers above are per micro-batch.
+    int pp = 1, pp_rank = 0, microbatches = 1;
+    std::string schedule = "1f1b";
+    int in_flight_layers = 0;  // Σ over the stage's layers of the micro-batches each holds
+    double stage_layers_measured = 0, stage_layers_formula = 0;
 };
 
-MemoryReport build_memory_report(const std::vector<ActivationRecord>& live, const ModelFormulaInput& shape);
+MemoryReport build_memory_report(const std::vector<ActivationRecord>& live, const ModelFormulaInput& shape,
+                                 const InFlightLayers& in_flight = {});
 void print_memory_report(FILE* f, const MemoryReport& r);
 std::string memory_report_json(const MemoryReport& r);  // one JSON object (the value of "memory_report")

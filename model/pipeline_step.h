@@ -1,0 +1,29 @@
+// pipeline_step.h — the forwards and backwards of one training step, in a pipeline schedule's order: the
+// micro-batch loop (gradient accumulation) and pipeline parallelism are the same executor.
+//
+// The schedule (parallel/pipeline_schedule.h: AFAB, 1F1B, interleaved 1F1B) lists this stage's ops. A forward
+// of (micro-batch j, chunk c) receives its input from the previous virtual stage, unless it is the first
+// (the embeddings), and sends its output on, unless it is the last (the loss); a backward receives the
+// gradient of its output and sends the gradient of its input back. With one stage nothing is sent and 1F1B is
+// the plain accumulation loop: forward and backward of micro-batch 0, then 1, ...
+#pragma once
+#include <functional>
+#include "gpt.h"
+
+// Zero the gradients, then run every op of this stage's schedule over the M micro-batches of B_local/M
+// sequences each (rows [j·b, (j+1)·b) of inputs/targets, host [B_local, S]). Gradients accumulate in
+// m.grads in micro-batch order (each chunk's backwards are FIFO); the loss gradient is scaled by 1/M.
+// at_peak (optional) runs once, right after the forward that brings this stage to the most micro-batches in
+// flight (the memory report reads the saved activations there). Returns the mean loss over the M
+// micro-batches on every stage (the last stage computes it). No gradient synchronization.
+float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches,
+                       const std::function<void()>& at_peak = {});
+
+// What the last forward_backward measured on this stage: the most (micro-batch, chunk) pairs it held at once,
+// and the seconds spent blocked in receives (the stage's idle time: its share of the pipeline bubble).
+struct PipelineStepStats {
+    int peak_in_flight = 0;
+    double recv_wait_s = 0;
+    double seconds = 0;  // the whole forward_backward
+};
+const PipelineStepStats& last_pipeline_step();
