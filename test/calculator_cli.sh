@@ -46,6 +46,11 @@ expect "530B-dp8 in the default run" "^  530B-dp8: t = 8, p = 35, m = 3, dp = 8"
 # Its TP + SP + selective row: states 2060874240 x 18 = 34.5 GiB, x 7.5 = 14.4 GiB; activations
 # 139 x 34sbh/t (sbh = 2048 x 20480) = 23.1 GiB in the layers.
 expect "530B-dp8 states with and without" "TP \+ SP \+ selective +23\.1 .*\| +34\.5 .* fits +\| +14\.4 .* fits" -- --model 530B-dp8
+# 530B-dp8 at micro-batch 2 (M = 2240/(2 x 8) = 140): TP + SP + selective holds 139 x 34sbh/t with
+# sbh = 2048 x 2 x 20480, = 46.2 GiB, + 70 masks sbh/t = 0.68 GiB + the rebuilt core 5as^2b/t = 0.625 GiB;
+# + 34.5 GiB of states = 82.0 GiB (does not fit), + 14.4 GiB with the distributed optimizer = 61.9 (fits).
+expect "530B-dp8 b = 2 row" "TP \+ SP \+ selective +46\.2 +0\.68 +46\.8 +0\.62 \| +34\.5 +82\.0 does not fit \| +14\.4 +61\.9 fits" -- --model 530B-dp8 --micro-batch 2
+expect "530B-dp8 b = 2 verdict" "fits only with the distributed optimizer: TP \+ SP \+ selective$" -- --model 530B-dp8 --micro-batch 2
 # fp32 training: 16 bytes per parameter, 8 + 8/8 = 9 distributed at dp 8.
 expect "fp32 model states" "bytes per parameter: 16; with the distributed optimizer over dp = 8: 9$" -- --model 530B-dp8 --param-dtype fp32
 # A fractional fixed accounting is printed as given.
