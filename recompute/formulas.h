@@ -152,6 +152,7 @@ double gpt_param_count(double L, double h, double v, double s);
 constexpr double kBytesPerParamMixedAdam = 18.0;
 // Weights + gradients + optimizer state per GPU: params / (t·p) · bytes_per_param (the first stage's extra
 // embedding share is ignored, as params are assumed evenly split; no ZeRO sharding over data parallelism).
+// What a stage really holds: stage_params() below, times model_state_bytes_per_param().
 double model_state_bytes_per_gpu(double params, int t, int p, double bytes_per_param);
 
 // Model-state bytes per parameter on one GPU, as the trainer holds them (model/gpt.h's flat buffers):

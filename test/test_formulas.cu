@@ -280,6 +280,8 @@ static void test_schedule_first_stage() {
             }
         }
     }
+    // Interleaved with M = p: every forward runs first (nothing to alternate with), p·m pairs = L layers.
+    CHECK(pipe_peak_in_flight(pipe_schedule(PipeSchedule::Interleaved, 8, 0, 8, 3)) == 24, "interleaved M = p");
     // M < p under 1F1B: only M micro-batches ever enter the first stage (the paper's p would overstate it).
     CHECK(pipe_peak_in_flight(pipe_schedule(PipeSchedule::OneFOneB, 8, 0, 3, 1)) == 3, "1F1B M < p");
     // The paper's interleaved models, by hand: 175B p = 8, m = 3, L = 96: 2·7 + 2·8 + 1 = 31 chunks of
