@@ -1,6 +1,8 @@
 // formulas.cu — the paper's memory and FLOPs formulas (see formulas.h). Host code only.
 #include "formulas.h"
 
+#include "model/config.h"  // padded_vocab_for: the trainer's vocabulary padding
+
 #include <cctype>
 #include <cstring>
 
@@ -192,6 +194,25 @@ double first_stage_activation_bytes(const ModelFormulaInput& in) {
     return first_stage_layer_bytes(in) + model_extra_bytes(in);
 }
 
+double stage_layer_bytes_in_flight(const ModelFormulaInput& in, int in_flight_chunks) {
+    // One chunk of one micro-batch holds L/(p·m) layers.
+    return in_flight_chunks * (in.L / ((double)in.p * in.m)) * layer_bytes(in.layer());
+}
+
+std::vector<FormulaTerm> first_stage_extra_terms(const ModelFormulaInput& in, int in_flight_microbatches) {
+    // model_extra_terms() counts the paper's p masks; put the schedule's number in their place.
+    std::vector<FormulaTerm> terms = model_extra_terms(in);
+    const double rep = in.sp ? in.t : 1.0;
+    terms[0].bytes = in.s * in.b * in.h * in_flight_microbatches / rep;  // "embed_drop_mask"
+    return terms;
+}
+
+double first_stage_extra_bytes(const ModelFormulaInput& in, int in_flight_microbatches) {
+    double sum = 0;
+    for (const FormulaTerm& term : first_stage_extra_terms(in, in_flight_microbatches)) sum += term.bytes;
+    return sum;
+}
+
 double recompute_transient_bytes(const LayerFormulaInput& in) {
     if (in.rc == Recompute::None) return 0;
     LayerFormulaInput none = in;
@@ -210,6 +231,30 @@ double gpt_param_count(double L, double h, double v, double s) {
 
 double model_state_bytes_per_gpu(double params, int t, int p, double bytes_per_param) {
     return params / ((double)t * p) * bytes_per_param;
+}
+
+double model_state_bytes_per_param(bool bf16_training, int dp, bool distributed_optimizer) {
+    const double shards = distributed_optimizer && dp > 1 ? dp : 1;
+    if (bf16_training) return 2 + 4 + (4 + 4 + 4) / shards;  // bf16 weight, fp32 grad | master, m, v
+    return 4 + 4 + (4 + 4) / shards;                          // fp32 weight = master, fp32 grad | m, v
+}
+
+StageParams stage_params(double L, double h, double v, double s, int t, int p, int stage) {
+    StageParams sp;
+    const double Vp = padded_vocab_for((int)v);
+    sp.layers = L / p;
+    // Split by t: QKV 3h² + 3h, projection h², fc1 4h² + 4h, fc2 4h². Replicated: 2 layer norms 4h, the
+    // projection's and fc2's biases 2h (added once, after the row-parallel reduction).
+    sp.layer_params = sp.layers * ((12 * h * h + 7 * h) / t + 6 * h);
+    if (stage == 0) {
+        sp.word_embedding = Vp / t * h;
+        sp.position_embedding = s * h;
+    }
+    if (stage == p - 1) {
+        sp.final_ln = 2 * h;
+        if (p > 1) sp.word_embedding = Vp / t * h;  // the LM head's tied copy on the last stage
+    }
+    return sp;
 }
 
 // ---- FLOPs (Appendix A) --------------------------------------------------------------------------------

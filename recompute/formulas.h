@@ -125,6 +125,17 @@ double interleave_factor(int p, int m);
 double first_stage_layer_bytes(const ModelFormulaInput& in);
 // first_stage_layer_bytes + model_extra_bytes (Eq. 6 style: §4.3's (sbhL/t)(p/L + δ(p=1)(4/L)(1 + v/h))).
 double first_stage_activation_bytes(const ModelFormulaInput& in);
+// The same first stage from a pipeline schedule's own counts (the trainer's; parallel/pipeline_schedule.h):
+// `in_flight_chunks` (micro-batch, model chunk) pairs whose forward has run and backward has not, at the
+// stage's peak, each holding the activations of L/(p·m) layers: in_flight_chunks · (L/(p·m)) · layer_bytes.
+// For rank 0, pipe_peak_in_flight(pipe_schedule(...)) gives p for 1F1B with M >= p (L layers' worth, equal to
+// first_stage_layer_bytes), M when M < p, M for AFAB, and 2(p − 1) + (m − 1)p + 1 interleaved with M > p
+// (L·interleave_factor(p, m) layers' worth, again equal to first_stage_layer_bytes).
+double stage_layer_bytes_in_flight(const ModelFormulaInput& in, int in_flight_chunks);
+// model_extra_terms() with `in_flight_microbatches` embedding-dropout masks instead of the paper's p: the
+// number of micro-batches whose first model chunk (the one with the embedding) is in flight at the peak.
+std::vector<FormulaTerm> first_stage_extra_terms(const ModelFormulaInput& in, int in_flight_microbatches);
+double first_stage_extra_bytes(const ModelFormulaInput& in, int in_flight_microbatches);
 // Not in the paper's totals: the transient activations rebuilt for ONE layer during its backward pass —
 // full recompute rebuilds all of the layer's none-policy tensors, selective rebuilds the attention core
 // (probs, attn_mask, probs_drop). 0 for Recompute::None. Shown separately by the calculator.
@@ -141,7 +152,36 @@ double gpt_param_count(double L, double h, double v, double s);
 constexpr double kBytesPerParamMixedAdam = 18.0;
 // Weights + gradients + optimizer state per GPU: params / (t·p) · bytes_per_param (the first stage's extra
 // embedding share is ignored, as params are assumed evenly split; no ZeRO sharding over data parallelism).
+// What a stage really holds: stage_params() below, times model_state_bytes_per_param().
 double model_state_bytes_per_gpu(double params, int t, int p, double bytes_per_param);
+
+// Model-state bytes per parameter on one GPU, as the trainer holds them (model/gpt.h's flat buffers):
+//   bf16 training: bf16 weight 2 + fp32 gradient 4 + fp32 master weight 4 + AdamW m 4 + v 4       = 18
+//   fp32 training: fp32 weight (= the master) 4 + fp32 gradient 4 + m 4 + v 4                       = 16
+// With a distributed optimizer (ZeRO-1, Megatron's --use-distributed-optimizer) the master weights and both
+// moments are sharded over the dp data-parallel ranks; the weights and gradients stay whole:
+//   bf16: 2 + 4 + 12/dp  (Megatron's 6 + 12/d),   fp32: 4 + 4 + 8/dp (an fp32 master IS the weight, so
+//   only the moments shard). dp = 1 or no distributed optimizer: 18 / 16. The flat buffer's padding to a
+//   multiple of dp (fewer than dp elements) is left out.
+double model_state_bytes_per_param(bool bf16_training, int dp, bool distributed_optimizer);
+
+// The parameters ONE tensor-parallel rank of pipeline stage `stage` (0..p−1) holds, as the trainer places
+// and shards them (model/config.h's kParamTable): stage r holds layers [r·L/p, (r+1)·L/p); the first stage
+// also the word embedding (its vocabulary-parallel slice, Vp/t rows, Vp = v rounded up to a multiple of 128
+// as model/config.h's padded_vocab_for) and the position embedding (s rows, replicated); the last stage the
+// final layer norm and, when p > 1, its own copy of the word-embedding slice (the LM head is tied to it).
+// Per layer per rank: column-parallel QKV (3h² + 3h) and fc1 (4h² + 4h) and row-parallel projection (h²) and
+// fc2 (4h²) weights are split by t; the layer norms (4h) and the row-parallel biases (2h) are replicated:
+// 12h²/t + 7h/t + 6h (12h² + 13h at t = 1). Layer counts are L/p even when p does not divide L.
+struct StageParams {
+    double layers = 0;            // transformer layers on the stage (L/p)
+    double layer_params = 0;      // their parameters on this rank
+    double word_embedding = 0;    // Vp/t · h (first stage; the last stage's tied copy when p > 1)
+    double position_embedding = 0;  // s · h (first stage)
+    double final_ln = 0;          // 2h (last stage)
+    double total() const { return layer_params + word_embedding + position_embedding + final_ln; }
+};
+StageParams stage_params(double L, double h, double v, double s, int t, int p, int stage);
 
 // ---- FLOPs (Appendix A; matmuls only; backward = 2 × forward) ------------------------------------------
 // B = global batch (sequences per iteration). FLOPs per ITERATION for the whole model.

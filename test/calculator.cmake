@@ -1,24 +1,32 @@
 # The paper's formulas (recompute/formulas.cu) against the paper's printed numbers, and the calculator's CLI.
-mm_test(test_formulas SOURCES test/test_formulas.cu MODULES formulas runtime LABELS unit TIMEOUT 60)
+mm_test(test_formulas SOURCES test/test_formulas.cu MODULES formulas pipeline_schedule runtime LABELS unit TIMEOUT 60)
 
 # memory_calculator: the default tables and JSON run; a bad flag exits non-zero; docs/paper.md's 530B
-# data-parallel example (39.15 s/iter on 2240 GPUs) gives 54.2% MFU.
+# data-parallel example (39.15 s/iter on 2240 GPUs) gives 54.2% MFU, by flags and as the built-in 530B-dp8.
 add_test(NAME calculator_text COMMAND $<TARGET_FILE:memory_calculator>)
 add_test(NAME calculator_json COMMAND $<TARGET_FILE:memory_calculator> --json)
 add_test(NAME calculator_bad_flag COMMAND $<TARGET_FILE:memory_calculator> --no-such-flag)
 add_test(NAME calculator_bad_value COMMAND $<TARGET_FILE:memory_calculator> --tp eight)
 add_test(NAME calculator_530b_dp COMMAND $<TARGET_FILE:memory_calculator> --model 530B --dp 8
          --global-batch 2240 --iter-time 39.15)
+add_test(NAME calculator_530b_dp8 COMMAND $<TARGET_FILE:memory_calculator> --model 530B-dp8)
 set_tests_properties(calculator_text calculator_json calculator_bad_flag calculator_bad_value calculator_530b_dp
-                     PROPERTIES LABELS unit TIMEOUT 60)
+                     calculator_530b_dp8 PROPERTIES LABELS unit TIMEOUT 60)
 set_tests_properties(calculator_bad_flag calculator_bad_value PROPERTIES WILL_FAIL TRUE)
 set_tests_properties(calculator_text PROPERTIES PASS_REGULAR_EXPRESSION "51\\.4%")
-set_tests_properties(calculator_530b_dp PROPERTIES PASS_REGULAR_EXPRESSION "54\\.2%")
-# The JSON must parse (checked with Python when it is installed).
+set_tests_properties(calculator_530b_dp calculator_530b_dp8 PROPERTIES PASS_REGULAR_EXPRESSION "54\\.2%")
+# The first stage from the pipeline schedule, the model states with and without the distributed optimizer,
+# the 530B data-parallel run, fractional bytes per parameter and refused layouts: numbers worked out by hand
+# in test/calculator_cli.sh.
+add_test(NAME calculator_cli COMMAND bash ${CMAKE_SOURCE_DIR}/test/calculator_cli.sh $<TARGET_FILE:memory_calculator>)
+set_tests_properties(calculator_cli PROPERTIES LABELS unit TIMEOUT 60)
+# The JSON must parse, hold the four models and the 530B dp-8 run, and carry the schedule's and the model
+# states' numbers (checked with Python when it is installed): 530B's first stage holds 139 layers' worth
+# (= 105(1 + 34/105)) and 2060874240 parameters per GPU, 7.5 bytes each at dp 8 with the distributed optimizer.
 find_package(Python3 COMPONENTS Interpreter QUIET)
 if(Python3_Interpreter_FOUND)
   add_test(NAME calculator_json_valid
-           COMMAND sh -c "\"$1\" --json | \"$2\" -c \"import json,sys; d=json.load(sys.stdin); assert len(d['models'])==4\""
+           COMMAND sh -c "\"$1\" --json | \"$2\" -c \"import json,sys; d=json.load(sys.stdin); m={x['name']: x for x in d['models']}; assert list(m)==['22B','175B','530B','1T','530B-dp8'], list(m); p=m['530B-dp8']; assert p['pipeline_first_stage']['in_flight_layers']==139==p['pipeline_first_stage']['paper_in_flight_layers']; assert p['first_stage_params_per_gpu']['total']==2060874240; assert p['bytes_per_param_distributed_optimizer']==7.5 and m['530B']['bytes_per_param_distributed_optimizer']==18; s=p['first_stage_memory_bytes']['tp_sp_selective']; assert s['model_states_distributed_optimizer']==2060874240*7.5 and s['fits_distributed_optimizer']\""
                    sh $<TARGET_FILE:memory_calculator> ${Python3_EXECUTABLE})
   set_tests_properties(calculator_json_valid PROPERTIES LABELS unit TIMEOUT 60)
 endif()

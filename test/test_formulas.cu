@@ -6,12 +6,18 @@
 //  - §5's 70% / 65% savings of selective recompute (and its 2.7% / 1.6% extra FLOPs);
 //  - Table 5's MFU and HFU from its iteration times (22B within 0.3 points), docs/paper.md's 530B data-parallel
 //    example (54.2% MFU);
-//  - §4.3's whole-model terms, the Eq. 5 interleaved total, parameter counts.
+//  - §4.3's whole-model terms, the Eq. 5 interleaved total, parameter counts;
+//  - the first stage counted from the pipeline schedule (parallel/pipeline_schedule.h, rank 0's peak in
+//    flight) equals the paper's statement: L layers' worth for 1F1B with M >= p, L·(1 + (p−1)/(pm))
+//    interleaved; model-state bytes per parameter (18, 6 + 12/d) and the first stage's parameters as the
+//    trainer shards them (against model/config.h's parameter table and hand-computed 530B numbers).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 
 #include "model/config.h"
+#include "parallel/pipeline_schedule.h"
 #include "recompute/formulas.h"
 #include "test/test_util.h"
 
@@ -242,6 +248,113 @@ static void test_params() {
     CHECK(model_state_bytes_per_gpu(64e9, 8, 8, 18) == 18e9, "state per GPU");
 }
 
+// The first stage's activations from the schedule's own count (what the calculator and the trainer use)
+// against the paper's statement (§4.3).
+static void test_schedule_first_stage() {
+    int n = 0;
+    for (int p : {1, 2, 3, 4, 8, 35, 64}) {
+        for (int M : {p, p + 1, 2 * p, 4 * p, 8 * p}) {
+            // 1F1B, M >= p: p micro-batches of L/p layers in flight = L layers' worth = first_stage_layer_bytes.
+            ModelFormulaInput in;
+            in.s = 2048, in.b = 1, in.h = 12288, in.a = 96, in.L = 3.0 * p, in.v = 51200, in.t = 8, in.p = p;
+            in.m = 1, in.sp = true, in.rc = Recompute::None, in.d = 2;
+            int flight = pipe_peak_in_flight(pipe_schedule(PipeSchedule::OneFOneB, p, 0, M, 1));
+            CHECK(flight == p, "1F1B p=%d M=%d: %d in flight, want p", p, M, flight);
+            CHECK(stage_layer_bytes_in_flight(in, flight) == first_stage_layer_bytes(in), "1F1B p=%d M=%d: %.17g vs %.17g",
+                  p, M, stage_layer_bytes_in_flight(in, flight), first_stage_layer_bytes(in));
+            // Interleaved, M > p a multiple of p: 2(p − 1) + (m − 1)p + 1 = pm + p − 1 chunks of L/(pm) layers,
+            // which is L + (p − 1)L/(pm) = L(1 + (p − 1)/(pm)). L = 2pm keeps every count whole.
+            if (M % p != 0 || M == p) continue;
+            for (int m : {2, 3, 4}) {
+                ModelFormulaInput g = in;
+                g.m = m, g.L = 2.0 * p * m;
+                int chunks = pipe_peak_in_flight(pipe_schedule(PipeSchedule::Interleaved, p, 0, M, m));
+                CHECK(chunks == p * m + p - 1, "interleaved p=%d M=%d m=%d: %d in flight, want pm + p - 1", p, M, m,
+                      chunks);
+                const double layers = chunks * g.L / (p * m), paper = g.L * (1 + (p - 1.0) / (p * m));
+                CHECK(layers == paper, "interleaved p=%d M=%d m=%d: %g layers vs L(1 + (p-1)/(pm)) = %g", p, M, m, layers,
+                      paper);
+                CHECK(std::fabs(stage_layer_bytes_in_flight(g, chunks) / first_stage_layer_bytes(g) - 1) < 1e-14,
+                      "interleaved p=%d M=%d m=%d bytes", p, M, m);
+                n++;
+            }
+        }
+    }
+    // Interleaved with M = p: every forward runs first (nothing to alternate with), p·m pairs = L layers.
+    CHECK(pipe_peak_in_flight(pipe_schedule(PipeSchedule::Interleaved, 8, 0, 8, 3)) == 24, "interleaved M = p");
+    // M < p under 1F1B: only M micro-batches ever enter the first stage (the paper's p would overstate it).
+    CHECK(pipe_peak_in_flight(pipe_schedule(PipeSchedule::OneFOneB, 8, 0, 3, 1)) == 3, "1F1B M < p");
+    // The paper's interleaved models, by hand: 175B p = 8, m = 3, L = 96: 2·7 + 2·8 + 1 = 31 chunks of
+    // 96/24 = 4 layers = 124 = 96·(1 + 7/24); 530B p = 35, m = 3, L = 105: 2·34 + 2·35 + 1 = 139 chunks of 1
+    // layer = 105·(1 + 34/105) = 139.
+    CHECK(pipe_peak_in_flight(pipe_schedule(PipeSchedule::Interleaved, 8, 0, 64, 3)) == 31, "175B: 31 chunks");
+    CHECK(pipe_peak_in_flight(pipe_schedule(PipeSchedule::Interleaved, 35, 0, 280, 3)) == 139, "530B: 139 chunks");
+    // The embedding-dropout masks follow the count given: sbh·k/t under SP, sbh·k without.
+    ModelFormulaInput e;
+    e.s = 2048, e.b = 1, e.h = 20480, e.a = 128, e.L = 105, e.v = 51200, e.t = 8, e.p = 35, e.m = 3;
+    e.sp = true, e.rc = Recompute::Selective, e.d = 2;
+    CHECK(first_stage_extra_bytes(e, 70) == 2048.0 * 20480 * 70 / 8, "70 masks under SP");
+    CHECK(first_stage_extra_bytes(e, e.p) == model_extra_bytes(e), "p masks = model_extra_bytes");
+    e.p = 1, e.sp = false;  // p = 1 keeps the final LN, LM-head input and logits too
+    CHECK(first_stage_extra_bytes(e, 1) == model_extra_bytes(e), "p = 1 extras");
+    printf("  first stage from the schedule: 1F1B = L layers, interleaved = L(1 + (p-1)/(pm)) (%d layouts)\n", n);
+}
+
+static void test_model_state() {
+    // bf16: 2 (bf16 weight) + 4 (fp32 grad) + 4 (master) + 4 + 4 (m, v) = 18; distributed over d: 2 + 4 + 12/d.
+    CHECK(model_state_bytes_per_param(true, 1, false) == 18, "bf16: 18");
+    CHECK(model_state_bytes_per_param(true, 8, false) == 18, "bf16, no distributed optimizer: 18 at any dp");
+    CHECK(model_state_bytes_per_param(true, 1, true) == 18, "bf16 distributed at dp 1: 18");
+    CHECK(model_state_bytes_per_param(true, 8, true) == 7.5, "bf16 dp 8: 6 + 12/8 = 7.5");
+    CHECK(model_state_bytes_per_param(true, 4, true) == 9, "bf16 dp 4: 6 + 3 = 9");
+    // fp32: 4 (weight = master) + 4 (grad) + 4 + 4 (m, v) = 16; distributed: 4 + 4 + 8/d.
+    CHECK(model_state_bytes_per_param(false, 1, false) == 16, "fp32: 16");
+    CHECK(model_state_bytes_per_param(false, 2, true) == 12, "fp32 dp 2: 8 + 4 = 12");
+    CHECK(model_state_bytes_per_param(false, 8, true) == 9, "fp32 dp 8: 8 + 1 = 9");
+
+    // The first stage of the paper's 530B (h = 20480, L = 105, p = 35, t = 8, s = 2048, v = 51200), by hand:
+    //   per layer per GPU: 12h²/8 + 7h/8 + 6h = 629145600 + 17920 + 122880 = 629286400; 3 layers: 1887859200;
+    //   word embedding 51200/8 · 20480 = 131072000; positions 2048 · 20480 = 41943040; total 2060874240.
+    StageParams f = stage_params(105, 20480, 51200, 2048, 8, 35, 0);
+    CHECK(f.layers == 3 && f.layer_params == 1887859200.0, "530B layers: %.17g", f.layer_params);
+    CHECK(f.word_embedding == 131072000.0 && f.position_embedding == 41943040.0 && f.final_ln == 0, "530B embeddings");
+    CHECK(f.total() == 2060874240.0, "530B first stage: %.17g", f.total());
+    // 18 B/param: 37095736320 bytes; 7.5 at dp 8 with the distributed optimizer: 15456556800.
+    CHECK(f.total() * model_state_bytes_per_param(true, 8, true) == 15456556800.0, "530B dp 8 states");
+    // The last stage: its layers, the final LN (2h = 40960) and the tied copy of the word embedding.
+    StageParams l = stage_params(105, 20480, 51200, 2048, 8, 35, 34);
+    CHECK(l.total() == 1887859200.0 + 131072000.0 + 40960.0 && l.position_embedding == 0, "530B last stage");
+    StageParams mid = stage_params(105, 20480, 51200, 2048, 8, 35, 17);
+    CHECK(mid.total() == 1887859200.0, "530B middle stage: layers only");
+
+    // Against the trainer's shard layout, derived here from model/config.h's table (a rank's slice: Rows /
+    // QKVRows split the rows by t, Cols the columns, Replicated all of it), with an unpadded vocabulary:
+    // the sum of every tensor's slice is stage_params at p = 1.
+    GPTConfig c;
+    c.max_seq = 64, c.vocab = 300, c.padded_vocab = padded_vocab_for(300), c.layers = 4, c.heads = 4, c.channels = 32;
+    for (int t : {1, 2, 4}) {
+        double local = 0;
+        for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
+            const ParamShape ps = param_shape(c, id);
+            double rows = ps.rows, cols = ps.cols;
+            switch (param_shard_kind(id)) {
+                case ShardKind::Rows: case ShardKind::QKVRows: rows /= t; break;
+                case ShardKind::Cols: cols /= t; break;
+                case ShardKind::Replicated: break;
+            }
+            local += ps.layers * rows * cols;
+        }
+        // c.vocab = 300 is padded to 384 inside stage_params, as the trainer pads it.
+        const double ours = stage_params(c.layers, c.channels, c.vocab, c.max_seq, t, 1, 0).total();
+        CHECK(ours == local, "t=%d: stage_params %.17g vs the parameter table %.17g", t, ours, local);
+        if (t == 1) CHECK(ours == (double)param_count(c), "t=1: the whole model");
+    }
+    // p = 2 of that model: the two stages together hold the model once plus the second copy of wte.
+    const double wte = (double)c.padded_vocab * c.channels;
+    CHECK(stage_params(4, 32, 300, 64, 1, 2, 0).total() + stage_params(4, 32, 300, 64, 1, 2, 1).total() ==
+              (double)param_count(c) + wte, "p=2: the model plus the tied copy");
+}
+
 int main() {
     test_names();
     test_table2_exact();
@@ -250,5 +363,7 @@ int main() {
     test_table5();
     test_whole_model();
     test_params();
+    test_schedule_first_stage();
+    test_model_state();
     return test_finish("test_formulas");
 }

@@ -4,12 +4,17 @@
 //   - Table 2: activation bytes of one transformer layer on one GPU, for the six configurations;
 //   - Figure 7: each memory-saving configuration as a percentage of the tensor-parallel baseline, and the
 //     share of activations selective recompute removes (§5: 70% for GPT-3, 65% for MT-NLG);
-//   - activation memory of the first pipeline stage (§4.3, Eq. 5/6 style) plus weights, gradients and Adam
-//     state per GPU, against the 80 GiB of an A100: fits / does not fit;
+//   - the memory of one GPU of the first pipeline stage against the 80 GiB of an A100 (fits / does not
+//     fit): its activations at the peak of the pipeline schedule (§4.3, Eq. 5/6 style), counted from the
+//     same schedule the trainer runs (parallel/pipeline_schedule.h: rank 0's ops, their peak in flight),
+//     plus the weights, gradients and AdamW state of the parameters the stage really holds (its L/p layers
+//     and the embeddings, TP-sharded as the trainer shards them), with and without the distributed
+//     optimizer; the paper's 530B run at data-parallel 8 (2240 GPUs) is added to the four models;
 //   - FLOPs per iteration (Appendix A): model FLOPs (Eq. 7), hardware FLOPs with selective (Eq. 8) and full
 //     recompute, and from iteration times MFU and HFU — the built-in Table 5 times reproduce its columns.
 // --json prints the same numbers as JSON; --chart FILE.png draws Figure 7 (tools/chart.h).
 // Every number comes from recompute/formulas.h, the same code the trainer's memory report uses.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +23,8 @@
 #include <vector>
 
 #include "layers/tensor.h"  // mm_fatal
+#include "model/config.h"    // padded_vocab_for
+#include "parallel/pipeline_schedule.h"
 #include "recompute/formulas.h"
 #include "tools/chart.h"
 
@@ -34,7 +41,11 @@ struct ModelSpec {
     double b = 1, B = 1;                              // micro batch, global batch
     double iter_selective = NAN, iter_full = NAN;     // seconds per iteration (Table 5 or flags)
     const PaperModel* paper = nullptr;                // Table 3/5 row when the model is the paper's, unchanged
+    std::string paper_quote;                          // what the paper says of a run outside Table 5
+    bool same_layers_as_previous = false;             // per-layer tables would repeat the model before it
+    PipeSchedule schedule = PipeSchedule::OneFOneB;   // interleaved when m > 1 unless --schedule says otherwise
     double gpus() const { return (double)t * p * dp; }
+    double microbatches() const { return B / (b * dp); }  // M per step on each data-parallel rank
 };
 
 ModelSpec from_paper(const PaperModel& pm) {
@@ -48,6 +59,19 @@ ModelSpec from_paper(const PaperModel& pm) {
     return m;
 }
 
+// The paper's 530B run with 8-way data parallelism (quoted in its abstract; docs/paper.md, Table 5: 2240
+// GPUs, global batch 2240, 39.15 s per iteration, 54.2% MFU): Table 3's layout otherwise, so each GPU holds what it holds at dp 1,
+// except that a distributed optimizer can shard the optimizer state 8 ways.
+ModelSpec paper_530b_dp8() {
+    ModelSpec m = from_paper(*find_paper_model("530B"));
+    m.name = "530B-dp8";
+    m.dp = 8, m.B = 2240;
+    m.iter_selective = 39.15, m.iter_full = NAN;
+    m.paper = nullptr;
+    m.paper_quote = "54.2% MFU (abstract)";
+    return m;
+}
+
 // ---- options -------------------------------------------------------------------------------------------
 struct Options {
     std::string model = "all";
@@ -56,8 +80,10 @@ struct Options {
     double layers = NAN, heads = NAN, hidden = NAN, seq = NAN, vocab = NAN, micro = NAN, global = NAN;
     int tp = -1, pp = -1, interleave = -1, dp = -1;
     double iter_time = NAN, iter_time_full = NAN;
+    std::string schedule;          // "" = 1f1b, or interleaved when m > 1
     int d = 2;
-    double bytes_per_param = kBytesPerParamMixedAdam;
+    bool bf16_states = true;       // --param-dtype: bf16 training (18 B/param) or fp32 (16)
+    double bytes_per_param = NAN;  // --bytes-per-param: a fixed accounting instead (NAN: not given)
     double gpu_mem_gib = 80;
     double peak = kA100PeakBf16;
     bool json = false;
@@ -68,16 +94,18 @@ void print_help() {
     fputs(
         "memory_calculator — activation memory and FLOPs of Korthikanti et al. 2022 at paper scale\n"
         "\n"
-        "Usage: memory_calculator [--model 22B|175B|530B|1T|all] [model flags] [--json] [--chart FILE.png]\n"
+        "Usage: memory_calculator [--model 22B|175B|530B|1T|530B-dp8|all] [model flags] [--json] [--chart FILE.png]\n"
         "\n"
-        "Without flags: the four models of Table 3 (s = 2048, v = 51200, t = 8), printing Table 2 (bytes of\n"
-        "one layer per GPU), the Figure 7 percentages of the tensor-parallel baseline, the activation memory\n"
-        "of the first pipeline stage plus weights/gradients/Adam state per GPU against an 80 GiB A100, and\n"
+        "Without flags: the four models of Table 3 (s = 2048, v = 51200, t = 8) and the paper's 530B run at\n"
+        "data-parallel 8 (530B-dp8: 2240 GPUs), printing Table 2 (bytes of one layer per GPU), the Figure 7\n"
+        "percentages of the tensor-parallel baseline, the memory of one GPU of the first pipeline stage\n"
+        "(activations at the peak of the pipeline schedule, plus weights, gradients and AdamW state of the\n"
+        "parameters it holds, with and without the distributed optimizer) against an 80 GiB A100, and\n"
         "model/hardware FLOPs with Table 5's iteration times (MFU and HFU at 312 TFLOP/s per GPU).\n"
         "\n"
         "Model (applied to the --model chosen; --layers, --heads and --hidden without --model describe a new\n"
         "model named 'custom', with defaults s = 2048, v = 51200, t = p = m = dp = 1, b = 1, B = b*dp):\n"
-        "  --model NAME        22B, 175B, 530B, 1T or all (default all)\n"
+        "  --model NAME        22B, 175B, 530B, 1T, 530B-dp8 or all (default all)\n"
         "  --layers L          transformer layers\n"
         "  --heads A           attention heads\n"
         "  --hidden H          hidden size\n"
@@ -89,14 +117,18 @@ void print_help() {
         "  --pp P              pipeline-parallel size\n"
         "  --interleave M      interleaved-schedule chunks per stage (1 = plain 1F1B)\n"
         "  --dp N              data-parallel size (GPUs = tp * pp * dp)\n"
-        "Changing any of these drops the built-in Table 5 iteration times (give --iter-time).\n"
+        "  --schedule S        pipeline schedule: 1f1b, interleaved or afab (default: interleaved when\n"
+        "                      --interleave > 1, else 1f1b); M = global batch / (micro-batch * dp)\n"
+        "Changing any of these (or --schedule) drops the built-in Table 5 iteration times (give --iter-time).\n"
         "\n"
         "Memory:\n"
         "  --d BYTES           bytes per activation element (2 = bf16 as in the paper, 4 = fp32); masks\n"
         "                      are 1 byte and the logits fp32 whatever d is. Default 2\n"
-        "  --bytes-per-param X weights + gradients + optimizer bytes per parameter. Default 18: bf16 weight 2\n"
-        "                      + fp32 gradient 4 + fp32 master weight 4 + Adam m, v 4 + 4 (Megatron-LM's\n"
-        "                      mixed precision with fp32 gradient accumulation); ZeRO's accounting is 16\n"
+        "  --param-dtype T     bf16 (default): bf16 weight 2 + fp32 gradient 4 + fp32 master weight 4 + Adam\n"
+        "                      m, v 4 + 4 = 18 bytes per parameter, 6 + 12/dp with the distributed optimizer\n"
+        "                      (Megatron-LM's accounting); fp32: 16, and 8 + 8/dp distributed\n"
+        "  --bytes-per-param X a fixed bytes per parameter instead (e.g. 16, ZeRO's accounting with 2-byte\n"
+        "                      gradients); the distributed-optimizer columns are then left out\n"
         "  --gpu-mem-gib X     GPU memory for the fits / does-not-fit verdict. Default 80 (A100 80GB)\n"
         "\n"
         "FLOPs:\n"
@@ -164,6 +196,15 @@ Options parse_args(int argc, char** argv) {
         else if (arg == "--dp") o.dp = (int)num(true);
         else if (arg == "--d") o.d = (int)num(true);
         else if (arg == "--bytes-per-param") o.bytes_per_param = num(false);
+        else if (arg == "--schedule") {
+            o.schedule = next();
+            if (o.schedule != "1f1b" && o.schedule != "interleaved" && o.schedule != "afab")
+                mm_fatal("--schedule must be 1f1b, interleaved or afab, got '%s'", o.schedule.c_str());
+        } else if (arg == "--param-dtype") {
+            std::string v = next();
+            if (v != "bf16" && v != "fp32") mm_fatal("--param-dtype must be bf16 or fp32, got '%s'", v.c_str());
+            o.bf16_states = v == "bf16";
+        }
         else if (arg == "--gpu-mem-gib") o.gpu_mem_gib = num(false);
         else if (arg == "--peak") o.peak = num(false);
         else if (arg == "--iter-time") o.iter_time = num(false);
@@ -177,7 +218,8 @@ Options parse_args(int argc, char** argv) {
 std::vector<ModelSpec> select_models(const Options& o) {
     const bool shape_override = std::isfinite(o.layers) || std::isfinite(o.heads) || std::isfinite(o.hidden) ||
                                 std::isfinite(o.seq) || std::isfinite(o.vocab) || std::isfinite(o.micro) ||
-                                std::isfinite(o.global) || o.tp > 0 || o.pp > 0 || o.interleave > 0 || o.dp > 0;
+                                std::isfinite(o.global) || o.tp > 0 || o.pp > 0 || o.interleave > 0 || o.dp > 0 ||
+                                !o.schedule.empty();
     std::vector<ModelSpec> models;
     const bool custom = !o.model_given && (std::isfinite(o.layers) || std::isfinite(o.heads) ||
                                            std::isfinite(o.hidden));
@@ -189,9 +231,15 @@ std::vector<ModelSpec> select_models(const Options& o) {
         models.push_back(m);
     } else if (o.model == "all" || o.model == "ALL") {
         for (const PaperModel& pm : paper_models()) models.push_back(from_paper(pm));
+        if (!shape_override) {  // with flags that change the layout it would be 530B again
+            models.push_back(paper_530b_dp8());
+            models.back().same_layers_as_previous = true;
+        }
+    } else if (o.model == "530B-dp8" || o.model == "530b-dp8") {
+        models.push_back(paper_530b_dp8());
     } else {
         const PaperModel* pm = find_paper_model(o.model);
-        if (!pm) mm_fatal("unknown --model '%s': choose 22B, 175B, 530B, 1T or all", o.model.c_str());
+        if (!pm) mm_fatal("unknown --model '%s': choose 22B, 175B, 530B, 1T, 530B-dp8 or all", o.model.c_str());
         models.push_back(from_paper(*pm));
     }
     for (ModelSpec& m : models) {
@@ -210,6 +258,16 @@ std::vector<ModelSpec> select_models(const Options& o) {
         if (shape_override) {  // the paper's iteration times describe the paper's configurations only
             m.iter_selective = m.iter_full = NAN;
             m.paper = nullptr;
+            m.paper_quote.clear();
+            m.same_layers_as_previous = false;
+        }
+        if (!o.schedule.empty()) {
+            m.schedule = o.schedule == "afab" ? PipeSchedule::AFAB
+                         : o.schedule == "1f1b" ? PipeSchedule::OneFOneB : PipeSchedule::Interleaved;
+            // A plain schedule runs one chunk per stage: the paper's m = 3 gives way unless asked for.
+            if (m.schedule != PipeSchedule::Interleaved && o.interleave < 0) m.m = 1;
+        } else {
+            m.schedule = m.m > 1 ? PipeSchedule::Interleaved : PipeSchedule::OneFOneB;
         }
         if (std::isfinite(o.iter_time)) m.iter_selective = o.iter_time;
         if (std::isfinite(o.iter_time_full)) m.iter_full = o.iter_time_full;
@@ -239,9 +297,46 @@ const int kFig7Layouts[4] = {1, 2, 3, 4};
 const char* const kFig7Names[4] = {"TP + SP", "TP + selective", "TP + SP + selective", "full recompute"};
 
 struct StageMemory {
-    double layers, extras, transient, state, total;
-    bool fits;
+    double layers, extras, transient;  // activations: the layers' at the peak, outside the layers, one rebuilt layer
+    double state, total;               // model states without the distributed optimizer, and the GPU's total
+    double state_dist, total_dist;     // the same with it (NAN under --bytes-per-param)
+    bool fits, fits_dist;
 };
+
+// What rank 0 (the first stage) of the pipeline schedule holds at its peak, from the schedule itself: the
+// same pipe_schedule() ops the trainer runs, so the calculator and the trainer count alike.
+struct PipelineCounts {
+    int microbatches = 0;        // M per step on each data-parallel rank
+    int warmup = 0;              // forwards rank 0 runs before its first backward
+    int in_flight = 0;           // pipe_peak_in_flight: (micro-batch, chunk) pairs held at the peak
+    int embed_in_flight = 0;     // of those, micro-batches whose first chunk (the embedding's) is held
+    double chunk_layers = 0;     // layers of one chunk: L/(p·m)
+    double in_flight_layers = 0; // in_flight · chunk_layers: layers' worth of activations held
+    double paper_layers = 0;     // §4.3's statement: L·(1 + (p−1)/(pm)) (1F1B: m = 1), AFAB M·L/p
+    double bubble = 0;           // pipe_ideal_bubble: (p − 1)/(m·M)
+};
+
+PipelineCounts first_stage_counts(const ModelSpec& m) {
+    PipelineCounts c;
+    c.microbatches = (int)m.microbatches();
+    c.warmup = pipe_warmup(m.schedule, m.p, 0, c.microbatches, m.m);
+    const std::vector<PipeOp> ops = pipe_schedule(m.schedule, m.p, 0, c.microbatches, m.m);
+    c.in_flight = pipe_peak_in_flight(ops);
+    // Walk the ops again: at every moment the stage holds its peak, how many of the pairs are chunk 0's
+    // (each keeps an embedding-dropout mask)? Interleaved, more than p can be (2p for 175B's m = 3).
+    int live = 0, live0 = 0;
+    for (const PipeOp& op : ops) {
+        const int step = op.kind == PipeOp::Forward ? 1 : -1;
+        live += step;
+        if (op.chunk == 0) live0 += step;
+        if (live == c.in_flight) c.embed_in_flight = std::max(c.embed_in_flight, live0);
+    }
+    c.chunk_layers = m.L / ((double)m.p * m.m);
+    c.in_flight_layers = c.in_flight * c.chunk_layers;
+    c.paper_layers = m.schedule == PipeSchedule::AFAB ? c.microbatches * m.L / m.p : m.L * interleave_factor(m.p, m.m);
+    c.bubble = pipe_ideal_bubble(m.p, c.microbatches, m.m);
+    return c;
+}
 
 struct Result {
     ModelSpec spec;
@@ -251,6 +346,9 @@ struct Result {
     double fig7[4];                  // percent of the TP baseline (layer_terms, d)
     double saving_sel, saving_sel_tp; // selective's saving vs no-parallel / TP+SP baseline, and under plain TP
     double params, interleave;
+    PipelineCounts pipe;
+    StageParams stage_params;         // what one GPU of the first stage holds
+    double bytes_per_param, bytes_per_param_dist;
     StageMemory stage[kNumLayouts];
     double flops_model, flops_sel, flops_full;
     double mfu_sel = NAN, hfu_sel = NAN, mfu_full = NAN, hfu_full = NAN, gain = NAN;
@@ -258,7 +356,8 @@ struct Result {
 
 ModelFormulaInput model_input(const ModelSpec& m, const Layout& lay, int d) {
     ModelFormulaInput in;
-    in.s = m.s, in.b = m.b, in.h = m.h, in.a = m.a, in.L = m.L, in.v = m.v;
+    // The logits are as wide as the trainer's padded vocabulary (model/config.h; 51200 is already padded).
+    in.s = m.s, in.b = m.b, in.h = m.h, in.a = m.a, in.L = m.L, in.v = padded_vocab_for((int)m.v);
     in.t = m.t, in.p = m.p, in.m = m.m, in.sp = lay.sp, in.rc = lay.rc, in.d = d;
     return in;
 }
@@ -274,16 +373,24 @@ Result compute(const ModelSpec& m, const Options& o) {
     r.saving_sel_tp = selective_saving_fraction(m.s, m.h, m.a, m.t, false);
     r.params = gpt_param_count(m.L, m.h, m.v, m.s);
     r.interleave = interleave_factor(m.p, m.m);
-    const double state = model_state_bytes_per_gpu(r.params, m.t, m.p, o.bytes_per_param);
+    r.pipe = first_stage_counts(m);
+    r.stage_params = stage_params(m.L, m.h, m.v, m.s, m.t, m.p, 0);
+    const bool fixed = std::isfinite(o.bytes_per_param);
+    r.bytes_per_param = fixed ? o.bytes_per_param : model_state_bytes_per_param(o.bf16_states, m.dp, false);
+    r.bytes_per_param_dist = fixed ? NAN : model_state_bytes_per_param(o.bf16_states, m.dp, true);
+    const double state = r.stage_params.total() * r.bytes_per_param;
+    const double state_dist = r.stage_params.total() * r.bytes_per_param_dist;
     for (int i = 0; i < kNumLayouts; i++) {
         ModelFormulaInput in = model_input(m, kLayouts[i], o.d);
         StageMemory& sm = r.stage[i];
-        sm.layers = first_stage_layer_bytes(in);
-        sm.extras = model_extra_bytes(in);
+        sm.layers = stage_layer_bytes_in_flight(in, r.pipe.in_flight);
+        sm.extras = first_stage_extra_bytes(in, r.pipe.embed_in_flight);
         sm.transient = recompute_transient_bytes(in.layer());
-        sm.state = state;
-        sm.total = sm.layers + sm.extras + sm.transient + sm.state;
+        const double acts = sm.layers + sm.extras + sm.transient;
+        sm.state = state, sm.state_dist = state_dist;
+        sm.total = acts + state, sm.total_dist = acts + state_dist;
         sm.fits = sm.total <= o.gpu_mem_gib * GiB;
+        sm.fits_dist = sm.total_dist <= o.gpu_mem_gib * GiB;  // false when NAN
     }
     r.flops_model = model_flops(m.B, m.L, m.s, m.h, m.v);
     r.flops_sel = hardware_flops_selective(m.B, m.L, m.s, m.h, m.v);
@@ -308,15 +415,22 @@ std::string fmt(const char* f, double v) {
     snprintf(buf, sizeof buf, f, v);
     return buf;
 }
+// A count or a bytes-per-element figure as it is: 18, 7.5, 6.375 (never rounded to a whole number).
+std::string fmt_num(double v) { return fmt("%.6g", v); }
 
-void print_text(const std::vector<Result>& rs, const Options& o) {
+void print_text(const std::vector<Result>& all, const Options& o) {
+    // The per-layer tables (Table 2, Figure 7) leave out a run whose layers are those of the model before it
+    // (530B-dp8 is 530B's layout with more data parallelism).
+    std::vector<Result> rs;
+    for (const Result& r : all)
+        if (!r.spec.same_layers_as_previous) rs.push_back(r);
     printf("Activation memory and FLOPs, Korthikanti et al. 2022 (formulas: recompute/formulas.h).\n");
     printf("Bytes per activation element d = %d (masks 1 byte, logits fp32); GiB = 2^30 bytes.\n\n", o.d);
 
-    printf("Models (Table 3 unless changed by flags)\n");
+    printf("Models (Table 3 unless changed by flags; 530B-dp8: the paper's 530B run at data-parallel 8)\n");
     printf("  %-8s %5s %6s %4s %6s %6s %3s %3s %2s %3s %5s %3s %5s %10s\n", "model", "heads", "hidden", "L", "seq",
            "vocab", "t", "p", "m", "dp", "GPUs", "b", "B", "params");
-    for (const Result& r : rs) {
+    for (const Result& r : all) {
         const ModelSpec& m = r.spec;
         printf("  %-8s %5.0f %6.0f %4.0f %6.0f %6.0f %3d %3d %2d %3d %5.0f %3.0f %5.0f %9.1fB\n", m.name.c_str(),
                m.a, m.h, m.L, m.s, m.v, m.t, m.p, m.m, m.dp, m.gpus(), m.b, m.B, r.params / 1e9);
@@ -356,38 +470,69 @@ void print_text(const std::vector<Result>& rs, const Options& o) {
         printf("  %-8s saves %5.1f%% (under plain TP: %4.1f%%)\n", r.spec.name.c_str(), 100 * r.saving_sel,
                100 * r.saving_sel_tp);
 
-    printf("\nMemory of one GPU of the first pipeline stage (GiB): 1F1B holds p microbatches of L/p layers = L\n"
-           "layers' activations, x (1 + (p-1)/(pm)) interleaved (§4.3); 'outside' = embedding-dropout masks\n"
-           "(+ final LN, LM-head input, fp32 logits when p = 1); 'rebuilt' = one layer's tensors recomputed\n"
-           "during its backward (not in the paper's totals); 'states' = params/(t*p) x %.0f bytes (weights,\n"
-           "gradients, Adam). Verdict against %.0f GiB.\n",
-           o.bytes_per_param, o.gpu_mem_gib);
-    for (const Result& r : rs) {
+    printf("\nMemory of one GPU of the first pipeline stage (GiB = 2^30 bytes; verdict against %s GiB)\n"
+           "  Activations at the peak of rank 0's pipeline schedule (parallel/pipeline_schedule.h, as the\n"
+           "  trainer runs it): 'layers' = the (micro-batch, chunk) pairs in flight x L/(p*m) layers x one\n"
+           "  layer's bytes; 'outside' = the embedding-dropout masks of the micro-batches whose first chunk is in\n"
+           "  flight (+ final LN input, LM-head input, fp32 logits when p = 1); 'rebuilt' = one layer's tensors\n"
+           "  recomputed during its backward (not in the paper's totals). 'states' = weights, gradients and AdamW\n"
+           "  state of the parameters this GPU holds, without and with the distributed optimizer.\n",
+           fmt_num(o.gpu_mem_gib).c_str());
+    for (const Result& r : all) {
         const ModelSpec& m = r.spec;
-        printf("  %s: t = %d, p = %d, m = %d (factor %.3f), microbatch %.0f, %.1fB params per GPU\n", m.name.c_str(),
-               m.t, m.p, m.m, r.interleave, m.b, r.params / (m.t * m.p) / 1e9);
-        printf("    %-24s %8s %8s %8s %8s %8s %8s  %s\n", "configuration", "layers", "outside", "acts", "rebuilt",
-               "states", "total", "verdict");
+        const PipelineCounts& pc = r.pipe;
+        const StageParams& sp = r.stage_params;
+        printf("  %s: t = %d, p = %d, m = %d, dp = %d, micro-batch %s, M = %d per step, schedule %s\n",
+               m.name.c_str(), m.t, m.p, m.m, m.dp, fmt_num(m.b).c_str(), pc.microbatches,
+               pipe_schedule_name(m.schedule));
+        printf("    rank 0: %d warm-up forwards; peak %d (micro-batch, chunk) pairs in flight x %s layers each = %s "
+               "layers' worth\n",
+               pc.warmup, pc.in_flight, fmt_num(pc.chunk_layers).c_str(), fmt_num(pc.in_flight_layers).c_str());
+        const char* paper_form = m.schedule == PipeSchedule::AFAB ? "AFAB: M L/p"
+                                 : m.m > 1                        ? "§4.3: L(1 + (p-1)/(pm))"
+                                                                  : "§4.3: L, whatever p";
+        printf("            (%s = %s%s); embedding-dropout masks held: %d; ideal bubble (p-1)/(mM) = %.1f%%\n",
+               paper_form, fmt_num(pc.paper_layers).c_str(),
+               m.schedule != PipeSchedule::AFAB && pc.microbatches < m.p ? ", stated for M >= p" : "",
+               pc.embed_in_flight, 100 * pc.bubble);
+        printf("    parameters on this GPU: %.3fB = %s layers %.3fB + word embedding %.3fB + positions %.3fB%s\n",
+               sp.total() / 1e9, fmt_num(sp.layers).c_str(), sp.layer_params / 1e9, sp.word_embedding / 1e9,
+               sp.position_embedding / 1e9, sp.final_ln > 0 ? " + final LN" : "");
+        if (std::isfinite(r.bytes_per_param_dist))
+            printf("    bytes per parameter: %s; with the distributed optimizer over dp = %d: %s%s\n",
+                   fmt_num(r.bytes_per_param).c_str(), m.dp, fmt_num(r.bytes_per_param_dist).c_str(),
+                   m.dp == 1 ? " (nothing to shard at dp = 1)" : "");
+        else
+            printf("    bytes per parameter: %s (--bytes-per-param; the distributed optimizer not modelled)\n",
+                   fmt_num(r.bytes_per_param).c_str());
+        printf("    %-24s %7s %7s %7s %7s | %7s %7s %-12s | %s\n", "configuration", "layers", "outside", "acts",
+               "rebuilt", "states", "total", "verdict", "distributed optimizer: states, total, verdict");
+        std::string only_dist;
         for (int i = 0; i < kNumLayouts; i++) {
             const StageMemory& sm = r.stage[i];
-            printf("    %-24s %8.1f %8.2f %8.1f %8.2f %8.1f %8.1f  %s\n", kLayouts[i].label, sm.layers / GiB,
-                   sm.extras / GiB, (sm.layers + sm.extras) / GiB, sm.transient / GiB, sm.state / GiB,
-                   sm.total / GiB, sm.fits ? "fits" : "does not fit");
+            printf("    %-24s %7.1f %7.2f %7.1f %7.2f | %7.1f %7.1f %-12s | %7s %7s %s\n", kLayouts[i].label,
+                   sm.layers / GiB, sm.extras / GiB, (sm.layers + sm.extras) / GiB, sm.transient / GiB,
+                   sm.state / GiB, sm.total / GiB, sm.fits ? "fits" : "does not fit",
+                   fmt("%.1f", sm.state_dist / GiB).c_str(), fmt("%.1f", sm.total_dist / GiB).c_str(),
+                   !std::isfinite(sm.total_dist) ? "-" : sm.fits_dist ? "fits" : "does not fit");
+            if (sm.fits_dist && !sm.fits) only_dist += std::string(only_dist.empty() ? "" : ", ") + kLayouts[i].label;
         }
+        if (!only_dist.empty()) printf("    fits only with the distributed optimizer: %s\n", only_dist.c_str());
     }
 
     printf("\nFLOPs per iteration (Appendix A) and Table 5 (peak %.0f TFLOP/s per GPU)\n", o.peak / 1e12);
     printf("  %-8s %10s %10s %10s %7s %7s\n", "model", "Eq.7 model", "Eq.8 sel.", "full rec.", "+sel", "+full");
-    for (const Result& r : rs)
+    for (const Result& r : all)
         printf("  %-8s %10.3e %10.3e %10.3e %6.1f%% %6.1f%%\n", r.spec.name.c_str(), r.flops_model, r.flops_sel,
                r.flops_full, 100 * (r.flops_sel / r.flops_model - 1), 100 * (r.flops_full / r.flops_model - 1));
     printf("\n  %-8s %5s | %8s %6s %6s | %8s %6s %6s | %6s | %s\n", "model", "GPUs", "SP+sel s", "MFU", "HFU",
            "full s", "MFU", "HFU", "gain", "paper (MFU, HFU, gain)");
-    for (const Result& r : rs) {
+    for (const Result& r : all) {
         const ModelSpec& m = r.spec;
         std::string paper = m.paper ? fmt("%.1f%%, ", m.paper->table5_mfu) + fmt("%.1f%%, ", m.paper->table5_hfu) +
                                           fmt("%.1f%%", m.paper->table5_gain)
-                                    : std::string("-");
+                            : !m.paper_quote.empty() ? m.paper_quote
+                                                     : std::string("-");
         printf("  %-8s %5.0f | %8s %6s %6s | %8s %6s %6s | %6s | %s\n", m.name.c_str(), m.gpus(),
                fmt("%.2f", m.iter_selective).c_str(), fmt("%.1f%%", r.mfu_sel).c_str(),
                fmt("%.1f%%", r.hfu_sel).c_str(), fmt("%.2f", m.iter_full).c_str(), fmt("%.1f%%", r.mfu_full).c_str(),
@@ -467,7 +612,8 @@ void print_json(const std::vector<Result>& rs, const Options& o) {
     j.open('{');
     j.kv("paper", "Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer Models");
     j.kv("bytes_per_activation", o.d);
-    j.kv("bytes_per_param", o.bytes_per_param);
+    j.kv("param_dtype", o.bf16_states ? "bf16" : "fp32");
+    j.kv("bytes_per_param_override", o.bytes_per_param);
     j.kv("gpu_memory_gib", o.gpu_mem_gib);
     j.kv("peak_flops_per_gpu", o.peak);
     j.key("models");
@@ -476,7 +622,7 @@ void print_json(const std::vector<Result>& rs, const Options& o) {
         const ModelSpec& m = r.spec;
         j.open('{');
         j.kv("name", m.name);
-        j.kv("paper_config", m.paper ? "Table 3" : "custom");
+        j.kv("paper_config", m.paper ? "Table 3" : !m.paper_quote.empty() ? "530B at data-parallel 8 (abstract)" : "custom");
         j.key("config");
         j.open('{');
         j.kv("heads", m.a), j.kv("hidden", m.h), j.kv("layers", m.L), j.kv("seq", m.s), j.kv("vocab", m.v);
@@ -504,6 +650,23 @@ void print_json(const std::vector<Result>& rs, const Options& o) {
         j.close('}');
         j.kv("selective_saving_percent", 100 * r.saving_sel);
         j.kv("selective_saving_percent_plain_tp", 100 * r.saving_sel_tp);
+        j.key("pipeline_first_stage");
+        j.open('{');
+        j.kv("schedule", pipe_schedule_name(m.schedule));
+        j.kv("microbatches", r.pipe.microbatches), j.kv("warmup_forwards", r.pipe.warmup);
+        j.kv("in_flight_chunks", r.pipe.in_flight), j.kv("layers_per_chunk", r.pipe.chunk_layers);
+        j.kv("in_flight_layers", r.pipe.in_flight_layers), j.kv("paper_in_flight_layers", r.pipe.paper_layers);
+        j.kv("embedding_masks_in_flight", r.pipe.embed_in_flight), j.kv("ideal_bubble", r.pipe.bubble);
+        j.close('}');
+        j.key("first_stage_params_per_gpu");
+        j.open('{');
+        j.kv("layers", r.stage_params.layers), j.kv("layer_params", r.stage_params.layer_params);
+        j.kv("word_embedding", r.stage_params.word_embedding);
+        j.kv("position_embedding", r.stage_params.position_embedding), j.kv("final_ln", r.stage_params.final_ln);
+        j.kv("total", r.stage_params.total());
+        j.close('}');
+        j.kv("bytes_per_param", r.bytes_per_param);
+        j.kv("bytes_per_param_distributed_optimizer", r.bytes_per_param_dist);
         j.key("first_stage_memory_bytes");
         j.open('{');
         j.kv("interleave_factor", r.interleave);
@@ -514,6 +677,10 @@ void print_json(const std::vector<Result>& rs, const Options& o) {
             j.kv("layers", sm.layers), j.kv("outside_layers", sm.extras);
             j.kv("activations", sm.layers + sm.extras), j.kv("rebuilt_layer", sm.transient);
             j.kv("model_states", sm.state), j.kv("total", sm.total), j.kvb("fits", sm.fits);
+            j.kv("model_states_distributed_optimizer", sm.state_dist);
+            j.kv("total_distributed_optimizer", sm.total_dist);
+            if (std::isfinite(sm.total_dist)) j.kvb("fits_distributed_optimizer", sm.fits_dist);
+            else j.key("fits_distributed_optimizer"), j.num(NAN);
             j.close('}');
         }
         j.close('}');
@@ -531,6 +698,8 @@ void print_json(const std::vector<Result>& rs, const Options& o) {
         if (m.paper) {
             j.kv("paper_mfu_percent", m.paper->table5_mfu), j.kv("paper_hfu_percent", m.paper->table5_hfu);
             j.kv("paper_gain_percent", m.paper->table5_gain);
+        } else if (!m.paper_quote.empty()) {
+            j.kv("paper_quote", m.paper_quote);
         }
         j.close('}');
         j.close('}');
@@ -551,11 +720,13 @@ void write_chart(const std::vector<Result>& rs, const Options& o) {
     c.subtitle = sub;
     c.y_label = "% of TP baseline";
     c.x_label = "model (Table 3)";
-    for (const Result& r : rs) c.groups.push_back(r.spec.name);
+    for (const Result& r : rs)
+        if (!r.spec.same_layers_as_previous) c.groups.push_back(r.spec.name);
     for (int i = 0; i < 4; i++) {
         c.series.push_back(kFig7Names[i]);
         std::vector<double> row;
-        for (const Result& r : rs) row.push_back(r.fig7[i]);
+        for (const Result& r : rs)
+            if (!r.spec.same_layers_as_previous) row.push_back(r.fig7[i]);
         c.values.push_back(row);
     }
     c.y_max = 110;
@@ -577,9 +748,20 @@ int main(int argc, char** argv) {
             fprintf(stderr, "warning: %s: %.0f heads do not divide by t = %d\n", m.name.c_str(), m.a, m.t);
         if ((int)m.L % m.p != 0)
             fprintf(stderr, "warning: %s: %.0f layers do not divide by p = %d\n", m.name.c_str(), m.L, m.p);
-        if (m.B / (m.b * m.dp) < m.p)
-            fprintf(stderr, "warning: %s: %.0f microbatches per pipeline are fewer than p = %d; the 1F1B estimate "
-                            "(p in flight) overstates the first stage\n", m.name.c_str(), m.B / (m.b * m.dp), m.p);
+        // The schedule needs whole micro-batches and a layout it can run (pipe_schedule_problem's words).
+        const double M = m.microbatches();
+        if (M < 1 || M != std::floor(M))
+            mm_fatal("%s: the global batch %.0f is not a whole number of micro-batches of %.0f sequences on each "
+                     "of %d data-parallel ranks (give --global-batch a multiple of %.0f)",
+                     m.name.c_str(), m.B, m.b, m.dp, m.b * m.dp);
+        const std::string problem = pipe_schedule_problem(m.schedule, m.p, (int)M, m.m);
+        if (!problem.empty()) mm_fatal("%s: %s", m.name.c_str(), problem.c_str());
+        if (std::fmod(m.L / m.p, m.m) != 0)
+            fprintf(stderr, "warning: %s: %.0f layers per stage do not divide into m = %d chunks\n", m.name.c_str(),
+                    m.L / m.p, m.m);
+        if (m.schedule != PipeSchedule::AFAB && M < m.p)
+            fprintf(stderr, "note: %s: %.0f micro-batches are fewer than p = %d: the first stage holds %.0f, not "
+                            "the paper's p (counted from the schedule)\n", m.name.c_str(), M, m.p, M);
         results.push_back(compute(m, o));
     }
     if (o.json) print_json(results, o);
