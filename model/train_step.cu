@@ -59,7 +59,8 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
     // norm, so every rank skips together, and the caller decides whether to stop or go on.
     // (The verdict is also agreed on explicitly, so that a fault on one rank alone cannot split the job.)
     int any = !std::isfinite(st.loss) || !std::isfinite(norm);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_LOR, MPI_COMM_WORLD));
+    for (Comm* c : {&m.grid->tp_comm, &m.grid->dp_comm, &m.grid->pp_comm})  // the whole grid, group by group
+        if (c->size > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_LOR, c->mpi));
     if (any) {
         st.applied = false;
         return st;
@@ -91,8 +92,9 @@ std::string first_nonfinite_gradient(GPT& m) {
         }
     }
     // The smallest ordinal over the grid, and the lowest rank holding it.
-    struct { int value, rank; } mine = {first, m.grid->rank}, all_min;
-    MPI_CHECK(MPI_Allreduce(&mine, &all_min, 1, MPI_2INT, MPI_MINLOC, MPI_COMM_WORLD));
+    struct { int value, rank; } all_min = {first, m.grid->rank};
+    for (Comm* c : {&m.grid->tp_comm, &m.grid->dp_comm, &m.grid->pp_comm})  // MINLOC over TP, then DP, then PP
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all_min, 1, MPI_2INT, MPI_MINLOC, c->mpi));
     if (all_min.value == INT32_MAX) return "";
     ordinal = 0;
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) {

@@ -14,6 +14,8 @@ struct ModelSpec {
     GPTConfig cfg;
     int tp = 1;
     bool sp = false;
+    int pp = 1, chunks = 1;  // pipeline stages, model chunks per stage (interleaved schedule)
+    PipeSchedule schedule = PipeSchedule::OneFOneB;
     Recompute rc = Recompute::None;
     DType dtype = DType::F32;
     Device device = Device::CPU;
@@ -42,8 +44,9 @@ struct ModelHarness {
     ModelHarness(const ModelSpec& s, MPI_Comm comm) {
         ctx = ctx_create(s.device, 0);
         alloc.reset(new ActivationAllocator(s.device));
-        grid = grid_create(comm, s.tp, s.sp, s.backend, ctx);
-        gpt_create(model, s.cfg, grid, ctx, *alloc, s.dtype, s.rc, s.dropout, s.seed);
+        grid = grid_create(comm, s.tp, s.sp, s.backend, ctx, s.pp);
+        gpt_create(model, s.cfg, grid, ctx, *alloc, s.dtype, s.rc, s.dropout, s.seed, s.chunks);
+        model.schedule = s.schedule;
         gpt_init_random(model, s.seed);
     }
     ~ModelHarness() {
@@ -76,14 +79,16 @@ inline Batch make_batch(const GPTConfig& cfg, int B, int S, int step, int dp, in
 // One forward + backward + gradient synchronization (no optimizer step): the global loss and the full
 // (gathered, llm.c-layout) gradients.
 inline float loss_and_grads(ModelHarness& h, int B, int S, int step, std::vector<float>& full_grads, bool sum_sp = true,
-                            int micro = 1) {
+                            int micro = 1, bool sum_tied = true) {
     GPT& m = h.model;
     Batch b = make_batch(m.cfg, B, S, step, h.grid.dp, h.grid.dp_rank);
     // micro > 1: the rank's sequences as `micro` micro-batches, gradients accumulated (model/train_step.h).
     float local = forward_backward(m, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, micro);
     g_test_hooks.skip_sequence_parallel_sum = !sum_sp;
+    g_test_hooks.skip_tied_embedding_sum = !sum_tied;
     sync_gradients(m);
     g_test_hooks.skip_sequence_parallel_sum = false;
+    g_test_hooks.skip_tied_embedding_sum = false;
     float loss = (float)average_scalar(h.grid.dp_comm, local);
     gpt_gather_full_grads(m, full_grads);
     return loss;

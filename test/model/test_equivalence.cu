@@ -10,6 +10,13 @@
 //                                  against the single-rank run of the whole batch at once
 //                    [--expect-fail-without-micro-scale]   (negative control: drop the 1/M, expect gradients M times
 //                                  too large)
+//                    [--pp P] [--schedule afab|1f1b|interleaved] [--chunks m]   pipeline parallelism (a 4-layer model);
+//                                  world = tp × dp × pp
+//                    [--expect-fail-without-tied-sum]   (negative control: drop the tied embedding's gradient sum
+//                                  over the first and last stage, expect a mismatch)
+//                    [--bitwise]   tp 1: the reference also runs M micro-batches; everything but the tied word
+//                                  embedding must then be bitwise equal (its two uses' gradients are summed in
+//                                  another order: within float rounding)
 #include <cstring>
 #include "model_fixture.h"
 
@@ -21,7 +28,7 @@ int main(int argc, char** argv) {
     ModelSpec par;
     par.cfg = tiny_config();
     int steps = 20;
-    bool negative = false, negative_micro = false;
+    bool negative = false, negative_micro = false, negative_tied = false, bitwise = false;
     int micro = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tp")) par.tp = atoi(argv[++i]);
@@ -32,7 +39,17 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--expect-fail-without-sp-sum")) negative = true;
         else if (!strcmp(argv[i], "--micro")) micro = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--expect-fail-without-micro-scale")) negative_micro = true;
+        else if (!strcmp(argv[i], "--pp")) par.pp = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--chunks")) par.chunks = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--expect-fail-without-tied-sum")) negative_tied = true;
+        else if (!strcmp(argv[i], "--bitwise")) bitwise = true;
+        else if (!strcmp(argv[i], "--schedule")) {
+            const char* v = argv[++i];
+            par.schedule = !strcmp(v, "afab") ? PipeSchedule::AFAB : !strcmp(v, "interleaved") ? PipeSchedule::Interleaved
+                                                                                               : PipeSchedule::OneFOneB;
+        }
     }
+    if (par.pp > 1) par.cfg = tiny_config(4);  // enough layers for 4 stages, or 2 stages of 2 chunks
     if (par.device == Device::CUDA) {
         int ok = cuda_available() ? 1 : 0, all = 0;
         MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -43,14 +60,21 @@ int main(int argc, char** argv) {
         }
     }
     const int B = 4, S = 16;  // S divisible by tp = 4 (sequence shards), B divisible by dp
-    int dp = world / par.tp;
+    int dp = world / (par.tp * par.pp);
     ModelSpec ref = par;
     ref.tp = 1;
     ref.sp = false;
+    ref.pp = 1;
+    ref.chunks = 1;
+    ref.schedule = PipeSchedule::OneFOneB;
+    const int ref_micro = bitwise ? micro * dp : 1;  // bitwise: the same micro-batches, one after another
     if (rank == 0)
-        printf("test_equivalence: tp %d dp %d sp %s, %d micro-batch%s per rank, on %s/%s vs single rank, dropout %.2f%s\n", par.tp,
-               dp, par.sp ? "on" : "off", micro, micro > 1 ? "es" : "", device_name(par.device), dtype_name(par.dtype), par.dropout,
-               negative ? " (negative control: no SP grad sum)" : negative_micro ? " (negative control: no 1/M)" : "");
+        printf("test_equivalence: tp %d dp %d pp %d (%s, %d chunk%s) sp %s, %d micro-batch%s per rank, on %s/%s vs single rank%s, "
+               "dropout %.2f%s\n", par.tp, dp, par.pp, pipe_schedule_name(par.schedule), par.chunks, par.chunks > 1 ? "s" : "",
+               par.sp ? "on" : "off", micro, micro > 1 ? "es" : "", device_name(par.device), dtype_name(par.dtype),
+               bitwise ? " with the same micro-batches" : "", par.dropout,
+               negative ? " (negative control: no SP grad sum)" : negative_micro ? " (negative control: no 1/M)"
+               : negative_tied ? " (negative control: no tied-embedding grad sum)" : "");
 
     // One step: loss and gradients.
     std::vector<float> g_par, g_ref;
@@ -58,12 +82,12 @@ int main(int argc, char** argv) {
     {
         ModelHarness h(par, MPI_COMM_WORLD);
         g_test_hooks.skip_microbatch_scale = negative_micro;
-        l_par = loss_and_grads(h, B, S, 1, g_par, !negative, micro);
+        l_par = loss_and_grads(h, B, S, 1, g_par, !negative, micro, !negative_tied);
         g_test_hooks.skip_microbatch_scale = false;
     }
     if (rank == 0) {
         ModelHarness h(ref, MPI_COMM_SELF);
-        l_ref = loss_and_grads(h, B, S, 1, g_ref);
+        l_ref = loss_and_grads(h, B, S, 1, g_ref, true, ref_micro);
     }
     // bf16 activations: the parallel run rounds partial sums differently, so compare within bf16 tolerance.
     const double tol = par.dtype == DType::F32 ? 1e-5 : 2e-2;
@@ -77,20 +101,28 @@ int main(int argc, char** argv) {
         int64_t off = 0;
         double worst = 0;
         const char* worst_name = "";
+        int not_bitwise = 0;
         for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
             std::vector<float> a(g_par.begin() + off, g_par.begin() + off + sizes[id]);
             std::vector<float> b(g_ref.begin() + off, g_ref.begin() + off + sizes[id]);
             double e = norm_rel_err(a, b);
-            if (id == P_WTE) {  // padded rows have zero gradient in both: norm_rel_err handles it
-            }
             if (e > worst) { worst = e; worst_name = param_name(id); }
+            if (bitwise && id != P_WTE && memcmp(a.data(), b.data(), a.size() * sizeof(float)) != 0) {
+                printf("  %s: not bitwise equal (rel %.2e)\n", param_name(id), e);
+                not_bitwise++;
+            }
             off += sizes[id];
+        }
+        if (bitwise) {
+            CHECK(not_bitwise == 0, "%d gradient tensors are not bitwise equal to the single-rank accumulation", not_bitwise);
+            CHECK(l_par == l_ref, "loss %.9g is not bitwise the single-rank accumulation's %.9g", l_par, l_ref);
         }
         printf("  step 1: loss %.7f vs %.7f (rel %.2e); gradients rel %.2e, worst tensor %s %.2e\n", l_par, l_ref, lerr, gerr,
                worst_name, worst);
         bool ok = lerr <= tol && worst <= (par.dtype == DType::F32 ? 1e-4 : 5e-2);
-        if (negative) {
-            CHECK(!ok, "dropping the SP gradient sum must break the equivalence (worst %s %.2e)", worst_name, worst);
+        if (negative || negative_tied) {
+            CHECK(!ok, "dropping the %s gradient sum must break the equivalence (worst %s %.2e)", negative ? "SP" : "tied-embedding",
+                  worst_name, worst);
         } else if (negative_micro) {
             // Without the 1/M every micro-batch's gradient counts as a whole batch's: M times too large.
             double np = 0, nr = 0;
@@ -104,15 +136,28 @@ int main(int argc, char** argv) {
         }
     }
     // Loss curve over `steps` optimizer steps.
-    if (!negative && !negative_micro && steps > 0) {
+    if (!negative && !negative_micro && !negative_tied && steps > 0) {
         std::vector<float> c_par, c_ref;
         {
             ModelHarness h(par, MPI_COMM_WORLD);
             c_par = loss_curve(h, B, S, steps, micro);
+            // The first and the last stage each hold a copy of the tied word embedding: after training they must
+            // still be bitwise equal (the same summed gradient, the same update).
+            if (par.pp > 1 && h.grid.emb_comm.size == 2) {
+                std::vector<float> mine = tensor_to_host_f32(h.model.master.slice(h.model.offsets[P_WTE], h.model.sizes[P_WTE]));
+                std::vector<float> both(2 * mine.size());
+                MPI_Allgather(mine.data(), (int)mine.size(), MPI_FLOAT, both.data(), (int)mine.size(), MPI_FLOAT, h.grid.emb_comm.mpi);
+                int same = memcmp(both.data(), both.data() + mine.size(), mine.size() * sizeof(float)) == 0, all = 0;
+                MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_MIN, h.grid.emb_comm.mpi);
+                if (h.grid.pp_rank == 0) {
+                    CHECK(all == 1, "rank %d: the first and last stage's word embeddings differ after %d steps", rank, steps);
+                    if (rank == 0 && all) printf("  the first and last stage's copies of the word embedding: bitwise equal after %d steps\n", steps);
+                }
+            }
         }
         if (rank == 0) {
             ModelHarness h(ref, MPI_COMM_SELF);
-            c_ref = loss_curve(h, B, S, steps);
+            c_ref = loss_curve(h, B, S, steps, ref_micro);
             double worst = 0;
             for (int i = 0; i < steps; i++) worst = std::max(worst, (double)std::fabs(c_par[i] - c_ref[i]) / std::fabs(c_ref[i]));
             printf("  %d-step loss curve: %.5f -> %.5f (single rank %.5f -> %.5f), worst rel diff %.2e\n", steps, c_par[0],
