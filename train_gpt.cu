@@ -278,7 +278,14 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
 
     // The model (model/gpt.cu): this rank's shard, with random or loaded weights.
     run.alloc = std::make_unique<ActivationAllocator>(run.device);
-    gpt_create(run.model, run.cfg, run.grid, run.ctx, *run.alloc, run.dtype, run.recompute, opt.dropout, opt.seed);
+    gpt_create(run.model, run.cfg, run.grid, run.ctx, *run.alloc, run.dtype, run.recompute, opt.dropout, opt.seed,
+               opt.distributed_optimizer);  // parallel/distributed_optimizer.h
+    if (opt.distributed_optimizer && run.grid.dp == 1)
+        LOG0("note: --use-distributed-optimizer with data-parallel size 1 changes nothing (one rank holds every optimizer state)\n");
+    if (run.model.zero.on)
+        LOG0("distributed optimizer: each of %d data-parallel ranks keeps the optimizer states of %lld of %lld local parameters "
+             "(padded by %lld)\n", run.grid.dp, (long long)run.model.zero.shard, (long long)run.model.n_params,
+             (long long)(run.model.zero.padded - run.model.n_params));
     if (init_params.empty()) gpt_init_random(run.model, opt.seed);
     else gpt_load_full(run.model, init_params.data());
     init_params.clear();
@@ -437,6 +444,8 @@ static void finish_run(Run& run, const Progress& p, double t_start) {
              (unsigned long long)cc.calls[kAllReduce], cc.bytes[kAllReduce] / 1e6, (unsigned long long)cc.calls[kAllGather],
              cc.bytes[kAllGather] / 1e6, cc.regather_bytes / 1e6, (unsigned long long)cc.calls[kReduceScatter],
              cc.bytes[kReduceScatter] / 1e6);
+    const std::string dp_line = distributed_optimizer_comm_line(run.model);  // parallel/distributed_optimizer.h
+    if (!dp_line.empty()) LOG0("%s\n", dp_line.c_str());
     LOG0("done: %d steps in %.1f s | loss %.4f -> %.4f | best val %.4f | activation peak %.2f MB (allocator, this rank)\n", opt.steps,
          total, p.first_loss, p.last_loss, std::isfinite(p.best_val) ? p.best_val : NAN, run.alloc->peak_live_bytes() / 1e6);
 }

@@ -25,6 +25,9 @@ void print_train_usage() {
         "  --tp N                      tensor-parallel size; data-parallel size = ranks / N\n"
         "  --sp                        sequence parallelism (needs --tp > 1; --seq divisible by --tp)\n"
         "  --recompute none|selective|full   activation recomputation policy\n"
+        "  --use-distributed-optimizer fp32 master weights and AdamW moments sharded over the data-parallel ranks\n"
+        "                              (ZeRO-1; Megatron's name; --zero 1 is the same): gradients reduce-scattered,\n"
+        "                              updated weights all-gathered; nothing changes with one data-parallel rank\n"
         "Data\n"
         "  --train FILE --val FILE     llm.c token shards (default: data/generated/default/{train,val}.bin)\n"
         "  --batch B                   global batch: sequences per step over all data-parallel ranks (default 8)\n"
@@ -119,6 +122,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         if (flag({"--no-shuffle"})) { o.shuffle = false; continue; }
         if (flag({"--memory-report"})) { o.memory_report = true; continue; }
         if (flag({"--skip-bad-steps"})) { o.skip_bad_steps = true; continue; }
+        if (flag({"--use-distributed-optimizer"})) { o.distributed_optimizer = true; continue; }
         if (i + 1 >= argc) bad(print, "unknown flag or missing value: " + a);
         const char* v = argv[++i];
         const char* f = a.c_str();
@@ -169,6 +173,12 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--save-every"})) o.save_every = (int)to_int(print, f, v, 1, big);
         else if (flag({"--resume"})) o.resume = v;
         else if (flag({"--exit-interval"})) o.exit_interval = (int)to_int(print, f, v, 1, big);
+        else if (flag({"--zero"})) {
+            const long long z = to_int(print, f, v, 0, 3);
+            if (z > 1) bad(print, "--zero " + std::string(v) + ": only stage 1 exists (the optimizer states sharded); ZeRO-2/3 "
+                                  "(gradients, weights) are not implemented; use --zero 1");
+            o.distributed_optimizer = z == 1;
+        }
         else if (flag({"--inject-nan-at-step"})) o.inject_nan_at_step = (int)to_int(print, f, v, 1, big);
         else bad(print, "unknown flag " + a);
     }

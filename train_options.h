@@ -16,6 +16,7 @@ struct TrainOptions {
     int tp = 1;
     bool sp = false;
     std::string recompute = "none";  // none | selective | full
+    bool distributed_optimizer = false;  // ZeRO-1: optimizer states sharded over DP (parallel/distributed_optimizer.h)
     // data
     std::string train_file = "data/generated/default/train.bin", val_file = "data/generated/default/val.bin";
     int batch = 8, seq = 64;          // global batch (sequences per step), sequence length

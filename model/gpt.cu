@@ -12,7 +12,7 @@
 #include "../parallel/vocab_parallel.h"
 
 void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, ActivationAllocator& alloc, DType dtype,
-                Recompute recompute, float dropout, uint64_t seed) {
+                Recompute recompute, float dropout, uint64_t seed, bool distributed_optimizer) {
     m.cfg = cfg;
     m.grid = &grid;
     m.ctx = &ctx;
@@ -27,20 +27,12 @@ void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, Activ
         m.offsets[i] = m.n_params;
         m.n_params += m.sizes[i];
     }
-    m.master = tensor_zeros(ctx.device, DType::F32, m.n_params);
-    m.weights = dtype == DType::F32 ? m.master : tensor_zeros(ctx.device, dtype, m.n_params);
-    m.grads = tensor_zeros(ctx.device, DType::F32, m.n_params);
-    m.adam_m = tensor_zeros(ctx.device, DType::F32, m.n_params);
-    m.adam_v = tensor_zeros(ctx.device, DType::F32, m.n_params);
+    model_states_allocate(m, distributed_optimizer);  // parallel/distributed_optimizer.cu: whole or sharded
     m.saved.resize(cfg.layers);
 }
 
 void gpt_destroy(GPT& m) {
-    if (m.weights.data != m.master.data) tensor_free(m.weights);
-    tensor_free(m.master);
-    tensor_free(m.grads);
-    tensor_free(m.adam_m);
-    tensor_free(m.adam_v);
+    model_states_free(m);
     tensor_free(m.tokens);
     tensor_free(m.targets);
     embedding_index_free(m.emb_index);
@@ -90,13 +82,14 @@ void gpt_init_full(const GPTConfig& cfg, uint64_t seed, std::vector<float>& full
 }
 
 void gpt_refresh_compute_weights(GPT& m) {
+    if (m.zero.on) return refresh_weights_from_shards(m);  // collective over DP
     if (m.weights.data != m.master.data) tensor_convert(*m.ctx, m.weights, m.master);
 }
 
 void gpt_load_full(GPT& m, const float* full) {
     std::vector<float> local((size_t)m.n_params);
     shard_params(m.cfg, m.grid->tp, m.grid->tp_rank, full, local.data());
-    tensor_from_host_f32(m.master, local.data());
+    load_local_values(m, m.master, local.data());  // the DP shard of it with the distributed optimizer
     gpt_refresh_compute_weights(m);
     ctx_sync(*m.ctx);
 }
@@ -108,7 +101,7 @@ void gpt_init_random(GPT& m, uint64_t seed) {
 }
 
 static void gather_full(GPT& m, Tensor flat, std::vector<float>& full) {
-    std::vector<float> local = tensor_to_host_f32(flat);
+    std::vector<float> local = local_values(m, flat);  // gathered over DP with the distributed optimizer
     full.assign((size_t)param_count(m.cfg), 0.f);
     int tp = m.grid->tp;
     std::vector<float> all((size_t)m.n_params * tp);
@@ -128,9 +121,9 @@ void gpt_gather_full_optimizer(GPT& m, std::vector<float>& adam_m, std::vector<f
 void gpt_load_full_optimizer(GPT& m, const float* adam_m, const float* adam_v) {
     std::vector<float> local((size_t)m.n_params);
     shard_params(m.cfg, m.grid->tp, m.grid->tp_rank, adam_m, local.data());
-    tensor_from_host_f32(m.adam_m, local.data());
+    load_local_values(m, m.adam_m, local.data());
     shard_params(m.cfg, m.grid->tp, m.grid->tp_rank, adam_v, local.data());
-    tensor_from_host_f32(m.adam_v, local.data());
+    load_local_values(m, m.adam_v, local.data());
     ctx_sync(*m.ctx);
 }
 

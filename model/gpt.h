@@ -9,7 +9,9 @@
 #include "config.h"
 #include "transformer_layer.h"
 #include "../layers/embedding.h"
+#include "../parallel/distributed_optimizer.h"
 #include "../parallel/process_grid.h"
+#include "../recompute/model_state_memory.h"
 
 // The shapes of the step in flight, computed once per forward pass (gpt_step_shape in gpt.cu) and read by
 // the forward, the backward and every layer's context.
@@ -45,6 +47,10 @@ struct GPT {
     int64_t offsets[NUM_PARAM_TENSORS] = {};  // local offsets in the flat buffers
     int64_t n_params = 0;                     // local
     Tensor master, weights, grads, adam_m, adam_v;  // flat; weights == master when dtype is f32
+    // The distributed optimizer (parallel/distributed_optimizer.h): with it, adam_m / adam_v (and master in
+    // bf16) hold this DP rank's shard only, and weights / grads are padded to a multiple of dp.
+    OptimizerShard zero;
+    ModelStateMemory state_memory;  // the model states' tagged account (recompute/model_state_memory.h)
 
     // ---- activations of the step in flight -----------------------------------------------------------
     StepShape shape;
@@ -55,9 +61,10 @@ struct GPT {
     Tensor lnf_in;  // = the last layer's output (tagged "lnf_in")
 };
 
-// Build the model for `cfg` on this rank (allocates weights, gradients, optimizer state).
+// Build the model for `cfg` on this rank (allocates weights, gradients, optimizer state). distributed_optimizer:
+// shard the optimizer states over the DP group (ZeRO-1; nothing changes when dp is 1).
 void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, ActivationAllocator& alloc, DType dtype,
-                Recompute recompute, float dropout, uint64_t seed);
+                Recompute recompute, float dropout, uint64_t seed, bool distributed_optimizer = false);
 void gpt_destroy(GPT& m);
 // Deterministic GPT-2 initialization of the FULL model from `seed` (counter-based, so identical for every
 // parallel layout), then this rank's slice is kept. N(0, 0.02) weights, residual projections

@@ -13,10 +13,13 @@ void sync_gradients(GPT& m) {
     // (parallel/sequence_parallel.cu says which and why). Without SP they are already complete.
     if (m.grid->sp && !g_test_hooks.skip_sequence_parallel_sum)
         sum_sequence_parallel_grads(m.grid->tp_comm, *m.ctx, m.grads, m.offsets, m.sizes);
-    average_gradients(m.grid->dp_comm, *m.ctx, m.grads);
+    // Then the mean over DP: all-reduced, or reduce-scattered to each shard's owner (distributed optimizer).
+    if (m.zero.on) reduce_scatter_gradients(m);
+    else average_gradients(m.grid->dp_comm, *m.ctx, m.grads);
 }
 
 double gradient_norm(GPT& m) {
+    if (m.zero.on) return sharded_gradient_norm(m);  // from the owned shards (parallel/distributed_optimizer.cu)
     // All 16 sums are reduced on the device and come back together: one host synchronization per step.
     std::vector<Tensor> grads;
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) grads.push_back(gpt_grad(m, id));
@@ -75,13 +78,18 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
     }
     float scale = 1.0f;
     if (opt.grad_clip > 0 && norm > opt.grad_clip) scale = (float)(opt.grad_clip / (norm + 1e-6));
-    for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
-        Tensor p = m.master.slice(m.offsets[id], m.sizes[id]);
-        adamw_update(*m.ctx, p, gpt_grad(m, id), m.adam_m.slice(m.offsets[id], m.sizes[id]),
-                     m.adam_v.slice(m.offsets[id], m.sizes[id]), m.sizes[id], lr, opt.beta1, opt.beta2, opt.eps,
-                     param_decays(id) ? opt.weight_decay : 0.f, step, scale);
+    if (m.zero.on) {  // AdamW on this rank's shard, then the weights all-gathered
+        sharded_optimizer_step(m, opt, step, lr, scale);
+        return st;
     }
-    gpt_refresh_compute_weights(m);
+    // AdamW on every tensor, the bf16 compute copy written in the same pass (fp32: the weights are the master).
+    const bool bf16 = m.weights.data != m.master.data;
+    for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
+        const int64_t off = m.offsets[id], n = m.sizes[id];
+        adamw_update_fused(*m.ctx, m.master.slice(off, n), bf16 ? m.weights.slice(off, n) : Tensor(), gpt_grad(m, id),
+                           m.adam_m.slice(off, n), m.adam_v.slice(off, n), n, lr, opt.beta1, opt.beta2, opt.eps,
+                           param_decays(id) ? opt.weight_decay : 0.f, step, scale);
+    }
     return st;
 }
 
@@ -91,7 +99,8 @@ std::string first_nonfinite_gradient(GPT& m) {
     for (int id = 0; id < NUM_PARAM_TENSORS && first == INT32_MAX; id++) {
         bool per_layer = is_layer_param(id);
         for (int l = 0; l < (per_layer ? m.cfg.layers : 1); l++, ordinal++)
-            if (!std::isfinite(sum_of_squares(*m.ctx, gpt_grad(m, id, per_layer ? l : -1)))) {
+            // (with the distributed optimizer only the owned shard holds the reduced gradient: look there)
+            if (!std::isfinite(sum_of_squares(*m.ctx, owned_part(m, gpt_grad(m, id, per_layer ? l : -1))))) {
                 first = ordinal;
                 break;
             }
