@@ -383,6 +383,8 @@ static void maybe_report_memory(const Run& run, int step) {
     if (!(run.opt.memory_report && step == run.start_step)) return;
     ctx_sync(run.ctx);
     MemoryReport r = build_memory_report(run.alloc->live(), run.shape);
+    add_model_state(r, run.model.state_memory, model_state_formula(run.model.n_params, run.grid.dp, run.model.zero.on,
+                                                                   run.dtype != DType::F32));  // recompute/model_state_memory.h
     if (run.device == Device::CUDA) {
         size_t fr = 0, tot = 0;
         if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) r.device_used_bytes = (double)(tot - fr);

@@ -11,6 +11,7 @@
 #include <vector>
 #include "activation_allocator.h"
 #include "formulas.h"
+#include "model_state_memory.h"
 
 struct MemoryReport {
     ModelFormulaInput shape;               // s, b, h, a, L, v (= Vp), t, sp, rc, d of this run
@@ -23,7 +24,14 @@ struct MemoryReport {
     std::map<std::string, double> model_tensors_measured;
     size_t peak_live_bytes = 0, peak_reserved_bytes = 0;  // allocator high-water marks (previous step)
     double device_used_bytes = -1;                         // cudaMemGetInfo total - free (CUDA only)
+    // The model states (weights, gradients, master, moments) measured next to their formula; add_model_state.
+    bool have_model_state = false;
+    ModelStateMemory model_state;
+    ModelStateFormula model_state_formula;
 };
+
+// Add the model states to a report: `measured` is the model's tagged account (GPT::state_memory).
+void add_model_state(MemoryReport& r, const ModelStateMemory& measured, const ModelStateFormula& formula);
 
 MemoryReport build_memory_report(const std::vector<ActivationRecord>& live, const ModelFormulaInput& shape);
 void print_memory_report(FILE* f, const MemoryReport& r);
