@@ -43,7 +43,7 @@ ModelStateFormula model_state_formula(int64_t n, int d, bool distributed, bool b
     f.distributed = distributed && f.d > 1;
     f.bf16 = bf16;
     f.padded = f.distributed ? (n + f.d - 1) / f.d * f.d : n;
-    const int64_t P = f.padded, shard = P / f.d;  // shard == n when not distributed
+    const int64_t P = f.padded, shard = f.distributed ? P / f.d : n;
     f.bytes[kStateWeights] = bf16 ? 2 * P : 0;    // fp32: the master weights are the compute weights
     f.bytes[kStateGrads] = 4 * P;
     f.bytes[kStateMaster] = 4 * (bf16 ? shard : P);  // fp32: whole (it is the model); bf16: this rank's shard
