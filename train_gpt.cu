@@ -389,7 +389,8 @@ static void maybe_report_memory(const Run& run, int step) {
         size_t fr = 0, tot = 0;
         if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) r.device_used_bytes = (double)(tot - fr);
     }
-    if (g_rank == 0) print_memory_report(stdout, r);
+    const std::string by_rank = model_states_by_rank(run.model, MPI_COMM_WORLD);  // collective (distributed_optimizer.h)
+    if (g_rank == 0) print_memory_report(stdout, r), printf("Model states per rank\n%s", by_rank.c_str());
     if (run.logf) fprintf(run.logf, "{\"step\":%d,\"memory_report\":%s}\n", step, memory_report_json(r).c_str());
 }
 

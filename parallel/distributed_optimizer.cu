@@ -164,6 +164,27 @@ void load_local_values(GPT& m, Tensor state, const float* local) {
     else tensor_from_host_f32(state, padded.data() + z.begin);
 }
 
+// ---- reports ------------------------------------------------------------------------------------------------
+std::string model_states_by_rank(const GPT& m, MPI_Comm world) {
+    const ModelStateFormula f = model_state_formula(m.n_params, m.grid->dp, m.zero.on, m.weights.dtype != DType::F32);
+    const int64_t mine[4] = {m.state_memory.total(), f.total, m.state_memory.optimizer(f.bf16), m.n_params};
+    int rank = 0, size = 1;
+    MPI_CHECK(MPI_Comm_rank(world, &rank));
+    MPI_CHECK(MPI_Comm_size(world, &size));
+    std::vector<int64_t> all((size_t)size * 4);
+    MPI_CHECK(MPI_Gather(mine, 4, MPI_INT64_T, all.data(), 4, MPI_INT64_T, 0, world));
+    std::string out;
+    if (rank != 0) return out;
+    char b[200];
+    for (int r = 0; r < size; r++) {
+        const int64_t* x = &all[(size_t)r * 4];
+        snprintf(b, sizeof b, "  rank %d: %lld parameters, model states %lld B measured, %lld B formula, optimizer state %lld B\n", r,
+                 (long long)x[3], (long long)x[0], (long long)x[1], (long long)x[2]);
+        out += b;
+    }
+    return out;
+}
+
 // ---- the communication line ------------------------------------------------------------------------------
 std::string distributed_optimizer_comm_line(const GPT& m) {
     const OptimizerShard& z = m.zero;

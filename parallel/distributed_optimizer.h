@@ -21,6 +21,7 @@
 // Everything here is read from m.sizes / m.offsets / m.n_params / m.grid, never from the configuration, so
 // it holds whatever this rank's tensors are. docs/design.md "The distributed optimizer".
 #pragma once
+#include <mpi.h>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -71,6 +72,10 @@ void refresh_weights_from_shards(GPT& m);
 // such values into the buffer (keeping the shard only where the buffer is a shard). Without sharding, a copy.
 std::vector<float> local_values(GPT& m, Tensor state);
 void load_local_values(GPT& m, Tensor state, const float* local);
+
+// The model states of every rank of `world`, measured and by formula, one line per rank (rank 0 gets the
+// text; collective). Under pipeline parallelism the stages hold different tensors, so the ranks differ.
+std::string model_states_by_rank(const GPT& m, MPI_Comm world);
 
 // One line: the DP bytes of the last step (reduce-scatter + all-gather) next to the all-reduce they replace.
 std::string distributed_optimizer_comm_line(const GPT& m);
