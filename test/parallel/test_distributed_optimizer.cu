@@ -15,6 +15,7 @@
 //   --bytes    one fp32 step: reduce-scatter + all-gather bytes == the all-reduce's bytes; in bf16 the
 //              all-gather moves half (3/4 of the all-reduce in all).
 //   --nan      a NaN injected into one gradient: both optimizers refuse the step and name the same tensor.
+//   --device cuda   (label gpu) the same on one GPU shared by the ranks (MPI backend); exit 77 without one.
 #include <cstring>
 #include "../model/model_fixture.h"
 #include "../../parallel/distributed_optimizer.h"
@@ -28,6 +29,15 @@ static bool same_bits(const std::vector<float>& a, const std::vector<float>& b) 
 // A model with an odd parameter count (C = 33, 3 heads, 3 layers): the shards of dp 2 need one padding
 // element and several tensors lie across the shard boundary.
 static GPTConfig odd_config() { return tiny_config(3, 3, 33, 61, 64, 32); }
+
+static Device g_device = Device::CPU;
+// A spec of `cfg` on this test's device (the MPI backend: on one GPU the ranks share it).
+static ModelSpec spec_of(const GPTConfig& cfg) {
+    ModelSpec s;
+    s.cfg = cfg;
+    s.device = g_device;
+    return s;
+}
 
 struct Trained {
     std::vector<float> losses, norms, params, adam_m, adam_v;
@@ -104,15 +114,13 @@ static void memory(const GPTConfig& cfg) {
         const bool bf16 = dt == DType::BF16;
         int64_t single_opt = 0;
         {
-            ModelSpec one;
-            one.cfg = cfg;
+            ModelSpec one = spec_of(cfg);
             one.dtype = dt;
             ModelHarness h(one, MPI_COMM_SELF);
             single_opt = h.model.state_memory.optimizer(bf16);
         }
         for (bool zero : {false, true}) {
-            ModelSpec s;
-            s.cfg = cfg;
+            ModelSpec s = spec_of(cfg);
             s.dtype = dt;
             s.distributed_optimizer = zero;
             ModelHarness h(s, MPI_COMM_WORLD);
@@ -152,8 +160,7 @@ static void bytes(const GPTConfig& cfg) {
     int64_t n = 0;
     for (int bf = 0; bf < 2; bf++)
         for (bool zero : {false, true}) {
-            ModelSpec s;
-            s.cfg = cfg;
+            ModelSpec s = spec_of(cfg);
             s.dtype = bf ? DType::BF16 : DType::F32;
             s.distributed_optimizer = zero;
             ModelHarness h(s, MPI_COMM_WORLD);
@@ -180,8 +187,7 @@ static void bytes(const GPTConfig& cfg) {
 static void nan_naming(const GPTConfig& cfg) {
     std::string names[2];
     for (int zero = 0; zero < 2; zero++) {
-        ModelSpec s;
-        s.cfg = cfg;
+        ModelSpec s = spec_of(cfg);
         s.distributed_optimizer = zero;
         ModelHarness h(s, MPI_COMM_WORLD);
         std::vector<float> before, after;
@@ -218,12 +224,22 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tolerance")) tolerance = atof(argv[++i]);
         else if (!strcmp(argv[i], "--odd")) spec.cfg = odd_config();
+        else if (!strcmp(argv[i], "--device")) g_device = spec.device = !strcmp(argv[++i], "cuda") ? Device::CUDA : Device::CPU;
         else {
             fprintf(stderr, "test_distributed_optimizer: unknown argument %s\n", argv[i]);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
-    if (g_rank == 0) printf("test_distributed_optimizer --%s\n", mode.c_str());
+    if (g_device == Device::CUDA) {
+        int ok = cuda_available() ? 1 : 0, all = 0;
+        MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        if (!all) {
+            if (g_rank == 0) printf("test_distributed_optimizer: no CUDA GPU visible, skipping\n");
+            MPI_Finalize();
+            return 77;
+        }
+    }
+    if (g_rank == 0) printf("test_distributed_optimizer --%s on %s\n", mode.c_str(), device_name(g_device));
     if (mode == "compare") compare(spec, steps, clip, tolerance);
     else if (mode == "memory") { memory(tiny_config()); memory(odd_config()); }
     else if (mode == "bytes") bytes(spec.cfg);
