@@ -110,6 +110,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
     TrainOptions o;
     const int big = 1 << 30;
     float min_lr = -1;  // --min-lr: an absolute floor, turned into the fraction once --lr is known
+    int zero_stage = -1;  // --zero N as given (-1: not given), checked against --use-distributed-optimizer
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         auto flag = [&](std::initializer_list<const char*> names) {
@@ -178,7 +179,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
             const long long z = to_int(print, f, v, 0, 3);
             if (z > 1) bad(print, "--zero " + std::string(v) + ": only stage 1 exists (the optimizer states sharded); ZeRO-2/3 "
                                   "(gradients, weights) are not implemented; use --zero 1");
-            o.distributed_optimizer = z == 1;
+            zero_stage = (int)z;
         }
         else if (flag({"--inject-nan-at-step"})) o.inject_nan_at_step = (int)to_int(print, f, v, 1, big);
         else bad(print, "unknown flag " + a);
@@ -188,6 +189,9 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         o.min_lr_frac = o.lr > 0 ? min_lr / o.lr : 0.f;
     }
     // Combinations that cannot mean anything.
+    if (zero_stage == 0 && o.distributed_optimizer)
+        bad(print, "--zero 0 contradicts --use-distributed-optimizer (the same as --zero 1): give one of them");
+    if (zero_stage == 1) o.distributed_optimizer = true;
     if (o.resume == "auto" && o.checkpoint_dir.empty())
         bad(print, "--resume auto needs --checkpoint-dir DIR (where to look for a checkpoint and to save)");
     if (o.resume != "auto" && !o.resume.empty() && !o.checkpoint_dir.empty() && o.checkpoint_dir != o.resume && !o.init.empty())
