@@ -309,8 +309,15 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
 
     // The model (model/gpt.cu): this rank's shard, with random or loaded weights.
     run.alloc = std::make_unique<ActivationAllocator>(run.device);
-    gpt_create(run.model, run.cfg, run.grid, run.ctx, *run.alloc, run.dtype, run.recompute, opt.dropout, opt.seed, run.chunks);
+    gpt_create(run.model, run.cfg, run.grid, run.ctx, *run.alloc, run.dtype, run.recompute, opt.dropout, opt.seed, run.chunks,
+               opt.distributed_optimizer);  // parallel/distributed_optimizer.h
     run.model.schedule = run.schedule;
+    if (opt.distributed_optimizer && run.grid.dp == 1)
+        LOG0("note: --use-distributed-optimizer with data-parallel size 1 changes nothing (one rank holds every optimizer state)\n");
+    if (run.model.zero.on)
+        LOG0("distributed optimizer: each of %d data-parallel ranks keeps the optimizer states of %lld of %lld local parameters "
+             "(padded by %lld)\n", run.grid.dp, (long long)run.model.zero.shard, (long long)run.model.n_params,
+             (long long)(run.model.zero.padded - run.model.n_params));
     if (init_params.empty()) gpt_init_random(run.model, opt.seed);
     else gpt_load_full(run.model, init_params.data());
     init_params.clear();
@@ -435,6 +442,8 @@ static void maybe_report_memory(Run& run, int step) {
     r.pp_rank = st.rank;
     r.microbatches = run.micro_batches;
     r.schedule = pipe_schedule_name(run.schedule);
+    add_model_state(r, run.model.state_memory, model_state_formula(run.model.n_params, run.grid.dp, run.model.zero.on,
+                                                                   run.dtype != DType::F32));  // recompute/model_state_memory.h
     if (run.device == Device::CUDA) {
         size_t fr = 0, tot = 0;
         if (cudaMemGetInfo(&fr, &tot) == cudaSuccess) r.device_used_bytes = (double)(tot - fr);
@@ -478,6 +487,8 @@ static void emit_memory_report(Run& run, int step) {
         fputs(text.c_str(), stdout);
         if (run.logf) fprintf(run.logf, "{\"step\":%d,\"memory_report\":%s}\n", step, json.c_str());
     }
+    const std::string by_rank = model_states_by_rank(run.model, MPI_COMM_WORLD);  // collective (distributed_optimizer.h)
+    if (g_rank == 0) printf("Model states per rank\n%s", by_rank.c_str());
     fflush(stdout);
 }
 
@@ -558,6 +569,8 @@ static void finish_run(Run& run, const Progress& p, double t_start) {
              cc.bytes[kAllGather] / 1e6, cc.regather_bytes / 1e6, (unsigned long long)cc.calls[kReduceScatter],
              cc.bytes[kReduceScatter] / 1e6);
     report_bubble(run, p);
+    const std::string dp_line = distributed_optimizer_comm_line(run.model);  // parallel/distributed_optimizer.h
+    if (!dp_line.empty()) LOG0("%s\n", dp_line.c_str());
     LOG0("done: %d steps in %.1f s | loss %.4f -> %.4f | best val %.4f | activation peak %.2f MB (allocator, this rank)\n", opt.steps,
          total, p.first_loss, p.last_loss, std::isfinite(p.best_val) ? p.best_val : NAN, run.alloc->peak_live_bytes() / 1e6);
 }

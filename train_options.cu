@@ -30,6 +30,9 @@ void print_train_usage() {
         "                              interleaved needs --num-layers-per-virtual-pipeline-stage)\n"
         "  --num-layers-per-virtual-pipeline-stage k   interleaving: (L/pp)/k model chunks per stage\n"
         "  --recompute none|selective|full   activation recomputation policy\n"
+        "  --use-distributed-optimizer fp32 master weights and AdamW moments sharded over the data-parallel ranks\n"
+        "                              (ZeRO-1; Megatron's name; --zero 1 is the same): gradients reduce-scattered,\n"
+        "                              updated weights all-gathered; nothing changes with one data-parallel rank\n"
         "Data\n"
         "  --train FILE --val FILE     llm.c token shards (default: data/generated/default/{train,val}.bin)\n"
         "  --batch B                   global batch: sequences per step over all data-parallel ranks (default 8)\n"
@@ -53,7 +56,8 @@ void print_train_usage() {
         "  --save FILE                 write an llm.c checkpoint at the end\n"
         "  --log FILE.jsonl            one JSON object per line (train, val, memory_report)\n"
         "  --log-every K               print every K-th step (default 1)\n"
-        "  --memory-report             print measured vs formula activation memory after the first step\n"
+        "  --memory-report             print measured vs formula activation and model-state memory (weights,\n"
+        "                              gradients, master weights, moments) after the first step\n"
         "  --sample N                  generate N tokens after training (--prompt TEXT --temperature X --top-k K)\n"
         "  --tokenizer FILE            llm.c's gpt2_tokenizer.bin: GPT-2 BPE for --prompt and --sample (default:\n"
         "                              byte-level); its vocabulary must be the model's\n"
@@ -111,6 +115,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
     TrainOptions o;
     const int big = 1 << 30;
     float min_lr = -1;  // --min-lr: an absolute floor, turned into the fraction once --lr is known
+    int zero_stage = -1;  // --zero N as given (-1: not given), checked against --use-distributed-optimizer
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         auto flag = [&](std::initializer_list<const char*> names) {
@@ -124,6 +129,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         if (flag({"--no-shuffle"})) { o.shuffle = false; continue; }
         if (flag({"--memory-report"})) { o.memory_report = true; continue; }
         if (flag({"--skip-bad-steps"})) { o.skip_bad_steps = true; continue; }
+        if (flag({"--use-distributed-optimizer"})) { o.distributed_optimizer = true; continue; }
         if (i + 1 >= argc) bad(print, "unknown flag or missing value: " + a);
         const char* v = argv[++i];
         const char* f = a.c_str();
@@ -177,6 +183,12 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--save-every"})) o.save_every = (int)to_int(print, f, v, 1, big);
         else if (flag({"--resume"})) o.resume = v;
         else if (flag({"--exit-interval"})) o.exit_interval = (int)to_int(print, f, v, 1, big);
+        else if (flag({"--zero"})) {
+            const long long z = to_int(print, f, v, 0, 3);
+            if (z > 1) bad(print, "--zero " + std::string(v) + ": only stage 1 exists (the optimizer states sharded); ZeRO-2/3 "
+                                  "(gradients, weights) are not implemented; use --zero 1");
+            zero_stage = (int)z;
+        }
         else if (flag({"--inject-nan-at-step"})) o.inject_nan_at_step = (int)to_int(print, f, v, 1, big);
         else bad(print, "unknown flag " + a);
     }
@@ -185,6 +197,9 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         o.min_lr_frac = o.lr > 0 ? min_lr / o.lr : 0.f;
     }
     // Combinations that cannot mean anything.
+    if (zero_stage == 0 && o.distributed_optimizer)
+        bad(print, "--zero 0 contradicts --use-distributed-optimizer (the same as --zero 1): give one of them");
+    if (zero_stage == 1) o.distributed_optimizer = true;
     if (o.resume == "auto" && o.checkpoint_dir.empty())
         bad(print, "--resume auto needs --checkpoint-dir DIR (where to look for a checkpoint and to save)");
     if (o.resume != "auto" && !o.resume.empty() && !o.checkpoint_dir.empty() && o.checkpoint_dir != o.resume && !o.init.empty())

@@ -31,6 +31,18 @@ __host__ __device__ inline void adamw_element(float* param, float* m, float* v, 
 
 // ---- CPU reference -------------------------------------------------------------------------------------
 
+// Fused: the update, then the new weight rounded once into the compute copy (the rounding of tensor_convert).
+template <class G>
+static void adamw_fused_cpu(float* param, bf16* compute, const G* grad, float* m, float* v, int64_t n, float lr,
+                            float beta1, float beta2, float eps, float weight_decay, float c1, float c2,
+                            float grad_scale) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        adamw_element(param, m, v, to_f32(grad[i]) * grad_scale, i, lr, beta1, beta2, eps, weight_decay, c1, c2);
+        compute[i] = from_f32<bf16>(param[i]);
+    }
+}
+
 template <class G>
 static void adamw_cpu(float* param, const G* grad, float* m, float* v, int64_t n, float lr, float beta1,
                       float beta2, float eps, float weight_decay, float c1, float c2, float grad_scale) {
@@ -68,6 +80,16 @@ __global__ void adamw_kernel(float* param, const G* grad, float* m, float* v, in
                              float beta2, float eps, float weight_decay, float c1, float c2, float grad_scale) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         adamw_element(param, m, v, to_f32(grad[i]) * grad_scale, i, lr, beta1, beta2, eps, weight_decay, c1, c2);
+}
+
+template <class G>
+__global__ void adamw_fused_kernel(float* param, bf16* compute, const G* grad, float* m, float* v, int64_t n, float lr,
+                                   float beta1, float beta2, float eps, float weight_decay, float c1, float c2,
+                                   float grad_scale) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        adamw_element(param, m, v, to_f32(grad[i]) * grad_scale, i, lr, beta1, beta2, eps, weight_decay, c1, c2);
+        compute[i] = from_f32<bf16>(param[i]);
+    }
 }
 
 constexpr int kSsqThreads = 256;
@@ -142,6 +164,35 @@ void adamw_update(Ctx& ctx, Tensor param, Tensor grad, Tensor m, Tensor v, int64
                                                                       m.as<float>(), v.as<float>(), n, lr,
                                                                       beta1, beta2, eps, weight_decay, c1, c2,
                                                                       grad_scale);
+            CUDA_CHECK_LAST();
+        }
+    });
+}
+
+void adamw_update_fused(Ctx& ctx, Tensor param, Tensor compute, Tensor grad, Tensor m, Tensor v, int64_t n, float lr,
+                        float beta1, float beta2, float eps, float weight_decay, int t, float grad_scale) {
+    if (compute.data == nullptr)  // fp32 training: nothing to round into
+        return adamw_update(ctx, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale);
+    OpScope scope(ctx, "adamw_update");
+    const char* op = "adamw_update_fused";
+    check_tensor(ctx, param, DType::F32, n, op, "param");
+    check_tensor(ctx, compute, DType::BF16, n, op, "compute");
+    check_tensor(ctx, grad, grad.dtype, n, op, "grad");
+    check_tensor(ctx, m, DType::F32, n, op, "m");
+    check_tensor(ctx, v, DType::F32, n, op, "v");
+    if (t < 1) mm_fatal("%s: step t counts from 1 (got %d)", op, t);
+    if (n == 0) return;
+    const float c1 = 1.0f - powf(beta1, (float)t);
+    const float c2 = 1.0f - powf(beta2, (float)t);
+    MM_DISPATCH_ACT(grad.dtype, {
+        if (ctx.device == Device::CPU) {
+            adamw_fused_cpu<T>(param.as<float>(), compute.as<bf16>(), grad.as<T>(), m.as<float>(), v.as<float>(), n, lr,
+                               beta1, beta2, eps, weight_decay, c1, c2, grad_scale);
+        } else {
+            adamw_fused_kernel<T><<<grid_for(n, 256), 256, 0, ctx.stream>>>(param.as<float>(), compute.as<bf16>(),
+                                                                            grad.as<T>(), m.as<float>(), v.as<float>(), n,
+                                                                            lr, beta1, beta2, eps, weight_decay, c1, c2,
+                                                                            grad_scale);
             CUDA_CHECK_LAST();
         }
     });

@@ -8,6 +8,13 @@
 // param -= lr · ( m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + weight_decay · param )      t = step, from 1
 void adamw_update(Ctx& ctx, Tensor param, Tensor grad, Tensor m, Tensor v, int64_t n, float lr, float beta1,
                   float beta2, float eps, float weight_decay, int t, float grad_scale);
+// The same update, fused with the rounding of the new weight into the bf16 compute copy: compute[i] =
+// bf16(param[i]) in the same pass (bitwise what adamw_update followed by tensor_convert gives, without a
+// second read of the fp32 weights). compute may be empty (fp32 training: the weights are the master).
+// The optimizer step uses it on the whole model and, with the distributed optimizer, on a rank's shard
+// (parallel/distributed_optimizer.h).
+void adamw_update_fused(Ctx& ctx, Tensor param, Tensor compute, Tensor grad, Tensor m, Tensor v, int64_t n, float lr,
+                        float beta1, float beta2, float eps, float weight_decay, int t, float grad_scale);
 
 // Σ x² of a tensor (f32 or bf16 storage), in double and in a fixed order (deterministic), returned on the host
 // (synchronizes).

@@ -12,7 +12,7 @@
 #include "../parallel/vocab_parallel.h"
 
 void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, ActivationAllocator& alloc, DType dtype,
-                Recompute recompute, float dropout, uint64_t seed, int chunks) {
+                Recompute recompute, float dropout, uint64_t seed, int chunks, bool distributed_optimizer) {
     m.cfg = cfg;
     m.grid = &grid;
     m.ctx = &ctx;
@@ -29,19 +29,11 @@ void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, Activ
         m.offsets[i] = m.n_params;
         m.n_params += m.sizes[i];
     }
-    m.master = tensor_zeros(ctx.device, DType::F32, m.n_params);
-    m.weights = dtype == DType::F32 ? m.master : tensor_zeros(ctx.device, dtype, m.n_params);
-    m.grads = tensor_zeros(ctx.device, DType::F32, m.n_params);
-    m.adam_m = tensor_zeros(ctx.device, DType::F32, m.n_params);
-    m.adam_v = tensor_zeros(ctx.device, DType::F32, m.n_params);
+    model_states_allocate(m, distributed_optimizer);  // parallel/distributed_optimizer.cu: whole or sharded
 }
 
 void gpt_destroy(GPT& m) {
-    if (m.weights.data != m.master.data) tensor_free(m.weights);
-    tensor_free(m.master);
-    tensor_free(m.grads);
-    tensor_free(m.adam_m);
-    tensor_free(m.adam_v);
+    model_states_free(m);
     for (MicroBatchState& f : m.flight) {
         tensor_free(f.tokens);
         tensor_free(f.targets);
@@ -93,6 +85,7 @@ void gpt_init_full(const GPTConfig& cfg, uint64_t seed, std::vector<float>& full
 }
 
 void gpt_refresh_compute_weights(GPT& m) {
+    if (m.zero.on) return refresh_weights_from_shards(m);  // collective over DP
     if (m.weights.data != m.master.data) tensor_convert(*m.ctx, m.weights, m.master);
 }
 
@@ -105,7 +98,7 @@ static std::vector<float> local_part(const GPT& m, const float* full) {
 }
 
 void gpt_load_full(GPT& m, const float* full) {
-    tensor_from_host_f32(m.master, local_part(m, full).data());
+    load_local_values(m, m.master, local_part(m, full).data());  // the DP shard of it with the distributed optimizer
     gpt_refresh_compute_weights(m);
     ctx_sync(*m.ctx);
 }
@@ -120,7 +113,7 @@ void gpt_init_random(GPT& m, uint64_t seed) {
 // whole), then over the pipeline, each stage contributing the tensors it owns (the word embedding: the first
 // stage's copy, equal to the last's).
 static void gather_full(GPT& m, Tensor flat, std::vector<float>& full) {
-    std::vector<float> stage_local = tensor_to_host_f32(flat);
+    std::vector<float> stage_local = local_values(m, flat);  // gathered over DP with the distributed optimizer
     const int64_t n_slice = param_count_of(m.tp_sizes);
     std::vector<float> local((size_t)n_slice, 0.f);
     stage_insert(m.stage, m.cfg, m.tp_sizes, stage_local.data(), local.data(), false);
@@ -152,8 +145,8 @@ void gpt_gather_full_optimizer(GPT& m, std::vector<float>& adam_m, std::vector<f
     gather_full(m, m.adam_v, adam_v);
 }
 void gpt_load_full_optimizer(GPT& m, const float* adam_m, const float* adam_v) {
-    tensor_from_host_f32(m.adam_m, local_part(m, adam_m).data());
-    tensor_from_host_f32(m.adam_v, local_part(m, adam_v).data());
+    load_local_values(m, m.adam_m, local_part(m, adam_m).data());
+    load_local_values(m, m.adam_v, local_part(m, adam_v).data());
     ctx_sync(*m.ctx);
 }
 

@@ -12,7 +12,9 @@
 #include "../layers/embedding.h"
 #include "../parallel/pipeline_schedule.h"
 #include "../parallel/pipeline_stage.h"
+#include "../parallel/distributed_optimizer.h"
 #include "../parallel/process_grid.h"
+#include "../recompute/model_state_memory.h"
 
 // The shapes of the step in flight, computed once per forward pass (gpt_step_shape in gpt.cu) and read by
 // the forward, the backward and every layer's context.
@@ -64,6 +66,10 @@ struct GPT {
     int64_t n_params = 0;                     // local
     int64_t tp_sizes[NUM_PARAM_TENSORS] = {}; // this TP rank's slice of the whole model (every layer, every tensor)
     Tensor master, weights, grads, adam_m, adam_v;  // flat; weights == master when dtype is f32
+    // The distributed optimizer (parallel/distributed_optimizer.h): with it, adam_m / adam_v (and master in
+    // bf16) hold this DP rank's shard only, and weights / grads are padded to a multiple of dp.
+    OptimizerShard zero;
+    ModelStateMemory state_memory;  // the model states' tagged account (recompute/model_state_memory.h)
 
     // ---- activations of the step in flight -----------------------------------------------------------
     StepShape shape;                      // of the micro-batch being computed
@@ -71,9 +77,10 @@ struct GPT {
 };
 
 // Build the model for `cfg` on this rank (allocates weights, gradients, optimizer state).
-// chunks: model chunks per pipeline rank (the interleaved schedule's m; 1 otherwise).
+// chunks: model chunks per pipeline rank (the interleaved schedule's m; 1 otherwise). distributed_optimizer:
+// shard the optimizer states over the DP group (ZeRO-1; nothing changes when dp is 1).
 void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, ActivationAllocator& alloc, DType dtype,
-                Recompute recompute, float dropout, uint64_t seed, int chunks = 1);
+                Recompute recompute, float dropout, uint64_t seed, int chunks = 1, bool distributed_optimizer = false);
 void gpt_destroy(GPT& m);
 // Deterministic GPT-2 initialization of the FULL model from `seed` (counter-based, so identical for every
 // parallel layout), then this rank's slice is kept. N(0, 0.02) weights, residual projections

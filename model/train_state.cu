@@ -240,7 +240,7 @@ std::string train_state_layout_note(const TrainState& a, const TrainState& b) {
         return std::string(m);
     };
     return "the checkpoint was written at " + layout(a) + "; this run is " + layout(b) +
-           ": the continuation is equivalent (the same math up to float rounding) but not bitwise identical";
+           ": the continuation is equivalent but not bitwise identical (the same math up to float rounding)";
 }
 
 // ---- the checkpoint directory ------------------------------------------------------------------------------

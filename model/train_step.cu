@@ -19,26 +19,29 @@ void sync_gradients(GPT& m) {
     if (m.grid->sp && !g_test_hooks.skip_sequence_parallel_sum)
         sum_sequence_parallel_grads(m.grid->tp_comm, *m.ctx, m.grads, m.offsets, m.sizes);
     if (m.grid->pp > 1 && !g_test_hooks.skip_tied_embedding_sum) all_reduce(m.grid->emb_comm, *m.ctx, gpt_grad(m, P_WTE));
-    average_gradients(m.grid->dp_comm, *m.ctx, m.grads);
+    // Then the mean over DP: all-reduced, or reduce-scattered to each shard's owner (distributed optimizer).
+    if (m.zero.on) reduce_scatter_gradients(m);
+    else average_gradients(m.grid->dp_comm, *m.ctx, m.grads);
 }
 
 double gradient_norm(GPT& m) {
-    // All 16 sums are reduced on the device and come back together: one host synchronization per step.
+    // All 16 sums are reduced on the device and come back together: one host synchronization per step. With
+    // the distributed optimizer each rank holds the reduced gradient of its shard only: sum the shards over DP.
     std::vector<Tensor> grads;
-    for (int id = 0; id < NUM_PARAM_TENSORS; id++) grads.push_back(gpt_grad(m, id));
+    for (int id = 0; id < NUM_PARAM_TENSORS; id++) grads.push_back(owned_part(m, gpt_grad(m, id)));
     const std::vector<double> ss = sums_of_squares(*m.ctx, grads);
-    double split = 0, replicated = 0;
+    double sums[2] = {0, 0};  // split over TP, replicated over TP
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
         // The last stage's copy of the tied word embedding is the first stage's: count it once.
         if (id == P_WTE && m.grid->pp > 1 && !m.stage.first()) continue;
-        if (param_shard_kind(id) == ShardKind::Replicated) replicated += ss[id];
-        else split += ss[id];
+        sums[param_shard_kind(id) == ShardKind::Replicated ? 1 : 0] += ss[id];
     }
+    if (m.zero.on) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, m.grid->dp_comm.mpi));
     // Slices add up over the TP group; replicated tensors are identical on every rank: count them once.
     // Stages hold different tensors: their sums add up over the pipeline.
-    double total = split;
-    if (m.grid->tp > 1) MPI_CHECK(MPI_Allreduce(&split, &total, 1, MPI_DOUBLE, MPI_SUM, m.grid->tp_comm.mpi));
-    total += replicated;
+    double total = sums[0];
+    if (m.grid->tp > 1) MPI_CHECK(MPI_Allreduce(&sums[0], &total, 1, MPI_DOUBLE, MPI_SUM, m.grid->tp_comm.mpi));
+    total += sums[1];
     if (m.grid->pp > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_DOUBLE, MPI_SUM, m.grid->pp_comm.mpi));
     return std::sqrt(total);
 }
@@ -67,13 +70,18 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
     }
     float scale = 1.0f;
     if (opt.grad_clip > 0 && norm > opt.grad_clip) scale = (float)(opt.grad_clip / (norm + 1e-6));
-    for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
-        Tensor p = m.master.slice(m.offsets[id], m.sizes[id]);
-        adamw_update(*m.ctx, p, gpt_grad(m, id), m.adam_m.slice(m.offsets[id], m.sizes[id]),
-                     m.adam_v.slice(m.offsets[id], m.sizes[id]), m.sizes[id], lr, opt.beta1, opt.beta2, opt.eps,
-                     param_decays(id) ? opt.weight_decay : 0.f, step, scale);
+    if (m.zero.on) {  // AdamW on this rank's shard, then the weights all-gathered
+        sharded_optimizer_step(m, opt, step, lr, scale);
+        return st;
     }
-    gpt_refresh_compute_weights(m);
+    // AdamW on every tensor, the bf16 compute copy written in the same pass (fp32: the weights are the master).
+    const bool bf16 = m.weights.data != m.master.data;
+    for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
+        const int64_t off = m.offsets[id], n = m.sizes[id];
+        adamw_update_fused(*m.ctx, m.master.slice(off, n), bf16 ? m.weights.slice(off, n) : Tensor(), gpt_grad(m, id),
+                           m.adam_m.slice(off, n), m.adam_v.slice(off, n), n, lr, opt.beta1, opt.beta2, opt.eps,
+                           param_decays(id) ? opt.weight_decay : 0.f, step, scale);
+    }
     return st;
 }
 
@@ -85,7 +93,8 @@ std::string first_nonfinite_gradient(GPT& m) {
         bool per_layer = is_layer_param(id);
         for (int l = 0; l < (per_layer ? m.cfg.layers : 1); l++, ordinal++) {
             const bool held = per_layer ? m.stage.holds_layer(l) : m.stage.holds(id);
-            if (held && !std::isfinite(sum_of_squares(*m.ctx, gpt_grad(m, id, per_layer ? l : -1)))) {
+            // (with the distributed optimizer only the owned shard holds the reduced gradient: look there)
+            if (held && !std::isfinite(sum_of_squares(*m.ctx, owned_part(m, gpt_grad(m, id, per_layer ? l : -1))))) {
                 first = ordinal;
                 break;
             }

@@ -71,6 +71,12 @@ MemoryReport build_memory_report(const std::vector<ActivationRecord>& live, cons
     return r;
 }
 
+void add_model_state(MemoryReport& r, const ModelStateMemory& measured, const ModelStateFormula& formula) {
+    r.have_model_state = true;
+    r.model_state = measured;
+    r.model_state_formula = formula;
+}
+
 static std::string human(double bytes) {
     char b[64];
     if (bytes >= 1e9) snprintf(b, sizeof b, "%.2f GB", bytes / 1e9);
@@ -78,6 +84,37 @@ static std::string human(double bytes) {
     else if (bytes >= 1e3) snprintf(b, sizeof b, "%.1f kB", bytes / 1e3);
     else snprintf(b, sizeof b, "%.0f B", bytes);
     return b;
+}
+
+// The model states: each kind measured next to bytes/parameter × parameters (recompute/model_state_memory.h),
+// then the total with the activations.
+static void print_model_state(FILE* f, const MemoryReport& r) {
+    const ModelStateMemory& m = r.model_state;
+    const ModelStateFormula& F = r.model_state_formula;
+    fprintf(f, "\nModel states on this rank (measured by their tagged account, next to bytes/parameter x parameters)\n");
+    if (F.distributed)
+        fprintf(f, "  %lld local parameters; distributed optimizer over %d data-parallel ranks: buffers padded to %lld (+%lld),\n"
+                   "  shards of %lld; formula %s bytes/parameter x %lld\n",
+                (long long)F.n, F.d, (long long)F.padded, (long long)(F.padded - F.n), (long long)(F.padded / F.d),
+                F.bf16 ? "6 + 12/d" : "8 + 8/d", (long long)F.padded);
+    else
+        fprintf(f, "  %lld local parameters, every optimizer state whole on this rank (%d data-parallel rank%s); formula %s\n"
+                   "  bytes/parameter x %lld\n",
+                (long long)F.n, F.d, F.d == 1 ? "" : "s", F.bf16 ? "18" : "16", (long long)F.n);
+    fprintf(f, "  %-16s %14s %14s %10s %12s\n", "state", "measured", "formula", "diff", "bytes/param");
+    const char* note[kNumStateKinds] = {F.bf16 ? "bf16 compute copy" : "none: the fp32 master weights are the compute weights",
+                                        "fp32", F.bf16 ? (F.distributed ? "fp32, this rank's shard" : "fp32") : "fp32 (the weights)",
+                                        F.distributed ? "fp32, this rank's shard" : "fp32", F.distributed ? "fp32, this rank's shard" : "fp32"};
+    for (int k = 0; k < kNumStateKinds; k++)
+        fprintf(f, "  %-16s %14lld %14lld %10lld %12.4g   %s\n", model_state_name(k), (long long)m.bytes[k], (long long)F.bytes[k],
+                (long long)(m.bytes[k] - F.bytes[k]), (double)F.bytes[k] / (double)F.padded, note[k]);
+    fprintf(f, "  %-16s %14lld %14lld %10lld %12.4g   (%s)\n", "total", (long long)m.total(), (long long)F.total,
+            (long long)(m.total() - F.total), F.per_param, human((double)m.total()).c_str());
+    fprintf(f, "  %-16s %14lld %14lld %10lld %12s   %s\n", "optimizer state", (long long)m.optimizer(F.bf16), (long long)F.optimizer,
+            (long long)(m.optimizer(F.bf16) - F.optimizer), "-", F.bf16 ? "master + moments" : "moments");
+    const double acts = r.model_measured + r.model_extras;
+    fprintf(f, "  model states + saved activations: %s + %s = %s on this rank\n", human((double)m.total()).c_str(),
+            human(acts).c_str(), human((double)m.total() + acts).c_str());
 }
 
 void print_memory_report(FILE* f, const MemoryReport& r) {
@@ -124,8 +161,10 @@ void print_memory_report(FILE* f, const MemoryReport& r) {
     if (r.peak_live_bytes)
         fprintf(f, "  allocator high-water mark over the previous step: %s live, %s reserved\n",
                 human((double)r.peak_live_bytes).c_str(), human((double)r.peak_reserved_bytes).c_str());
+    if (r.have_model_state) print_model_state(f, r);
     if (r.device_used_bytes >= 0)
-        fprintf(f, "  device memory in use (cudaMemGetInfo): %s\n", human(r.device_used_bytes).c_str());
+        fprintf(f, "  device memory in use (cudaMemGetInfo): %s%s\n", human(r.device_used_bytes).c_str(),
+                r.have_model_state ? " (the sum above plus the allocator's cached blocks, cuBLAS workspaces and the CUDA context)" : "");
 }
 
 std::string memory_report_json(const MemoryReport& r) {
@@ -155,6 +194,15 @@ std::string memory_report_json(const MemoryReport& r) {
     num("peak_live_bytes", (double)r.peak_live_bytes);
     num("peak_reserved_bytes", (double)r.peak_reserved_bytes);
     if (r.device_used_bytes >= 0) num("device_used_bytes", r.device_used_bytes);
+    if (r.have_model_state) {
+        const ModelStateFormula& F = r.model_state_formula;
+        num("model_state_measured", (double)r.model_state.total());
+        num("model_state_formula", (double)F.total);
+        num("optimizer_state_measured", (double)r.model_state.optimizer(F.bf16));
+        num("optimizer_state_formula", (double)F.optimizer);
+        num("model_state_padding", (double)(F.padded - F.n));
+        j += F.distributed ? "\"distributed_optimizer\":true," : "\"distributed_optimizer\":false,";
+    }
     j += "\"layers_identical\":";
     j += r.layers_identical ? "true," : "false,";
     j += "\"tensors\":{";

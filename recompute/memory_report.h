@@ -11,6 +11,7 @@
 #include <vector>
 #include "activation_allocator.h"
 #include "formulas.h"
+#include "model_state_memory.h"
 
 // How many micro-batches' activations the measured moment holds, per layer of the model: under pipeline
 // parallelism a stage holds only its layers (0 for the others) and several micro-batches of each (the
@@ -40,7 +41,14 @@ struct MemoryReport {
     std::string schedule = "1f1b";
     int in_flight_layers = 0;  // Σ over the stage's layers of the micro-batches each holds
     double stage_layers_measured = 0, stage_layers_formula = 0;
+    // The model states (weights, gradients, master, moments) measured next to their formula; add_model_state.
+    bool have_model_state = false;
+    ModelStateMemory model_state;
+    ModelStateFormula model_state_formula;
 };
+
+// Add the model states to a report: `measured` is the model's tagged account (GPT::state_memory).
+void add_model_state(MemoryReport& r, const ModelStateMemory& measured, const ModelStateFormula& formula);
 
 MemoryReport build_memory_report(const std::vector<ActivationRecord>& live, const ModelFormulaInput& shape,
                                  const InFlightLayers& in_flight = {});

@@ -11,6 +11,11 @@ endfunction()
 mm_reliability_test(resume_bitwise_tp1 test_resume.sh 1)
 mm_reliability_test(resume_bitwise_tp2_sp test_resume.sh 2 --tp 2 --sp --recompute selective)
 mm_reliability_test(resume_bitwise_dp2 test_resume.sh 2 --tp 1)
+# The distributed optimizer (ZeRO-1): saved at dp 2 with it, resumed at dp 2 with it bitwise and at dp 1
+# without it (said equivalent); saved with it and resumed without, and the other way round, bitwise at dp 2.
+mm_reliability_test(resume_bitwise_zero_dp2 test_resume.sh 2 --tp 1 --zero 1)
+mm_reliability_test(resume_zero_crossed_dp2 test_resume_zero.sh 2)
+mm_reliability_test(resume_zero_crossed_tp2_dp2_sp_bf16 test_resume_zero.sh 4 --tp 2 --sp --dtype bf16)
 # The same over a pattern of shards of 10 batches each: the resumed run crosses shard boundaries bitwise.
 mm_reliability_test(resume_bitwise_shards test_resume.sh 1 --shards)
 # A restartable job script: the same command (--resume auto, --exit-interval) run three times == one run.
@@ -25,6 +30,7 @@ mm_reliability_test(crash_during_save_state_tp2 test_crash_save.sh 2 state --tp 
 # NaN in a gradient: stop naming the step and the first bad tensor, before any checkpoint; or skip.
 mm_reliability_test(nan_stops_tp1 test_nan.sh 1)
 mm_reliability_test(nan_stops_tp2_sp test_nan.sh 2 --tp 2 --sp)
+mm_reliability_test(nan_stops_zero_dp2 test_nan.sh 2 --zero 1)
 
 # The bad-input table: one test per case of test/bad_inputs.sh, sharing one fixture (shards + checkpoint).
 set(MM_BAD ${CMAKE_SOURCE_DIR}/test/bad_inputs.sh $<TARGET_FILE:train_gpt> $<TARGET_FILE:prepare_data>

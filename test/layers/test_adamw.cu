@@ -6,6 +6,8 @@
 // double sum over several of the CPU's fixed chunks and a ragged end, the batched sums_of_squares giving the
 // same bits as one call per tensor, scale_inplace; sum_of_squares gives the same bits with 1 and 3 OpenMP
 // threads (so the gradient clipping of a run does not depend on the machine).
+// The fused update (adamw_update_fused: AdamW plus the bf16 compute copy in one pass) against adamw_update
+// followed by tensor_convert, bitwise, on the CPU and on the GPU (where it is also checked against the CPU).
 // GPU checks, f32 and bf16 gradients: 3 AdamW steps, sum_of_squares (fp64 accumulation, bitwise
 // reproducible; single and batched) and scale_inplace against the CPU.
 #include <omp.h>
@@ -102,11 +104,57 @@ static void test_thread_independence(std::mt19937& rng) {
     tensor_free(tb);
 }
 
+// adamw_update_fused on `ctx` == adamw_update + tensor_convert on `ctx`, bit for bit, over 3 steps (the new
+// weight, both moments and the bf16 copy); a compute tensor poisoned first so an unwritten element shows.
+static void check_fused_bitwise(Ctx& ctx, DType grad_dt, int64_t n, std::mt19937& rng) {
+    const Device d = ctx.device;
+    vf p0 = random_vec(n, rng);
+    Tensor pa = tensor_alloc(d, DType::F32, n), pb = tensor_alloc(d, DType::F32, n);
+    tensor_from_host_f32(pa, p0.data());
+    tensor_from_host_f32(pb, p0.data());
+    Tensor ma = tensor_zeros(d, DType::F32, n), va = tensor_zeros(d, DType::F32, n);
+    Tensor mb = tensor_zeros(d, DType::F32, n), vb = tensor_zeros(d, DType::F32, n);
+    Tensor ca = tensor_alloc(d, DType::BF16, n), cb = tensor_alloc(d, DType::BF16, n);
+    vf poison((size_t)n, NAN);
+    tensor_from_host_f32(ca, poison.data());
+    for (int t = 1; t <= 3; t++) {
+        vf g = random_vec(n, rng);
+        Tensor tg = tensor_alloc(d, grad_dt, n);
+        tensor_from_host_f32(tg, g.data());
+        adamw_update(ctx, pb, tg, mb, vb, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, 0.7f);
+        tensor_convert(ctx, cb, pb);
+        adamw_update_fused(ctx, pa, ca, tg, ma, va, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, 0.7f);
+        ctx_sync(ctx);
+        tensor_free(tg);
+    }
+    auto same = [](Tensor a, Tensor b) {
+        std::vector<float> x = tensor_to_host_f32(a), y = tensor_to_host_f32(b);
+        return memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+    };
+    CHECK(same(pa, pb) && same(ma, mb) && same(va, vb), "adamw_update_fused [%s, %s grads, n=%lld]: fp32 state differs",
+          device_name(d), dtype_name(grad_dt), (long long)n);
+    CHECK(same(ca, cb), "adamw_update_fused [%s, %s grads, n=%lld]: bf16 copy differs from tensor_convert", device_name(d),
+          dtype_name(grad_dt), (long long)n);
+    // No compute tensor (fp32 training): exactly adamw_update.
+    {
+        vf g = random_vec(n, rng);
+        Tensor tg = tensor_alloc(d, grad_dt, n);
+        tensor_from_host_f32(tg, g.data());
+        adamw_update(ctx, pb, tg, mb, vb, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4, 0.7f);
+        adamw_update_fused(ctx, pa, Tensor(), tg, ma, va, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 4, 0.7f);
+        ctx_sync(ctx);
+        tensor_free(tg);
+        CHECK(same(pa, pb) && same(ma, mb) && same(va, vb), "adamw_update_fused without a compute copy differs");
+    }
+    for (Tensor* x : {&pa, &pb, &ma, &va, &mb, &vb, &ca, &cb}) tensor_free(*x);
+}
+
 static void cpu_checks() {
     std::mt19937 rng(1235);
     test_adamw(rng);
     test_sum_of_squares_and_scale(rng);
     test_thread_independence(rng);
+    for (DType dt : {DType::F32, DType::BF16}) check_fused_bitwise(g_cpu, dt, 70001, rng);
 }
 
 // =========================================================================================================
@@ -155,6 +203,16 @@ static void gpu_checks() {
     for (DType dt : {DType::F32, DType::BF16}) {
         test_adamw_and_reductions(dt, 37 * 129, rng);
         test_adamw_and_reductions(dt, 1000 * 768 + 13, rng);
+        check_fused_bitwise(g_gpu, dt, 1000 * 768 + 13, rng);
+        // GPU fused against the CPU fused: the bf16 copies agree as closely as the fp32 weights do
+        const int64_t n = 4099;
+        TensorPair p = on_both(DType::F32, random_vec(n, rng)), g = on_both(dt, random_vec(n, rng));
+        TensorPair m = on_both(DType::F32, vf(n, 0.0f)), v = on_both(DType::F32, vf(n, 0.0f));
+        TensorPair c = on_both(DType::BF16, vf(n, NAN));
+        adamw_update_fused(g_cpu, p.c, c.c, g.c, m.c, v.c, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0.7f);
+        adamw_update_fused(g_gpu, p.g, c.g, g.g, m.g, v.g, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 0.7f);
+        check_close(to_host(c.g), to_host(c.c), 1e-2, 1e-3, "adamw_update_fused bf16 copy", dtype_name(dt), (int)n, 1);
+        free_all({&p, &g, &m, &v, &c});
     }
 }
 

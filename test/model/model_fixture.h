@@ -22,6 +22,7 @@ struct ModelSpec {
     CommBackend backend = CommBackend::MPI;
     float dropout = 0.1f;
     uint64_t seed = 42;
+    bool distributed_optimizer = false;  // ZeRO-1 over the DP group (parallel/distributed_optimizer.h)
 };
 
 inline GPTConfig tiny_config(int layers = 2, int heads = 4, int hidden = 32, int vocab = 61, int padded = 64, int max_seq = 32) {
@@ -45,7 +46,7 @@ struct ModelHarness {
         ctx = ctx_create(s.device, 0);
         alloc.reset(new ActivationAllocator(s.device));
         grid = grid_create(comm, s.tp, s.sp, s.backend, ctx, s.pp);
-        gpt_create(model, s.cfg, grid, ctx, *alloc, s.dtype, s.rc, s.dropout, s.seed, s.chunks);
+        gpt_create(model, s.cfg, grid, ctx, *alloc, s.dtype, s.rc, s.dropout, s.seed, s.chunks, s.distributed_optimizer);
         model.schedule = s.schedule;
         gpt_init_random(model, s.seed);
     }
