@@ -406,10 +406,11 @@ static unsigned row_blocks(int64_t rows) { return (unsigned)((rows + kRowsPerBlo
 //
 // Each block is ONE gemm_batched call (matmul.h) over all B·NH (sequence, head) pairs of the layer: the
 // heads of a sequence are HD columns apart, the sequences 3·NH·HD apart (a two-level batch, no single
-// stride). Blocks: 64 rows on the CPU (75 % of the square skipped at S = 128, 53 % at S = 1024; 32 was slower
-// than 64 at S = 128 on a 2-core machine: more, smaller BLAS calls); 256 on the GPU, where each call should
-// still fill the device (S = 1024: 4 calls per GEMM instead of B, 37.5 % of the square skipped; S = 2048:
-// 8 calls, 44 %), a sequence of at most one block is one call over the whole square.
+// stride). Blocks: 64 rows on the CPU (the blocks on and below the diagonal are 75 % of the square at
+// S = 128, 53 % at S = 1024; 32 was slower than 64 at S = 128 on a 2-core machine: more, smaller BLAS
+// calls); 256 on the GPU, where each call should still fill the device (S = 1024: 4 calls per GEMM instead
+// of B, 62.5 % of the square; S = 2048: 8 calls, 56 %); a sequence of at most one block is one call over
+// the whole square.
 constexpr int kCausalRowsCpu = 64, kCausalRowsGpu = 256;
 int attention_causal_block(const Ctx& ctx, int S) {
     const int blk = ctx.device == Device::CPU ? kCausalRowsCpu : kCausalRowsGpu;
