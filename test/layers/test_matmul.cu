@@ -181,9 +181,11 @@ static void test_gemm_batched(Ctx& ctx) {
         for (int tb = 0; tb < 2; tb++)
             for (DType ab : {DType::F32, DType::BF16})
                 for (float beta : {0.f, 1.f}) {
-                    // outer × inner = 3 × 4, plus the one-level forms (1 × 5, 4 × 1); M larger than a CPU tile.
-                    for (auto oi : {std::pair<int, int>{3, 4}, {1, 5}, {4, 1}}) {
-                        BatchedCase bc{oi.first == 3 ? 300 : 13, 11, 9, oi.first, oi.second, ta != 0, tb != 0, ab, ab, beta};
+                    // outer × inner = 3 × 4 with M larger than a CPU tile (cut along the rows), 2 × 3 with N larger
+                    // (cut along the columns), and the one-level forms 1 × 5 and 4 × 1.
+                    for (auto oi : {std::pair<int, int>{3, 4}, {2, 3}, {1, 5}, {4, 1}}) {
+                        const int M = oi.first == 3 ? 300 : oi.first == 2 ? 7 : 13, N = oi.first == 2 ? 530 : 11;
+                        BatchedCase bc{M, N, 9, oi.first, oi.second, ta != 0, tb != 0, ab, ab, beta};
                         std::vector<float> hA, hB, hC, ref;
                         batched_inputs(bc, hA, hB, hC);
                         std::vector<float> got = run_gemm_batched(Device::CPU, bc, hA, hB, hC, &ref);
@@ -194,7 +196,7 @@ static void test_gemm_batched(Ctx& ctx) {
                         cases++;
                     }
                 }
-    CHECK(cases == 48, "gemm_batched: %d cases run", cases);
+    CHECK(cases == 64, "gemm_batched: %d cases run", cases);
     // gemm_batched over outer × inner gives the bits of gemm() called once per o with a batch of inner (the
     // same tiles per matrix), which is what attention's CPU path did before.
     BatchedCase bc{70, 33, 16, 3, 4, false, true, DType::F32, DType::F32, 0.f};
