@@ -17,9 +17,9 @@
 //
 // Layout. qkv is [S·B, 3·NH·HD] with row s·B + b. For batch b and head n, Q is the S×HD matrix starting at
 // element b·3·NH·HD + n·HD with row stride R = B·3·NH·HD (consecutive s are B rows apart); K and V are the
-// same, shifted by NH·HD and 2·NH·HD columns. So one strided-batched GEMM per batch index covers all heads
-// (the head stride is HD elements) and no transpose of Q, K or V is ever materialized (on the CPU, one per
-// batch index and block of queries: "Causal blocking" below). probs etc. are [B, NH, S, S].
+// same, shifted by NH·HD and 2·NH·HD columns: heads HD elements apart, sequences 3·NH·HD apart. So one
+// two-level batched GEMM (gemm_batched, matmul.h) per block of queries covers all heads of all sequences
+// ("Causal blocking" below) and no transpose of Q, K or V is ever materialized. probs etc. are [B, NH, S, S].
 //
 // Precision (as Megatron's fused softmax): the scores GEMM writes the activation dtype (bf16 in a bf16 run),
 // the softmax reads it and does all its math in fp32.
@@ -39,8 +39,21 @@
 static inline const void* elem_ptr(const Tensor& t, int64_t offset) {
     return static_cast<const char*>(t.data) + (size_t)offset * dtype_size(t.dtype);
 }
-static inline void* elem_ptr_mut(const Tensor& t, int64_t offset) {
-    return static_cast<char*>(t.data) + (size_t)offset * dtype_size(t.dtype);
+
+// The (sequence b, head n) matrices of the three layouts as two-level batches for gemm_batched (outer = b,
+// inner = n), starting `offset` elements in (a row or column offset of a causal block):
+//  - Q, K or V (`part` 0, 1, 2) of qkv / dqkv [S·B, 3·NH·HD]: row stride R, b at 3·NH·HD, n at HD;
+//  - out / dout [S·B, NH·HD]: row stride RO, b at NH·HD, n at HD;
+//  - an s×s tensor [B, NH, S, S]: row stride S, b at NH·S², n at S².
+static inline GemmBatchOperand qkv_part(const Tensor& t, int part, int64_t offset, int64_t R, int NH, int HD) {
+    return GemmBatchOperand{elem_ptr(t, (int64_t)part * NH * HD + offset), R, 3 * (int64_t)NH * HD, HD};
+}
+static inline GemmBatchOperand out_part(const Tensor& t, int64_t offset, int64_t RO, int NH, int HD) {
+    return GemmBatchOperand{elem_ptr(t, offset), RO, (int64_t)NH * HD, HD};
+}
+static inline GemmBatchOperand ss_part(const Tensor& t, int64_t offset, int S, int NH) {
+    const int64_t SS = (int64_t)S * S;
+    return GemmBatchOperand{elem_ptr(t, offset), S, NH * SS, SS};
 }
 
 // Global dropout index of element (b, n, q, k) of this rank's [B, NH, S, S] block: the position of the same
@@ -51,10 +64,18 @@ __host__ __device__ inline uint64_t attn_dropout_index(int64_t b_glob, int64_t h
                (uint64_t)S + (uint64_t)k;
 }
 
+// The end (exclusive) of the keys row q of the s×s tensors holds: the end of q's block of queries (see
+// "Causal blocking" below). Keys q+1 .. end-1 are written as 0; keys from end on are neither written nor read.
+__host__ __device__ inline int causal_row_end(int q, int block, int S) {
+    const int end = (q / block + 1) * block;  // once per row, never per element
+    return end < S ? end : S;
+}
+
 // Everything the softmax + dropout kernel needs, passed by value.
 struct SoftmaxDropoutArgs {
     int64_t rows;        // B·NH·S
     int S, NH;
+    int block;           // causal block rows (attention_causal_block): row q is written up to its block's end
     float scale;         // 1/sqrt(HD)
     uint32_t threshold;  // dropout_threshold(p)
     float inv_keep;      // 1/(1-p)
@@ -71,6 +92,7 @@ struct SoftmaxDropoutArgs {
 struct SoftmaxBackArgs {
     int64_t rows;
     int S;
+    int block;  // as in SoftmaxDropoutArgs
     float scale, inv_keep;
 };
 
@@ -131,16 +153,17 @@ static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_drop, const So
             const float inv_sum = 1.f / partials_total(acc);
             uint8_t* mr = mask + row * S;
             T* pd = probs_drop + row * S;
+            const int end = causal_row_end(q, a.block, S);  // the keys of q's block row: nothing beyond
             if (a.threshold == 0) {  // no dropout: every key up to q is kept, no random numbers to draw
 #pragma omp simd
-                for (int k = 0; k < S; k++) {
+                for (int k = 0; k < end; k++) {
                     const float pk = k <= q ? e[k] * inv_sum : 0.f;
                     x[k] = from_f32<T>(pk);
                     mr[k] = k <= q ? 1 : 0;
                     pd[k] = from_f32<T>(pk * a.inv_keep);
                 }
             } else {
-                for (int k = 0; k < S; k++) {
+                for (int k = 0; k < end; k++) {
                     // Keys after the query are masked: probability exactly 0 (the causal mask of GPT-2).
                     const float pk = k <= q ? e[k] * inv_sum : 0.f;
                     const bool keep = k <= q && dropout_keep(a.seed, a.stream,
@@ -182,8 +205,9 @@ static void softmax_dropout_backward_cpu(T* d, const T* probs, const uint8_t* ma
             acc[k - full] += select_f(mr[k] != 0, dv, 0.f) * pv;
         }
         const float dot = partials_total(acc);
+        const int end = causal_row_end(q, a.block, S);
 #pragma omp simd
-        for (int k = 0; k < S; k++) {
+        for (int k = 0; k < end; k++) {
             const float dv = to_f32(dr[k]) * a.inv_keep;
             const float dp = select_f(mr[k] != 0, dv, 0.f);
             const float v = to_f32(pr[k]) * (dp - dot) * a.scale;
@@ -249,11 +273,12 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
     }
     sum = warp_sum(sum);
     const float inv_sum = 1.f / sum;
+    const int end = causal_row_end(q, a.block, S);  // packs from end on belong to blocks above the diagonal
 #pragma unroll
     for (int i = 0; i < kSlots; i++) {
         const int c0 = (lane + 32 * i) * 8;
-        if (c0 < S) {
-            const int count = S - c0 < 8 ? S - c0 : 8;
+        if (c0 < end) {
+            const int count = end - c0 < 8 ? end - c0 : 8;
             Pack8<T> pv, dv;
             uint64_t mbits = 0;
             // Keys k <= q only: the pack straddling the diagonal keeps its first q - c0 + 1 bits, a pack after it
@@ -311,10 +336,11 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
         }
     }
     dot = warp_sum(dot);
+    const int end = causal_row_end(q, a.block, S);
 #pragma unroll
     for (int i = 0; i < kSlots; i++) {
         const int c0 = (lane + 32 * i) * 8;
-        if (c0 < S) {
+        if (c0 < end) {
             Pack8<T> o;
 #pragma unroll
             for (int k = 0; k < 8; k++) {
@@ -325,7 +351,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
                 }
                 o.v[k] = from_f32<T>(dsk);
             }
-            store8(dr + c0, o, S - c0 < 8 ? S - c0 : 8, vec);  // in place: this lane read these keys above
+            store8(dr + c0, o, end - c0 < 8 ? end - c0 : 8, vec);  // in place: this lane read these keys above
         }
     }
 }
@@ -366,20 +392,30 @@ static bool launch_by_slots(int S, Launch&& launch) {
 
 static unsigned row_blocks(int64_t rows) { return (unsigned)((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
-// Causal blocking of the attention GEMMs (CPU). The queries are cut into blocks of kCausalRows; block
-// [r0, r1) needs only keys 0 .. r1-1, so the products that make or read the s×s tensors skip the blocks above
-// the diagonal: QKᵀ and dO·Vᵀ write, P_d·V and dS·K read, only rows r0 .. r1-1 up to column r1-1, and the
-// transposed products (dV, dK) of key block [r0, r1) read only the queries r0 .. S-1. That is 75 % of the
-// square at S = 128 and 53 % at S = 1024 (smaller blocks skip more but make more, smaller BLAS calls: 32 was
-// slower than 64 at S = 128 on a 2-core machine). Entries above the blocks are neither written nor read: the
-// softmax kernels touch keys 0..q only and write the whole row (zeros above the diagonal), so probs, mask
-// and probs_drop are complete; the raw scores and dP_d above the blocks stay whatever the buffer held
-// (test_attention poisons them with NaN). The skipped terms of the sums are exact zeros, so results change
-// at most by the order of the BLAS sums. On the GPU the block is the whole sequence (one call per batch
-// index, as before): row blocks would multiply the cuBLAS launches, and a batched call over the blocks is not
-// written yet.
-constexpr int kCausalRows = 64;
-static int causal_block_rows(const Ctx& ctx, int S) { return ctx.device == Device::CPU ? kCausalRows : S; }
+// Causal blocking of the attention GEMMs and of the softmax kernels, on both devices. The queries are cut
+// into blocks of attention_causal_block(ctx, S) rows; block [r0, r1) needs only keys 0 .. r1-1, so the
+// products that make or read the s×s tensors skip the blocks above the diagonal: QKᵀ and dO·Vᵀ write, P_d·V
+// and dS·K read, only rows r0 .. r1-1 up to column r1-1, and the transposed products (dV, dK) of key block
+// [r0, r1) read only the queries r0 .. S-1 of those columns (each such query's own block ends at or after
+// r1). The softmax kernels, forward and backward, write row q only up to the end of q's block
+// (causal_row_end): keys q+1 .. end-1 as 0, nothing beyond. So every entry above the blocks, in all the s×s
+// tensors (raw scores, probs, mask, probs_drop, dP_d, dS), is neither written nor read; its bytes stay
+// whatever the buffer held (test_attention poisons them with NaN). The skipped terms of the sums are exact
+// zeros, so results change at most by the order of the BLAS sums. The tensors are still allocated in full:
+// the memory accounting (5as²b per layer, Table 2) is unchanged.
+//
+// Each block is ONE gemm_batched call (matmul.h) over all B·NH (sequence, head) pairs of the layer: the
+// heads of a sequence are HD columns apart, the sequences 3·NH·HD apart (a two-level batch, no single
+// stride). Blocks: 64 rows on the CPU (the blocks on and below the diagonal are 75 % of the square at
+// S = 128, 53 % at S = 1024; 32 was slower than 64 at S = 128 on a 2-core machine: more, smaller BLAS
+// calls); 256 on the GPU, where each call should still fill the device (S = 1024: 4 calls per GEMM instead
+// of B, 62.5 % of the square; S = 2048: 8 calls, 56 %); a sequence of at most one block is one call over
+// the whole square.
+constexpr int kCausalRowsCpu = 64, kCausalRowsGpu = 256;
+int attention_causal_block(const Ctx& ctx, int S) {
+    const int blk = ctx.device == Device::CPU ? kCausalRowsCpu : kCausalRowsGpu;
+    return S < blk ? S : blk;
+}
 
 static void check_shape(const char* op, const AttnShape& sh, const Tensor& qkv) {
     if (sh.S <= 0 || sh.B <= 0 || sh.NH <= 0 || sh.HD <= 0)
@@ -406,21 +442,17 @@ void attention_probs_forward(Ctx& ctx, Tensor probs, Tensor mask, Tensor probs_d
     if (!(p >= 0.f && p < 1.f)) mm_fatal("attention_probs_forward: dropout p=%g outside [0, 1)", p);
     const int S = sh.S, B = sh.B, NH = sh.NH, HD = sh.HD;
     const int64_t R = (int64_t)B * 3 * NH * HD;  // row stride of Q, K, V
-    const int64_t SS = (int64_t)S * S;
     const double gemm_flops = 2.0 * B * NH * (double)S * S * HD;
     OpScope scope(ctx, "attention_probs_forward", gemm_flops);
     // scores[b, n] = Q[b, n] · K[b, n]ᵀ, written straight into probs (the kernel below works in place).
+    const int blk = attention_causal_block(ctx, S);
     {
         OpScope part(ctx, "qk_gemm", gemm_flops);  // the GEMM and the softmax kernel are timed apart
-        const int blk = causal_block_rows(ctx, S);
-        for (int b = 0; b < B; b++) {
-            const int64_t q0 = (int64_t)b * 3 * NH * HD, k0 = q0 + (int64_t)NH * HD;
-            for (int r0 = 0; r0 < S; r0 += blk) {  // queries r0 .. r1-1 against keys 0 .. r1-1
-                const int r1 = std::min(S, r0 + blk);
-                gemm(ctx, false, true, r1 - r0, r1, HD, 1.f, GemmOperand{elem_ptr(qkv, q0 + r0 * R), R, HD},
-                     GemmOperand{elem_ptr(qkv, k0), R, HD}, 0.f,
-                     elem_ptr_mut(probs, b * NH * SS + (int64_t)r0 * S), S, SS, qkv.dtype, probs.dtype, NH);
-            }
+        for (int r0 = 0; r0 < S; r0 += blk) {  // queries r0 .. r1-1 against keys 0 .. r1-1
+            const int r1 = std::min(S, r0 + blk);
+            gemm_batched(ctx, false, true, r1 - r0, r1, HD, 1.f, qkv_part(qkv, 0, r0 * R, R, NH, HD),
+                         qkv_part(qkv, 1, 0, R, NH, HD), 0.f, ss_part(probs, (int64_t)r0 * S, S, NH), qkv.dtype,
+                         probs.dtype, B, NH);
         }
     }
     OpScope part(ctx, "softmax_dropout");
@@ -428,6 +460,7 @@ void attention_probs_forward(Ctx& ctx, Tensor probs, Tensor mask, Tensor probs_d
     a.rows = (int64_t)B * NH * S;
     a.S = S;
     a.NH = NH;
+    a.block = blk;
     a.scale = 1.f / sqrtf((float)HD);
     a.threshold = dropout_threshold(p);
     a.inv_keep = 1.f / (1.f - p);
@@ -462,19 +495,15 @@ void attention_context_forward(Ctx& ctx, Tensor out, Tensor probs_drop, Tensor q
     const int S = sh.S, B = sh.B, NH = sh.NH, HD = sh.HD;
     if (out.n != (int64_t)S * B * NH * HD || out.dtype != qkv.dtype)
         mm_fatal("attention_context_forward: out must be [S*B, NH*HD] of the qkv dtype");
-    const int64_t R = (int64_t)B * 3 * NH * HD, RO = (int64_t)B * NH * HD, SS = (int64_t)S * S;
+    const int64_t R = (int64_t)B * 3 * NH * HD, RO = (int64_t)B * NH * HD;
     OpScope scope(ctx, "attention_context_forward", 2.0 * B * NH * (double)S * S * HD);
     // out[b, n] = probs_drop[b, n] · V[b, n]; the heads of out sit side by side in its [S·B, NH·HD] rows.
-    const int blk = causal_block_rows(ctx, S);
-    for (int b = 0; b < B; b++) {
-        const int64_t v0 = (int64_t)b * 3 * NH * HD + 2 * (int64_t)NH * HD;
-        for (int r0 = 0; r0 < S; r0 += blk) {  // rows r0 .. r1-1 of probs_drop are 0 beyond key r1-1
-            const int r1 = std::min(S, r0 + blk);
-            gemm(ctx, false, false, r1 - r0, HD, r1, 1.f,
-                 GemmOperand{elem_ptr(probs_drop, b * NH * SS + (int64_t)r0 * S), S, SS},
-                 GemmOperand{elem_ptr(qkv, v0), R, HD}, 0.f, elem_ptr_mut(out, (int64_t)b * NH * HD + r0 * RO), RO,
-                 HD, qkv.dtype, out.dtype, NH);
-        }
+    const int blk = attention_causal_block(ctx, S);
+    for (int r0 = 0; r0 < S; r0 += blk) {  // rows r0 .. r1-1 of probs_drop are 0 beyond key r1-1
+        const int r1 = std::min(S, r0 + blk);
+        gemm_batched(ctx, false, false, r1 - r0, HD, r1, 1.f, ss_part(probs_drop, (int64_t)r0 * S, S, NH),
+                     qkv_part(qkv, 2, 0, R, NH, HD), 0.f, out_part(out, r0 * RO, RO, NH, HD), qkv.dtype, out.dtype,
+                     B, NH);
     }
 }
 
@@ -490,28 +519,24 @@ void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor p
     if (dqkv.n != qkv.n || dqkv.dtype != qkv.dtype || dout.n != (int64_t)S * B * NH * HD || dout.dtype != qkv.dtype)
         mm_fatal("%s: dqkv must match qkv and dout be [S*B, NH*HD], all of one dtype", op);
     if (!(p >= 0.f && p < 1.f)) mm_fatal("%s: dropout p=%g outside [0, 1)", op, p);
-    const int64_t R = (int64_t)B * 3 * NH * HD, RO = (int64_t)B * NH * HD, SS = (int64_t)S * S;
+    const int64_t R = (int64_t)B * 3 * NH * HD, RO = (int64_t)B * NH * HD;
     const DType dt = qkv.dtype;
     OpScope scope(ctx, "attention_backward", 4 * 2.0 * B * NH * (double)S * S * HD);  // four GEMMs
-    const int blk = causal_block_rows(ctx, S);
-    for (int b = 0; b < B; b++) {
-        const int64_t v0 = (int64_t)b * 3 * NH * HD + 2 * (int64_t)NH * HD, d0 = (int64_t)b * NH * HD;
-        for (int r0 = 0; r0 < S; r0 += blk) {
-            const int r1 = std::min(S, r0 + blk);
-            // dV[keys r0 .. r1-1] = P_dᵀ · dO over the queries r0 .. S-1 (earlier queries do not see these keys)
-            gemm(ctx, true, false, r1 - r0, HD, S - r0, 1.f,
-                 GemmOperand{elem_ptr(probs_drop, b * NH * SS + (int64_t)r0 * S + r0), S, SS},
-                 GemmOperand{elem_ptr(dout, d0 + r0 * RO), RO, HD}, 0.f, elem_ptr_mut(dqkv, v0 + r0 * R), R, HD, dt,
-                 dt, NH);
-            // dP_d[queries r0 .. r1-1] = dO · Vᵀ over the keys 0 .. r1-1  (into scratch)
-            gemm(ctx, false, true, r1 - r0, r1, HD, 1.f, GemmOperand{elem_ptr(dout, d0 + r0 * RO), RO, HD},
-                 GemmOperand{elem_ptr(qkv, v0), R, HD}, 0.f, elem_ptr_mut(scratch, b * NH * SS + (int64_t)r0 * S), S,
-                 SS, dt, dt, NH);
-        }
+    const int blk = attention_causal_block(ctx, S);
+    for (int r0 = 0; r0 < S; r0 += blk) {
+        const int r1 = std::min(S, r0 + blk);
+        // dV[keys r0 .. r1-1] = P_dᵀ · dO over the queries r0 .. S-1 (earlier queries do not see these keys)
+        gemm_batched(ctx, true, false, r1 - r0, HD, S - r0, 1.f,
+                     ss_part(probs_drop, (int64_t)r0 * S + r0, S, NH), out_part(dout, r0 * RO, RO, NH, HD), 0.f,
+                     qkv_part(dqkv, 2, r0 * R, R, NH, HD), dt, dt, B, NH);
+        // dP_d[queries r0 .. r1-1] = dO · Vᵀ over the keys 0 .. r1-1  (into scratch)
+        gemm_batched(ctx, false, true, r1 - r0, r1, HD, 1.f, out_part(dout, r0 * RO, RO, NH, HD),
+                     qkv_part(qkv, 2, 0, R, NH, HD), 0.f, ss_part(scratch, (int64_t)r0 * S, S, NH), dt, dt, B, NH);
     }
     SoftmaxBackArgs a;
     a.rows = (int64_t)B * NH * S;
     a.S = S;
+    a.block = blk;
     a.scale = 1.f / sqrtf((float)HD);
     a.inv_keep = 1.f / (1.f - p);
     MM_DISPATCH_ACT(dt, {
@@ -532,20 +557,14 @@ void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor p
             softmax_dropout_backward_cpu<T>(scratch.as<T>(), probs.as<T>(), mask.as<uint8_t>(), a);
         }
     });
-    for (int b = 0; b < B; b++) {
-        const int64_t q0 = (int64_t)b * 3 * NH * HD, k0 = q0 + (int64_t)NH * HD;
-        for (int r0 = 0; r0 < S; r0 += blk) {
-            const int r1 = std::min(S, r0 + blk);
-            // dQ[queries r0 .. r1-1] = dS · K over the keys 0 .. r1-1
-            gemm(ctx, false, false, r1 - r0, HD, r1, 1.f,
-                 GemmOperand{elem_ptr(scratch, b * NH * SS + (int64_t)r0 * S), S, SS},
-                 GemmOperand{elem_ptr(qkv, k0), R, HD}, 0.f, elem_ptr_mut(dqkv, q0 + r0 * R), R, HD, dt, dt, NH);
-            // dK[keys r0 .. r1-1] = dSᵀ · Q over the queries r0 .. S-1
-            gemm(ctx, true, false, r1 - r0, HD, S - r0, 1.f,
-                 GemmOperand{elem_ptr(scratch, b * NH * SS + (int64_t)r0 * S + r0), S, SS},
-                 GemmOperand{elem_ptr(qkv, q0 + r0 * R), R, HD}, 0.f, elem_ptr_mut(dqkv, k0 + r0 * R), R, HD, dt, dt,
-                 NH);
-        }
+    for (int r0 = 0; r0 < S; r0 += blk) {
+        const int r1 = std::min(S, r0 + blk);
+        // dQ[queries r0 .. r1-1] = dS · K over the keys 0 .. r1-1
+        gemm_batched(ctx, false, false, r1 - r0, HD, r1, 1.f, ss_part(scratch, (int64_t)r0 * S, S, NH),
+                     qkv_part(qkv, 1, 0, R, NH, HD), 0.f, qkv_part(dqkv, 0, r0 * R, R, NH, HD), dt, dt, B, NH);
+        // dK[keys r0 .. r1-1] = dSᵀ · Q over the queries r0 .. S-1
+        gemm_batched(ctx, true, false, r1 - r0, HD, S - r0, 1.f, ss_part(scratch, (int64_t)r0 * S + r0, S, NH),
+                     qkv_part(qkv, 0, r0 * R, R, NH, HD), 0.f, qkv_part(dqkv, 1, r0 * R, R, NH, HD), dt, dt, B, NH);
     }
 }
 
@@ -574,7 +593,8 @@ __global__ void softmax_dropout_kernel(T* probs, uint8_t* mask, T* probs_drop, S
     sum = warp_sum(sum);
     const float inv_sum = 1.f / sum;
     // Each element is read and then overwritten by the same lane, so working in place is safe.
-    for (int k = lane; k < S; k += 32) {
+    const int end = causal_row_end(q, a.block, S);
+    for (int k = lane; k < end; k += 32) {
         float pk = k <= q ? expf(to_f32(x[k]) * a.scale - m) * inv_sum : 0.f;
         bool keep = k <= q && dropout_keep(a.seed, a.stream,
                                            attn_dropout_index(a.b_offset + b, a.head_offset + n, a.NH_total, S, q, k),
@@ -598,7 +618,8 @@ __global__ void softmax_dropout_backward_kernel(T* d, const T* probs, const uint
     float dot = 0.f;
     for (int k = lane; k <= q; k += 32) dot += (mr[k] ? to_f32(dr[k]) * a.inv_keep : 0.f) * to_f32(pr[k]);
     dot = warp_sum(dot);
-    for (int k = lane; k < S; k += 32) {
+    const int end = causal_row_end(q, a.block, S);
+    for (int k = lane; k < end; k += 32) {
         float ds = 0.f;
         if (k <= q) {
             float dp = mr[k] ? to_f32(dr[k]) * a.inv_keep : 0.f;

@@ -18,7 +18,11 @@ struct AttnShape {
 // The part selective recompute reruns: probs = softmax(mask_causal(Q Kᵀ / sqrt(HD))), then dropout:
 // mask[i] = keep(seed, stream, ((b_glob·NH_total + h_glob)·S + q)·S + k) for k <= q, 0 for k > q (no random
 // number is drawn for masked keys); probs_drop = probs ⊙ mask/(1-p).
-// probs, probs_drop: activation dtype; mask: u8. Entries above the diagonal are exactly 0 in all three.
+// probs, probs_drop: activation dtype; mask: u8. Causal blocks: the queries are cut into blocks of
+// attention_causal_block(ctx, S) rows, and row q holds keys up to the end of its block only: keys k <= q the
+// values, keys q < k < end exactly 0 in all three, keys from end on never written (nor read by any op here).
+int attention_causal_block(const Ctx& ctx, int S);  // rows per causal block on ctx's device (S at most)
+
 void attention_probs_forward(Ctx& ctx, Tensor probs, Tensor mask, Tensor probs_drop, Tensor qkv,
                              const AttnShape& sh, float p, uint64_t seed, uint32_t stream);
 
@@ -26,6 +30,7 @@ void attention_probs_forward(Ctx& ctx, Tensor probs, Tensor mask, Tensor probs_d
 void attention_context_forward(Ctx& ctx, Tensor out, Tensor probs_drop, Tensor qkv, const AttnShape& sh);
 
 // dqkv (written, not accumulated) from dout [S·B, NH·HD] and the saved or recomputed probs, mask and
-// probs_drop. scratch: activation dtype, [B, NH, S, S] (holds dprobs, then dscores).
+// probs_drop. scratch: activation dtype, [B, NH, S, S] (holds dprobs, then dscores; like probs, only the
+// causal blocks on and below the diagonal are written).
 void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor probs, Tensor mask,
                         Tensor probs_drop, Tensor scratch, const AttnShape& sh, float p);

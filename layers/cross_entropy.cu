@@ -3,18 +3,30 @@
 //
 // For one row with logits z over the vocabulary and target t:
 //   loss = log Σ_v exp(z_v) − z_t = log Σ_v exp(z_v − m) + m − z_t,   m = max_v z_v (for stability).
-// With the vocabulary split over ranks (Megatron's vocab-parallel cross-entropy), each rank computes its
-// local max; an all-reduce MAX gives m; each rank computes its local Σ exp(z_v − m) and, if it owns t, z_t;
-// all-reduce SUMs give the totals; every rank then has the loss. The gradient dz_v = softmax_v − [v = t]
-// needs only the row's m and Σ, so each rank writes its own columns' gradient locally.
+//
+// Two passes over the logits (they are the largest tensor of a step: N × V_local fp32, 1.65 GB at GPT-2 XL):
+//  1. ce_forward_stats reads each row once and keeps the pair (m, s) "online": m the maximum so far, s the
+//     sum of exp(z − m) so far; a value above m first rescales s by exp(m_old − m_new). It also picks the
+//     target's logit. (The earlier version read the logits twice here: a max pass, then a sum pass that
+//     needed the max; with the gradient that made three passes.)
+//  2. ce_backward writes the gradient dz_v = softmax_v − [v = t] from the row's m and s.
+// With the vocabulary split over ranks (Megatron's vocab-parallel cross-entropy) each rank's pair covers its
+// own columns; parallel/vocab_parallel.cu combines them: all-reduce MAX of m, each rank rescales its s to the
+// global m (ce_rescale_sumexp, N numbers, no pass over the logits), all-reduce SUMs of s and of z_t (owned by
+// exactly one rank). Every rank then has the loss, and writes its own columns' gradient locally.
 //
 // GPT-2 pads the vocabulary (V = 50257 real, Vp = 50304 stored) for efficient GEMMs; the padded columns
 // (global id ≥ V) must not take part in the softmax, and get a zero gradient (llm.c does the same).
 //
-// GPU reductions: one block per row, each thread strides over the columns, then a fixed-order tree: the
-// same bits every run, no atomics.
+// GPU: one block per row in both passes (the row index is blockIdx.x: no 64-bit division or modulo per
+// element), each thread takes packs of 8 columns (vec8.h: 16-byte loads and stores when the rows allow), and
+// pass 1 combines the threads' pairs in a fixed-order tree: the same bits every run, no atomics.
+// CPU: rows over OpenMP threads; within a row, fixed-length SIMD loops over packs of 16 (vec8.h) with one
+// fast_exp per element (fast_exp.h), partial sums in a fixed order: the bits depend on the shape only.
 #include "cross_entropy.h"
+#include "fast_exp.h"
 #include "op_timer.h"
+#include "vec8.h"
 #include "warp_reduce.cuh"
 
 #include <cmath>
@@ -28,19 +40,6 @@ static inline int valid_columns(int V_local, int64_t v_begin, int V) {
 }
 
 constexpr int kCeThreads = 256;
-
-// Fixed-order block reductions (every thread gets the result): each warp reduces its 32 values
-// (warp_reduce.cuh), then every warp reduces the warps' results, read back from shared memory.
-__device__ inline float block_reduce(float v, bool is_max) {
-    __shared__ float sm[32];
-    v = is_max ? warp_max(v) : warp_sum(v);
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
-    __syncthreads();  // sm may still be read by a previous call
-    if (lane == 0) sm[warp] = v;
-    __syncthreads();
-    v = lane < nwarps ? sm[lane] : (is_max ? -INFINITY : 0.f);
-    return is_max ? warp_max(v) : warp_sum(v);
-}
 
 static void check_common(const char* op, const Tensor& logits, int N, int V_local) {
     if (logits.n != (int64_t)N * V_local) mm_fatal("%s: logits have %lld elements, expected N*V_local = %lld", op,
@@ -56,83 +55,161 @@ __host__ __device__ inline int64_t owned_column(int32_t t, int64_t v_begin, int 
     return (j >= 0 && j < valid) ? j : -1;
 }
 
+// The cross-rank combine of one pair: a rank's sum s relative to its own maximum lm, made relative to the
+// global maximum M >= lm. lm == M (always so at tp = 1) leaves s as it is; a rank with no real columns has
+// lm = -inf and s = 0, and stays 0.
+__host__ __device__ inline float rescaled_sum(float s, float lm, float M) { return lm == M ? s : s * expf(lm - M); }
+
 // ---------------------------------------------------------------------------------------------------------
-// CPU reference, in the order the ops run: row max, sum of exponentials and target logit, losses, gradient
+// CPU reference, in the order the ops run: the row statistics (pass 1), the losses, the gradient (pass 2)
 // ---------------------------------------------------------------------------------------------------------
 
-template <class T>
-static void ce_row_max_cpu(float* rowmax, const T* logits, int N, int V_local, int valid) {
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < N; i++) {
-        float m = -INFINITY;  // stays -inf when this rank holds only padding
-        for (int j = 0; j < valid; j++) m = fmaxf(m, to_f32(logits[(int64_t)i * V_local + j]));
-        rowmax[i] = m;
-    }
+// Pass 1 on the CPU walks a row in chunks of kCeChunk columns (8 KB of fp32, so the chunk is still in the L1
+// cache when it is read the second time): the chunk's maximum first (16 partial maxima, exact in any order),
+// then, if it is above the row's maximum so far, the 16 partial sums are rescaled once by exp(m_old − m_new),
+// then the chunk's exponentials are added. The logits are read from memory once, and the online rescale costs
+// one exponential per chunk instead of one per element. Partial j takes the columns ≡ j (mod 16); where the
+// rescales happen depends on the values and V_local only, so the bits never depend on the thread count.
+constexpr int kCeChunk = 2048;  // a multiple of kCpuPack: only the row's last pack can be partial
+
+static inline float partials_sum(const float* acc) {
+    float t = 0.0f;
+    for (int j = 0; j < kCpuPack; j++) t += acc[j];
+    return t;
 }
 
 template <class T>
-static void ce_sumexp_target_cpu(float* sumexp, float* target_logit, const T* logits, const float* rowmax,
-                                 const int32_t* targets, int N, int V_local, int64_t v_begin, int valid) {
+static void ce_stats_cpu(float* rowmax, float* sumexp, float* target_logit, float* local_max, const T* logits,
+                         const int32_t* targets, int N, int V_local, int64_t v_begin, int valid) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const T* z = logits + (int64_t)i * V_local;
-        float s = 0.f;
-        for (int j = 0; j < valid; j++) s += expf(to_f32(z[j]) - rowmax[i]);
-        sumexp[i] = s;
-        int64_t j = owned_column(targets[i], v_begin, valid);
+        float m = -INFINITY;  // stays -inf, and the sum 0, when this rank holds only padding
+        float acc[kCpuPack] = {0}, buf[kCpuPack];
+        for (int c0 = 0; c0 < valid; c0 += kCeChunk) {
+            const int c1 = valid - c0 < kCeChunk ? valid : c0 + kCeChunk;
+            float cm[kCpuPack];
+            for (int j = 0; j < kCpuPack; j++) cm[j] = -INFINITY;
+            for (int k = c0; k < c1; k += kCpuPack) {
+                const int count = cpu_load_pack(buf, z, k, c1);  // the tail is zero-filled: keep it out
+#pragma omp simd
+                for (int j = 0; j < kCpuPack; j++) cm[j] = select_f(j < count && buf[j] > cm[j], buf[j], cm[j]);
+            }
+            float mc = -INFINITY;
+            for (int j = 0; j < kCpuPack; j++) mc = cm[j] > mc ? cm[j] : mc;
+            if (mc > m) {  // the sums so far were relative to m: make them relative to mc (0 stays 0)
+                const float f = fast_exp(m - mc);
+                for (int j = 0; j < kCpuPack; j++) acc[j] *= f;
+                m = mc;
+            }
+            for (int k = c0; k < c1; k += kCpuPack) {
+                const int count = cpu_load_pack(buf, z, k, c1);
+#pragma omp simd
+                for (int j = 0; j < kCpuPack; j++) acc[j] += select_f(j < count, fast_exp(buf[j] - m), 0.f);
+            }
+        }
+        rowmax[i] = m;
+        sumexp[i] = partials_sum(acc);
+        if (local_max) local_max[i] = m;
+        const int64_t j = owned_column(targets[i], v_begin, valid);
         target_logit[i] = j >= 0 ? to_f32(z[j]) : 0.f;
     }
 }
 
-// (The per-row losses log Σ + m − z_t are computed inline by ce_losses.)
+// (The per-row losses log Σ + m − z_t are computed inline by ce_losses, and the rescale by ce_rescale_sumexp.)
 
-// gradient: dlogits = scale · (softmax − onehot(target)); padded columns get 0. `scale` is typically
-// 1/(B·S) (mean over all targets, GPT-2) times the loss scale.
+// Pass 2: dlogits = scale · (softmax − onehot(target)); padded columns get 0. `scale` is typically 1/(B·S)
+// (mean over all targets, GPT-2) times the loss scale. One division per row (1/Σ), packs of 16 columns.
 template <class TG, class TL>
 static void ce_backward_cpu(TG* dlogits, const TL* logits, const float* rowmax, const float* sumexp,
                             const int32_t* targets, float scale, int N, int V_local, int64_t v_begin, int valid) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
-        const int64_t t = owned_column(targets[i], v_begin, valid);
-        for (int j = 0; j < V_local; j++) {
-            const int64_t at = (int64_t)i * V_local + j;
-            float g = 0.f;
-            if (j < valid) {
-                float sm = expf(to_f32(logits[at]) - rowmax[i]) / sumexp[i];
-                g = scale * (sm - (t == j ? 1.f : 0.f));
+        const TL* z = logits + (int64_t)i * V_local;
+        TG* d = dlogits + (int64_t)i * V_local;
+        const int t = (int)owned_column(targets[i], v_begin, valid);  // -1: not on this rank
+        const float m = rowmax[i], inv_sum = 1.f / sumexp[i];
+        float buf[kCpuPack];
+        for (int c0 = 0; c0 < V_local; c0 += kCpuPack) {
+            const int count = cpu_load_pack(buf, z, c0, V_local);
+#pragma omp simd
+            for (int j = 0; j < kCpuPack; j++) {
+                const int col = c0 + j;
+                const float g = scale * (fast_exp(buf[j] - m) * inv_sum - select_f(col == t, 1.f, 0.f));
+                buf[j] = select_f(col < valid, g, 0.f);  // a bit select: padding's value never leaks in
             }
-            dlogits[at] = from_f32<TG>(g);
+            cpu_store_pack(d, c0, buf, count);
         }
     }
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// CUDA kernels: one block per row for the reductions (block_reduce), one thread per element otherwise
+// CUDA kernels: one block per row (blockIdx.x), packs of 8 columns per thread (vec8.h)
 // ---------------------------------------------------------------------------------------------------------
 
-template <class T>
-__global__ void ce_row_max_kernel(float* rowmax, const T* logits, int V_local, int valid) {
-    const T* z = logits + (int64_t)blockIdx.x * V_local;
-    float m = -INFINITY;
-    for (int j = threadIdx.x; j < valid; j += blockDim.x) m = fmaxf(m, to_f32(z[j]));
-    m = block_reduce(m, true);
-    if (threadIdx.x == 0) rowmax[blockIdx.x] = m;
+// Add the pair (m2, s2) to (m, s): both become relative to the larger maximum. Symmetric in its two
+// arguments (fmaxf and a sum of two terms are), so every lane of the xor butterfly ends with the same bits.
+__device__ inline void online_pair_add(float& m, float& s, float m2, float s2) {
+    const float M = fmaxf(m, m2);
+    s = rescaled_sum(s, m, M) + rescaled_sum(s2, m2, M);
+    m = M;
 }
 
+// The block's (m, s) pairs combined in a fixed order (each warp's butterfly, then the warps' results in one
+// more butterfly); every thread gets the result.
+__device__ inline void block_online_reduce(float& m, float& s) {
+    __shared__ float sm_m[32], sm_s[32];
+    for (int offset = 16; offset > 0; offset >>= 1)
+        online_pair_add(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;
+    if (lane == 0) {
+        sm_m[warp] = m;
+        sm_s[warp] = s;
+    }
+    __syncthreads();
+    m = lane < nwarps ? sm_m[lane] : -INFINITY;
+    s = lane < nwarps ? sm_s[lane] : 0.f;
+    for (int offset = 16; offset > 0; offset >>= 1)
+        online_pair_add(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
+}
+
+// Pass 1. Thread t takes the packs t, t + blockDim.x, ... of the row's valid columns: the pack's maximum,
+// one rescale of the thread's sum if that maximum is new, then the pack's 8 exponentials.
 template <class T>
-__global__ void ce_sumexp_target_kernel(float* sumexp, float* target_logit, const T* logits, const float* rowmax,
-                                        const int32_t* targets, int V_local, int64_t v_begin, int valid) {
+__global__ void __launch_bounds__(kCeThreads)
+    ce_stats_kernel(float* rowmax, float* sumexp, float* target_logit, float* local_max, const T* logits,
+                    const int32_t* targets, int V_local, int64_t v_begin, int valid, bool vec) {
     const int64_t i = blockIdx.x;
     const T* z = logits + i * V_local;
-    const float m = rowmax[i];
-    float s = 0.f;
-    for (int j = threadIdx.x; j < valid; j += blockDim.x) s += expf(to_f32(z[j]) - m);
-    s = block_reduce(s, false);
+    float m = -INFINITY, s = 0.f;
+    for (int c0 = threadIdx.x * 8; c0 < valid; c0 += blockDim.x * 8) {
+        const int count = valid - c0 < 8 ? valid - c0 : 8;
+        const Pack8<T> x = load8(z + c0, count, vec);
+        float pm = -INFINITY;
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (k < count) pm = fmaxf(pm, to_f32(x.v[k]));
+        if (pm > m) {
+            s = rescaled_sum(s, m, pm);
+            m = pm;
+        }
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            if (k < count) s += expf(to_f32(x.v[k]) - m);
+    }
+    block_online_reduce(m, s);
     if (threadIdx.x == 0) {
+        rowmax[i] = m;
         sumexp[i] = s;
-        int64_t j = owned_column(targets[i], v_begin, valid);
+        if (local_max) local_max[i] = m;
+        const int64_t j = owned_column(targets[i], v_begin, valid);
         target_logit[i] = j >= 0 ? to_f32(z[j]) : 0.f;
     }
+}
+
+__global__ void ce_rescale_kernel(float* sumexp, const float* local_max, const float* rowmax, int N) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) sumexp[i] = rescaled_sum(sumexp[i], local_max[i], rowmax[i]);
 }
 
 __global__ void ce_losses_kernel(float* losses, const float* rowmax, const float* sumexp, const float* tl, int N) {
@@ -140,68 +217,89 @@ __global__ void ce_losses_kernel(float* losses, const float* rowmax, const float
     if (i < N) losses[i] = logf(sumexp[i]) + rowmax[i] - tl[i];
 }
 
+// Pass 2: the row's maximum, 1/Σ and target column are read once per block; every column of the row,
+// padding included (it gets 0), in packs of 8.
 template <class TG, class TL>
-__global__ void ce_backward_kernel(TG* dlogits, const TL* logits, const float* rowmax, const float* sumexp,
-                                   const int32_t* targets, float scale, int V_local, int64_t v_begin, int valid,
-                                   int64_t total) {
-    int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= total) return;
-    int64_t i = idx / V_local;
-    int j = (int)(idx % V_local);
-    float g = 0.f;
-    if (j < valid) {
-        float sm = expf(to_f32(logits[idx]) - rowmax[i]) / sumexp[i];
-        float onehot = owned_column(targets[i], v_begin, valid) == j ? 1.f : 0.f;
-        g = scale * (sm - onehot);
+__global__ void __launch_bounds__(kCeThreads)
+    ce_backward_kernel(TG* dlogits, const TL* logits, const float* rowmax, const float* sumexp,
+                       const int32_t* targets, float scale, int V_local, int64_t v_begin, int valid, bool vec) {
+    const int64_t i = blockIdx.x;
+    const TL* z = logits + i * V_local;
+    TG* d = dlogits + i * V_local;
+    const float m = rowmax[i], inv_sum = 1.f / sumexp[i];
+    const int t = (int)owned_column(targets[i], v_begin, valid);  // -1: not on this rank
+    for (int c0 = threadIdx.x * 8; c0 < V_local; c0 += blockDim.x * 8) {
+        const int count = V_local - c0 < 8 ? V_local - c0 : 8;
+        const Pack8<TL> x = load8(z + c0, count, vec);
+        Pack8<TG> g;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const int col = c0 + k;
+            float v = 0.f;
+            if (col < valid) v = scale * (expf(to_f32(x.v[k]) - m) * inv_sum - (col == t ? 1.f : 0.f));
+            g.v[k] = from_f32<TG>(v);
+        }
+        store8(d + c0, g, count, vec);
     }
-    dlogits[idx] = from_f32<TG>(g);
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // dispatch
 // ---------------------------------------------------------------------------------------------------------
 
-void ce_row_max(Ctx& ctx, Tensor rowmax, Tensor logits, int N, int V_local, int64_t v_begin, int V) {
-    OpScope scope(ctx, "ce_row_max");
-    check_common("ce_row_max", logits, N, V_local);
-    check_f32("ce_row_max", "rowmax", rowmax, N);
+// 16-byte accesses need every row to start 16-byte aligned: V_local a multiple of 8 (a pack is 16 bytes in
+// bf16, 32 in f32) and aligned base pointers.
+static bool rows_vec8(int V_local, std::initializer_list<const void*> ptrs) {
+    if (V_local % 8 != 0) return false;
+    for (const void* p : ptrs)
+        if (!vec8_aligned(p)) return false;
+    return true;
+}
+
+void ce_forward_stats(Ctx& ctx, Tensor rowmax, Tensor sumexp, Tensor target_logit, Tensor local_max, Tensor logits,
+                      Tensor targets, int N, int V_local, int64_t v_begin, int V) {
+    OpScope scope(ctx, "ce_forward_stats");
+    const char* op = "ce_forward_stats";
+    check_common(op, logits, N, V_local);
+    check_f32(op, "rowmax", rowmax, N);
+    check_f32(op, "sumexp", sumexp, N);
+    check_f32(op, "target_logit", target_logit, N);
+    if (local_max.data) check_f32(op, "local_max", local_max, N);
+    if (targets.n != N || targets.dtype != DType::I32) mm_fatal("%s: targets must be i32 [N=%d]", op, N);
     if (N == 0) return;
     const int valid = valid_columns(V_local, v_begin, V);
+    float* lm = local_max.data ? local_max.as<float>() : nullptr;
     MM_DISPATCH_ACT(logits.dtype, {
         const T* z = logits.as<T>();
-        float* out = rowmax.as<float>();
         if (ctx.device == Device::CUDA) {
-            ce_row_max_kernel<T><<<N, kCeThreads, 0, ctx.stream>>>(out, z, V_local, valid);
+            const bool vec = rows_vec8(V_local, {logits.data});
+            ce_stats_kernel<T><<<N, kCeThreads, 0, ctx.stream>>>(rowmax.as<float>(), sumexp.as<float>(),
+                                                                 target_logit.as<float>(), lm, z,
+                                                                 targets.as<int32_t>(), V_local, v_begin, valid, vec);
             CUDA_CHECK_LAST();
         } else {
-            ce_row_max_cpu<T>(out, z, N, V_local, valid);
+            ce_stats_cpu<T>(rowmax.as<float>(), sumexp.as<float>(), target_logit.as<float>(), lm, z,
+                            targets.as<int32_t>(), N, V_local, v_begin, valid);
         }
     });
 }
 
-void ce_sumexp_target(Ctx& ctx, Tensor sumexp, Tensor target_logit, Tensor logits, Tensor rowmax, Tensor targets,
-                      int N, int V_local, int64_t v_begin, int V) {
-    OpScope scope(ctx, "ce_sumexp_target");
-    const char* op = "ce_sumexp_target";
-    check_common(op, logits, N, V_local);
+void ce_rescale_sumexp(Ctx& ctx, Tensor sumexp, Tensor local_max, Tensor rowmax, int N) {
+    OpScope scope(ctx, "ce_rescale_sumexp");
+    const char* op = "ce_rescale_sumexp";
     check_f32(op, "sumexp", sumexp, N);
-    check_f32(op, "target_logit", target_logit, N);
+    check_f32(op, "local_max", local_max, N);
     check_f32(op, "rowmax", rowmax, N);
-    if (targets.n != N || targets.dtype != DType::I32) mm_fatal("%s: targets must be i32 [N=%d]", op, N);
     if (N == 0) return;
-    const int valid = valid_columns(V_local, v_begin, V);
-    MM_DISPATCH_ACT(logits.dtype, {
-        const T* z = logits.as<T>();
-        if (ctx.device == Device::CUDA) {
-            ce_sumexp_target_kernel<T><<<N, kCeThreads, 0, ctx.stream>>>(
-                sumexp.as<float>(), target_logit.as<float>(), z, rowmax.as<float>(), targets.as<int32_t>(),
-                V_local, v_begin, valid);
-            CUDA_CHECK_LAST();
-        } else {
-            ce_sumexp_target_cpu<T>(sumexp.as<float>(), target_logit.as<float>(), z, rowmax.as<float>(),
-                                    targets.as<int32_t>(), N, V_local, v_begin, valid);
-        }
-    });
+    if (ctx.device == Device::CUDA) {
+        ce_rescale_kernel<<<(N + 255) / 256, 256, 0, ctx.stream>>>(sumexp.as<float>(), local_max.as<float>(),
+                                                                   rowmax.as<float>(), N);
+        CUDA_CHECK_LAST();
+    } else {
+        float* se = sumexp.as<float>();
+        const float *lm = local_max.as<float>(), *rm = rowmax.as<float>();
+        for (int i = 0; i < N; i++) se[i] = rescaled_sum(se[i], lm[i], rm[i]);
+    }
 }
 
 void ce_losses(Ctx& ctx, Tensor losses, Tensor rowmax, Tensor sumexp, Tensor target_logit, int N) {
@@ -232,16 +330,16 @@ void ce_backward(Ctx& ctx, Tensor dlogits, Tensor logits, Tensor rowmax, Tensor 
     check_f32(op, "sumexp", sumexp, N);
     if (dlogits.n != logits.n) mm_fatal("%s: dlogits must have the shape of logits", op);
     if (targets.n != N || targets.dtype != DType::I32) mm_fatal("%s: targets must be i32 [N=%d]", op, N);
-    const int64_t total = (int64_t)N * V_local;
-    if (total == 0) return;
+    if (N == 0 || V_local == 0) return;
     const int valid = valid_columns(V_local, v_begin, V);
     MM_DISPATCH_ACT(logits.dtype, {
         using TL = T;
         MM_DISPATCH_ACT(dlogits.dtype, {
             if (ctx.device == Device::CUDA) {
-                ce_backward_kernel<T, TL><<<(unsigned)((total + 255) / 256), 256, 0, ctx.stream>>>(
+                const bool vec = rows_vec8(V_local, {logits.data, dlogits.data});
+                ce_backward_kernel<T, TL><<<N, kCeThreads, 0, ctx.stream>>>(
                     dlogits.as<T>(), logits.as<TL>(), rowmax.as<float>(), sumexp.as<float>(),
-                    targets.as<int32_t>(), scale, V_local, v_begin, valid, total);
+                    targets.as<int32_t>(), scale, V_local, v_begin, valid, vec);
                 CUDA_CHECK_LAST();
             } else {
                 ce_backward_cpu<T, TL>(dlogits.as<T>(), logits.as<TL>(), rowmax.as<float>(), sumexp.as<float>(),

@@ -85,9 +85,10 @@ static void dropout_backward_cpu(T* dx, const T* dout, const uint8_t* mask, floa
 
 // ---- CUDA kernels --------------------------------------------------------------------------------------
 
-// Forward: one thread per pack of 8 consecutive channels of one row (vec8.h). The packs are numbered row by
-// row, ceil(C/8) per row, so a pack never straddles two rows; the last pack of a row is partial when
-// C % 8 != 0. In bf16 a pack moves x, resid and out with one 16-byte access each and the 8 mask bytes with
+// Forward: one thread per pack of 8 consecutive channels of one row (vec8.h). Rows go along the grid's y
+// (blockIdx.y, striding by gridDim.y), the ceil(C/8) packs of a row along x, so a pack never straddles two
+// rows (the last pack of a row is partial when C % 8 != 0) and the row's sequence position and batch index
+// are computed once per row with 32-bit arithmetic, not with a 64-bit division per pack. In bf16 a pack moves x, resid and out with one 16-byte access each and the 8 mask bytes with
 // one 8-byte store (vec); when C % 8 != 0 or a pointer is misaligned the same packs are moved element by
 // element. The mask bits are those of dropout_keep of each element's global index (dropout_keep8 draws them
 // one Philox block of four at a time): the mask bits
@@ -96,36 +97,36 @@ template <class T>
 __global__ void bias_dropout_residual_kernel(T* out, uint8_t* mask, const T* x, const T* bias, const T* resid,
                                              float scale, uint32_t threshold, uint64_t seed, uint32_t stream,
                                              int S_loc, int B_loc, int C, DropoutCoords where, bool vec) {
-    const int64_t packs_per_row = (C + 7) / 8;
-    const int64_t packs = (int64_t)S_loc * B_loc * packs_per_row;
-    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < packs; j += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t row = j / packs_per_row;
-        const int64_t c0 = (j - row * packs_per_row) * 8;
-        const int count = C - c0 < 8 ? (int)(C - c0) : 8;
-        const int64_t i = row * C + c0;  // local flat index of the pack's first element
-        const int64_t s = row / B_loc, b = row % B_loc;
-        const uint64_t g0 = dropout_global_index(s, b, c0, C, where);  // the pack's elements are g0 .. g0 + 7
+    const int packs_per_row = (C + 7) / 8, rows = S_loc * B_loc;
+    for (int row = blockIdx.y; row < rows; row += gridDim.y) {
+        const int s = row / B_loc, b = row - s * B_loc;  // once per row
+        for (int pk = blockIdx.x * blockDim.x + threadIdx.x; pk < packs_per_row; pk += gridDim.x * blockDim.x) {
+            const int c0 = pk * 8;
+            const int count = C - c0 < 8 ? C - c0 : 8;
+            const int64_t i = (int64_t)row * C + c0;  // local flat index of the pack's first element
+            const uint64_t g0 = dropout_global_index(s, b, c0, C, where);  // the pack's elements are g0 .. g0 + 7
 
-        const Pack8<T> xv = load8(x + i, count, vec);
-        Pack8<T> bv, rv;
-        if (bias) bv = load8(bias + c0, count, vec);
-        if (resid) rv = load8(resid + i, count, vec);
-        Pack8<T> ov;
-        uint64_t mbits = 0;
-        const uint32_t keep8 = dropout_keep8(seed, stream, g0, threshold);  // one Philox call per 4 elements
+            const Pack8<T> xv = load8(x + i, count, vec);
+            Pack8<T> bv, rv;
+            if (bias) bv = load8(bias + c0, count, vec);
+            if (resid) rv = load8(resid + i, count, vec);
+            Pack8<T> ov;
+            uint64_t mbits = 0;
+            const uint32_t keep8 = dropout_keep8(seed, stream, g0, threshold);  // one Philox call per 4 elements
 #pragma unroll
-        for (int k = 0; k < 8; k++) {
-            // The same arithmetic as bias_dropout_residual_element (the CPU reference).
-            const bool keep = (keep8 >> k) & 1u;
-            float v = to_f32(xv.v[k]);
-            if (bias) v += to_f32(bv.v[k]);
-            v = keep ? v * scale : 0.0f;
-            if (resid) v += to_f32(rv.v[k]);
-            ov.v[k] = from_f32<T>(v);
-            mbits |= (uint64_t)(keep ? 1 : 0) << (8 * k);
+            for (int k = 0; k < 8; k++) {
+                // The same arithmetic as bias_dropout_residual_element (the CPU reference).
+                const bool keep = (keep8 >> k) & 1u;
+                float v = to_f32(xv.v[k]);
+                if (bias) v += to_f32(bv.v[k]);
+                v = keep ? v * scale : 0.0f;
+                if (resid) v += to_f32(rv.v[k]);
+                ov.v[k] = from_f32<T>(v);
+                mbits |= (uint64_t)(keep ? 1 : 0) << (8 * k);
+            }
+            store_mask8(mask + i, mbits, count, vec);
+            store8(out + i, ov, count, vec);  // out may alias x or resid: this thread read its pack above
         }
-        store_mask8(mask + i, mbits, count, vec);
-        store8(out + i, ov, count, vec);  // out may alias x or resid: this thread read its pack above
     }
 }
 
@@ -186,12 +187,19 @@ void bias_dropout_residual_forward(Ctx& ctx, Tensor out, Tensor mask, Tensor x, 
             bias_dropout_residual_cpu<T>(out.as<T>(), mask.as<uint8_t>(), x.as<T>(), b, r, scale, threshold,
                                          seed, stream, S_loc, B_loc, C, where);
         } else {
-            const int threads = 256;
-            const int64_t packs = (int64_t)S_loc * B_loc * ((C + 7) / 8);
+            // Threads along a row: its packs rounded up to whole warps, at most 256 (C = 1600: 200 packs, 224
+            // threads); rows along y, at most 65535 blocks (the kernel strides over the rest).
+            const int packs_per_row = (C + 7) / 8;
+            const int threads = packs_per_row >= 256 ? 256 : (packs_per_row + 31) / 32 * 32;
+            if ((int64_t)S_loc * B_loc > INT32_MAX || (int64_t)C > INT32_MAX - 8)
+                mm_fatal("%s: %d x %d rows of %d channels: more rows or channels than 32-bit indexing covers", op,
+                         S_loc, B_loc, C);
+            const int rows = S_loc * B_loc;
+            const dim3 grid((unsigned)((packs_per_row + threads - 1) / threads), (unsigned)(rows < 65535 ? rows : 65535));
             // Vector accesses need every row to start 16 bytes aligned: C % 8 == 0 and aligned bases.
             const bool vec = C % 8 == 0 && vec8_aligned(out.data) && vec8_aligned(x.data) && vec8_aligned(b) &&
                              vec8_aligned(r) && vec8_aligned(mask.data);
-            bias_dropout_residual_kernel<T><<<pack_blocks(packs, threads), threads, 0, ctx.stream>>>(
+            bias_dropout_residual_kernel<T><<<grid, threads, 0, ctx.stream>>>(
                 out.as<T>(), mask.as<uint8_t>(), x.as<T>(), b, r, scale, threshold, seed, stream, S_loc, B_loc,
                 C, where, vec);
             CUDA_CHECK_LAST();

@@ -317,7 +317,7 @@ __global__ void layernorm_backward_sum_partials_kernel(float* dweight, float* db
 constexpr int kWarpsPerBlock = 8;  // 256 threads: 8 rows per block, one row per warp
 template <class T>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* in, const T* weight,
-                                         const T* bias, int N, int C);
+                                         const T* bias, int N, int C, bool vec);
 
 // Launch the register-resident forward with the smallest kSlots (packs of 8 per lane) that holds a row:
 // kSlots = 4 covers C <= 1024, 8 C <= 2048, 16 C <= 4096, 24 C <= 6144 (bf16 only: 24 packs are 96
@@ -369,8 +369,11 @@ void layernorm_forward(Ctx& ctx, Tensor out, Tensor mean, Tensor rstd, Tensor in
         } else if (!layernorm_forward_vec<T>(ctx, out.as<T>(), mp, rp, in.as<T>(), weight.as<T>(), bias.as<T>(),
                                              N, C)) {
             int blocks = (N + kWarpsPerBlock - 1) / kWarpsPerBlock;
+            // 16-byte accesses need every row start aligned: C % 8 == 0 and aligned base pointers.
+            const bool vec = C % 8 == 0 && vec8_aligned(out.data) && vec8_aligned(in.data) &&
+                             vec8_aligned(weight.data) && vec8_aligned(bias.data);
             layernorm_forward_kernel<T><<<blocks, kWarpsPerBlock * 32, 0, ctx.stream>>>(
-                out.as<T>(), mp, rp, in.as<T>(), weight.as<T>(), bias.as<T>(), N, C);
+                out.as<T>(), mp, rp, in.as<T>(), weight.as<T>(), bias.as<T>(), N, C, vec);
             CUDA_CHECK_LAST();
         }
     });
@@ -431,12 +434,13 @@ void layernorm_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tens
 
 // Forward for rows too wide to keep in registers: C > 6144 in bf16 (e.g. the hidden sizes of the paper's
 // 175B, 530B and 1T models), C > 4096 in f32 (the largest kSlots of layernorm_forward_vec). One warp per row:
-// lane l handles channels l, l+32, l+64, ... (consecutive lanes touch consecutive addresses, so every load is
-// coalesced), then the warp combines its 32 partial sums with shuffles. The second and third passes over the
-// row hit L1/L2, not DRAM.
+// lane l handles the packs of 8 channels l, l+32, l+64, ... (vec8.h: one 16-byte access per pack in bf16 when
+// the row allows, element by element otherwise and for the row's last partial pack), then the warp combines
+// its 32 partial sums with shuffles. The second and third passes over the row hit L1/L2, not DRAM. The order
+// of every sum depends only on C (pack by pack, each pack's channels in order), never on the access path.
 template <class T>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* in, const T* weight,
-                                         const T* bias, int N, int C) {
+                                         const T* bias, int N, int C, bool vec) {
     const int lane = threadIdx.x % 32;
     const int64_t r = (int64_t)blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
     if (r >= N) return;  // whole warps leave together, so the shuffles below see all 32 lanes
@@ -444,18 +448,36 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
     T* y = out + r * C;
 
     float sum = 0.0f;
-    for (int c = lane; c < C; c += 32) sum += to_f32(x[c]);
+    for (int c0 = lane * 8; c0 < C; c0 += 32 * 8) {
+        const int count = C - c0 < 8 ? C - c0 : 8;
+        const Pack8<T> xv = load8(x + c0, count, vec);  // zero-filled beyond count
+#pragma unroll
+        for (int k = 0; k < 8; k++) sum += to_f32(xv.v[k]);
+    }
     const float m = warp_sum(sum) / C;
     float sq = 0.0f;
-    for (int c = lane; c < C; c += 32) {
-        float d = to_f32(x[c]) - m;
-        sq += d * d;
+    for (int c0 = lane * 8; c0 < C; c0 += 32 * 8) {
+        const int count = C - c0 < 8 ? C - c0 : 8;
+        const Pack8<T> xv = load8(x + c0, count, vec);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const float d = k < count ? to_f32(xv.v[k]) - m : 0.0f;
+            sq += d * d;
+        }
     }
     // 1/sqrtf rather than rsqrtf: rsqrtf is an approximation and would move the GPU away from the CPU oracle.
     const float s = 1.0f / sqrtf(warp_sum(sq) / C + kLayerNormEps);
-    for (int c = lane; c < C; c += 32) {
-        float n = (to_f32(x[c]) - m) * s;
-        y[c] = from_f32<T>(n * to_f32(weight[c]) + to_f32(bias[c]));
+    for (int c0 = lane * 8; c0 < C; c0 += 32 * 8) {
+        const int count = C - c0 < 8 ? C - c0 : 8;
+        const Pack8<T> xv = load8(x + c0, count, vec), wv = load8(weight + c0, count, vec),
+                       bv = load8(bias + c0, count, vec);
+        Pack8<T> yv;
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const float n = (to_f32(xv.v[k]) - m) * s;
+            yv.v[k] = from_f32<T>(n * to_f32(wv.v[k]) + to_f32(bv.v[k]));
+        }
+        store8(y + c0, yv, count, vec);
     }
     if (lane == 0) {
         if (mean) mean[r] = m;

@@ -11,6 +11,7 @@
 
 #include "matmul.h"
 #include "op_timer.h"
+#include "vec8.h"
 
 #include <cstdint>
 #include <map>
@@ -166,25 +167,39 @@ static bool linear_forward_lt(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Te
 // CUDA kernels: the bias gradient, in two deterministic stages
 // ---------------------------------------------------------------------------------------------------------
 
-// Stage 1: block (column tile of 32, row chunk) sums its rows: 32 columns × 8 row-lanes, each lane strides
-// over the chunk's rows, then the 8 lanes are combined in a fixed order. One partial per (chunk, column).
-constexpr int kBiasCols = 32, kBiasLanes = 8, kBiasRowsPerChunk = 512;
+// Stage 1: block (column tile, row chunk) sums its rows: 32 threads across, each owning a pack of 8
+// consecutive columns (vec8.h: one 16-byte load per row in bf16 when C % 8 == 0 and the base is aligned,
+// element by element otherwise and for the last partial pack), × 8 row-lanes; each lane strides over the
+// chunk's rows, then the 8 lanes are combined in a fixed order. A column's sum runs in the same order as
+// with one column per thread (lane l: rows r0 + l, r0 + l + 8, ...; then lanes 0..7), so the bits do not
+// depend on the packing. One partial per (chunk, column).
+constexpr int kBiasThreadsX = 32, kBiasCols = 8 * kBiasThreadsX, kBiasLanes = 8, kBiasRowsPerChunk = 512;
 
 template <class TD>
-__global__ void bias_partial_kernel(float* partial, const TD* dout, int N, int C) {
+__global__ void bias_partial_kernel(float* partial, const TD* dout, int N, int C, bool vec) {
     __shared__ float sm[kBiasLanes][kBiasCols];
-    int c = blockIdx.x * kBiasCols + threadIdx.x;
-    int r0 = blockIdx.y * kBiasRowsPerChunk;
-    int r1 = min(N, r0 + kBiasRowsPerChunk);
-    float acc = 0.f;
-    if (c < C)
-        for (int r = r0 + threadIdx.y; r < r1; r += kBiasLanes) acc += to_f32(dout[(int64_t)r * C + c]);
-    sm[threadIdx.y][threadIdx.x] = acc;
+    const int c0 = blockIdx.x * kBiasCols + threadIdx.x * 8;  // this thread's 8 columns
+    const int count = C - c0 < 8 ? (C - c0 > 0 ? C - c0 : 0) : 8;
+    const int r0 = blockIdx.y * kBiasRowsPerChunk;
+    const int r1 = min(N, r0 + kBiasRowsPerChunk);
+    float acc[8];
+#pragma unroll
+    for (int k = 0; k < 8; k++) acc[k] = 0.f;
+    if (count > 0)
+        for (int r = r0 + threadIdx.y; r < r1; r += kBiasLanes) {
+            const Pack8<TD> d = load8(dout + (int64_t)r * C + c0, count, vec);
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc[k] += to_f32(d.v[k]);
+        }
+#pragma unroll
+    for (int k = 0; k < 8; k++) sm[threadIdx.y][threadIdx.x * 8 + k] = acc[k];
     __syncthreads();
-    if (threadIdx.y == 0 && c < C) {
-        float s = 0.f;
-        for (int l = 0; l < kBiasLanes; l++) s += sm[l][threadIdx.x];
-        partial[(int64_t)blockIdx.y * C + c] = s;
+    if (threadIdx.y == 0) {
+        for (int k = 0; k < count; k++) {
+            float s = 0.f;
+            for (int l = 0; l < kBiasLanes; l++) s += sm[l][threadIdx.x * 8 + k];
+            partial[(int64_t)blockIdx.y * C + c0 + k] = s;
+        }
     }
 }
 
@@ -252,8 +267,10 @@ void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C) {
             if (ctx.device == Device::CUDA) {
                 int chunks = (N + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk;
                 float* partial = (float*)ctx_scratch(ctx, (size_t)chunks * C * sizeof(float));
-                dim3 grid((C + kBiasCols - 1) / kBiasCols, chunks), block(kBiasCols, kBiasLanes);
-                bias_partial_kernel<TD><<<grid, block, 0, ctx.stream>>>(partial, dout.as<TD>(), N, C);
+                dim3 grid((C + kBiasCols - 1) / kBiasCols, chunks), block(kBiasThreadsX, kBiasLanes);
+                // 16-byte loads need every row start aligned: C % 8 == 0 and an aligned base pointer.
+                const bool vec = C % 8 == 0 && vec8_aligned(dout.data);
+                bias_partial_kernel<TD><<<grid, block, 0, ctx.stream>>>(partial, dout.as<TD>(), N, C, vec);
                 CUDA_CHECK_LAST();
                 bias_finish_kernel<T><<<(C + 255) / 256, 256, 0, ctx.stream>>>(dbias.as<T>(), partial, chunks, C);
                 CUDA_CHECK_LAST();

@@ -1,7 +1,8 @@
 // matmul.cu — the one GEMM primitive (see matmul.h): OpenBLAS on CPU, cuBLAS on GPU.
 //
 // Every matrix product of the model (linear layers, the per-head products of attention, the LM head) goes
-// through gemm(), so the two backends are written once here and nowhere else.
+// through gemm() or gemm_batched() (a two-level batch: attention's sequences × heads in one call), so the two
+// backends are written once here and nowhere else.
 //
 // Row-major everywhere. C[M×N] = alpha · op(A)[M×K] · op(B)[K×N] + beta · C, batched with element strides.
 //  - CPU: cblas_sgemm in CblasRowMajor mode. bf16 is a storage format only: bf16 operands are widened into
@@ -58,26 +59,30 @@ static void widen_bf16(float* dst, const bf16* src, int64_t rows, int64_t cols, 
         for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = to_f32(src[r * ld + c]);
 }
 
-static void gemm_cpu(bool transA, bool transB, int M, int N, int K, float alpha, GemmOperand A, GemmOperand B,
-                     float beta, void* C, int64_t ldc, int64_t strideC, DType ab_dtype, DType c_dtype,
-                     int batch) {
+static void gemm_cpu(bool transA, bool transB, int M, int N, int K, float alpha, GemmBatchOperand A,
+                     GemmBatchOperand B, float beta, GemmBatchOperand Cm, DType ab_dtype, DType c_dtype, int outer,
+                     int inner) {
+    void* C = const_cast<void*>(Cm.ptr);
+    const int64_t ldc = Cm.ld;
     const CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
     const CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
     const bool split_rows = M >= N;
     const int tiles = ((split_rows ? M : N) + kGemmTile - 1) / kGemmTile;
-    const int64_t tasks = (int64_t)batch * tiles;
+    const int64_t tasks = (int64_t)outer * inner * tiles;
     const bool parallel = tasks > 1 && blas_single_threaded();
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t task = 0; task < tasks; task++) {
         static thread_local std::vector<float> sa, sb, sc;
-        const int i = (int)(task / tiles), tile = (int)(task % tiles);
+        const int64_t mat = task / tiles;
+        const int tile = (int)(task % tiles);
+        const int64_t o = mat / inner, i = mat % inner;  // matrix (o, i) of the batch
         const int r0 = split_rows ? tile * kGemmTile : 0, c0 = split_rows ? 0 : tile * kGemmTile;
         const int m = split_rows ? std::min(kGemmTile, M - r0) : M;
         const int n = split_rows ? N : std::min(kGemmTile, N - c0);
         // This tile's operands: rows r0.. of op(A) and columns c0.. of op(B), as element offsets into the
         // stored matrices (a row of op(A) is a column of a transposed A, and likewise for B).
-        const int64_t a_off = (int64_t)i * A.stride + (transA ? r0 : (int64_t)r0 * A.ld);
-        const int64_t b_off = (int64_t)i * B.stride + (transB ? (int64_t)c0 * B.ld : c0);
+        const int64_t a_off = o * A.outer_stride + i * A.stride + (transA ? r0 : (int64_t)r0 * A.ld);
+        const int64_t b_off = o * B.outer_stride + i * B.stride + (transB ? (int64_t)c0 * B.ld : c0);
         const int64_t a_rows = transA ? K : m, a_cols = transA ? m : K;  // stored shapes of the tile
         const int64_t b_rows = transB ? n : K, b_cols = transB ? K : n;
         const float* a;
@@ -96,7 +101,7 @@ static void gemm_cpu(bool transA, bool transB, int M, int N, int K, float alpha,
             lda = a_cols > 0 ? a_cols : 1;
             ldb = b_cols > 0 ? b_cols : 1;
         }
-        const int64_t c_off = (int64_t)i * strideC + (int64_t)r0 * ldc + c0;
+        const int64_t c_off = o * Cm.outer_stride + i * Cm.stride + (int64_t)r0 * ldc + c0;
         if (c_dtype == DType::F32) {
             float* c = static_cast<float*>(C) + c_off;
             cblas_sgemm(CblasRowMajor, ta, tb, m, n, K, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
@@ -122,21 +127,56 @@ static cudaDataType_t cublas_type(DType t) {
     mm_fatal("gemm: unsupported dtype %s", dtype_name(t));
 }
 
-static void gemm_cuda(Ctx& ctx, bool transA, bool transB, int M, int N, int K, float alpha, GemmOperand A,
-                      GemmOperand B, float beta, void* C, int64_t ldc, int64_t strideC, DType ab_dtype,
-                      DType c_dtype, int batch) {
+// Pointer arrays for cublasGemmBatchedEx, written on the device (no host round trip, no upload per call):
+// ptrs[0 .. n) for A, [n .. 2n) for B, [2n .. 3n) for C, matrix (o, i) at index o·inner + i.
+struct GemmPtrArgs {
+    const char *a, *b, *c;
+    int64_t a_outer, a_inner, b_outer, b_inner, c_outer, c_inner;  // in bytes
+    int inner;
+    int64_t n;
+};
+__global__ void gemm_pointers_kernel(const void** ptrs, GemmPtrArgs g) {
+    const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= g.n) return;
+    const int64_t o = idx / g.inner, i = idx % g.inner;  // once per matrix, not per element
+    ptrs[idx] = g.a + o * g.a_outer + i * g.a_inner;
+    ptrs[g.n + idx] = g.b + o * g.b_outer + i * g.b_inner;
+    ptrs[2 * g.n + idx] = g.c + o * g.c_outer + i * g.c_inner;
+}
+
+static void gemm_cuda(Ctx& ctx, bool transA, bool transB, int M, int N, int K, float alpha, GemmBatchOperand A,
+                      GemmBatchOperand B, float beta, GemmBatchOperand C, DType ab_dtype, DType c_dtype, int outer,
+                      int inner) {
     // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: B goes first, M and N swap.
     const cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cudaDataType_t tab = cublas_type(ab_dtype), tc = cublas_type(c_dtype);
-    if (batch == 1) {
+    void* c = const_cast<void*>(C.ptr);
+    if (outer == 1 && inner == 1) {
         CUBLAS_CHECK(cublasGemmEx(ctx.cublas, opB, opA, N, M, K, &alpha, B.ptr, tab, (int)B.ld, A.ptr, tab,
-                                  (int)A.ld, &beta, C, tc, (int)ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                  (int)A.ld, &beta, c, tc, (int)C.ld, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    } else if (outer == 1 || inner == 1) {  // one level: a constant stride
+        const bool in = outer == 1;
+        const long long sa = in ? A.stride : A.outer_stride, sb = in ? B.stride : B.outer_stride,
+                        sc = in ? C.stride : C.outer_stride;
+        CUBLAS_CHECK(cublasGemmStridedBatchedEx(ctx.cublas, opB, opA, N, M, K, &alpha, B.ptr, tab, (int)B.ld, sb,
+                                                A.ptr, tab, (int)A.ld, sa, &beta, c, tc, (int)C.ld, sc,
+                                                in ? inner : outer, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     } else {
-        CUBLAS_CHECK(cublasGemmStridedBatchedEx(ctx.cublas, opB, opA, N, M, K, &alpha, B.ptr, tab, (int)B.ld,
-                                                (long long)B.stride, A.ptr, tab, (int)A.ld, (long long)A.stride,
-                                                &beta, C, tc, (int)ldc, (long long)strideC, batch,
-                                                CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+        const int64_t n = (int64_t)outer * inner;
+        if (n > INT32_MAX) mm_fatal("gemm_batched: %lld matrices in one call (cuBLAS takes at most 2^31 - 1)", (long long)n);
+        // The arrays live in the context's scratch: this kernel and the cuBLAS call run in order on ctx.stream,
+        // so the next call's kernel overwrites them only after this GEMM has read them.
+        const void** ptrs = static_cast<const void**>(ctx_scratch(ctx, 3 * (size_t)n * sizeof(void*)));
+        const int64_t ea = dtype_size(ab_dtype), ec = dtype_size(c_dtype);
+        GemmPtrArgs g{static_cast<const char*>(A.ptr), static_cast<const char*>(B.ptr), static_cast<const char*>(C.ptr),
+                      A.outer_stride * ea, A.stride * ea, B.outer_stride * ea, B.stride * ea, C.outer_stride * ec,
+                      C.stride * ec, inner, n};
+        gemm_pointers_kernel<<<(unsigned)((n + 255) / 256), 256, 0, ctx.stream>>>(ptrs, g);
+        CUDA_CHECK_LAST();
+        CUBLAS_CHECK(cublasGemmBatchedEx(ctx.cublas, opB, opA, N, M, K, &alpha, ptrs + n, tab, (int)B.ld, ptrs, tab,
+                                         (int)A.ld, &beta, (void* const*)(ptrs + 2 * n), tc, (int)C.ld, (int)n,
+                                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     }
 }
 
@@ -144,24 +184,34 @@ static void gemm_cuda(Ctx& ctx, bool transA, bool transB, int M, int N, int K, f
 // dispatch
 // ---------------------------------------------------------------------------------------------------------
 
-void gemm(Ctx& ctx, bool transA, bool transB, int M, int N, int K, float alpha, GemmOperand A, GemmOperand B,
-          float beta, void* C, int64_t ldc, int64_t strideC, DType ab_dtype, DType c_dtype, int batch) {
+void gemm_batched(Ctx& ctx, bool transA, bool transB, int M, int N, int K, float alpha, GemmBatchOperand A,
+                  GemmBatchOperand B, float beta, GemmBatchOperand C, DType ab_dtype, DType c_dtype, int outer,
+                  int inner) {
     if (ab_dtype != DType::F32 && ab_dtype != DType::BF16)
         mm_fatal("gemm: operands must be f32 or bf16, got %s", dtype_name(ab_dtype));
     // fp32 operands with a bf16 result is not a combination cuBLAS offers (and nothing here needs it).
     if (!(c_dtype == ab_dtype || c_dtype == DType::F32))
         mm_fatal("gemm: C must be f32 or the operands' dtype (%s), got %s", dtype_name(ab_dtype),
                  dtype_name(c_dtype));
-    if (M < 0 || N < 0 || K < 0 || batch < 0) mm_fatal("gemm: negative size M=%d N=%d K=%d batch=%d", M, N, K, batch);
-    if (M == 0 || N == 0 || batch == 0) return;
+    if (M < 0 || N < 0 || K < 0 || outer < 0 || inner < 0)
+        mm_fatal("gemm: negative size M=%d N=%d K=%d batch=%d x %d", M, N, K, outer, inner);
+    if (M == 0 || N == 0 || outer == 0 || inner == 0) return;
     // Leading dimensions must cover a stored row (BLAS rejects them otherwise; say which one is wrong).
     const int64_t a_cols = transA ? M : K, b_cols = transB ? K : N;
-    if (A.ld < (a_cols > 1 ? a_cols : 1) || B.ld < (b_cols > 1 ? b_cols : 1) || ldc < (N > 1 ? N : 1))
+    if (A.ld < (a_cols > 1 ? a_cols : 1) || B.ld < (b_cols > 1 ? b_cols : 1) || C.ld < (N > 1 ? N : 1))
         mm_fatal("gemm: leading dimension too small (lda=%lld for %lld cols, ldb=%lld for %lld cols, ldc=%lld "
                  "for %d cols)", (long long)A.ld, (long long)a_cols, (long long)B.ld, (long long)b_cols,
-                 (long long)ldc, N);
+                 (long long)C.ld, N);
     if (ctx.device == Device::CUDA)
-        gemm_cuda(ctx, transA, transB, M, N, K, alpha, A, B, beta, C, ldc, strideC, ab_dtype, c_dtype, batch);
+        gemm_cuda(ctx, transA, transB, M, N, K, alpha, A, B, beta, C, ab_dtype, c_dtype, outer, inner);
     else
-        gemm_cpu(transA, transB, M, N, K, alpha, A, B, beta, C, ldc, strideC, ab_dtype, c_dtype, batch);
+        gemm_cpu(transA, transB, M, N, K, alpha, A, B, beta, C, ab_dtype, c_dtype, outer, inner);
+}
+
+void gemm(Ctx& ctx, bool transA, bool transB, int M, int N, int K, float alpha, GemmOperand A, GemmOperand B,
+          float beta, void* C, int64_t ldc, int64_t strideC, DType ab_dtype, DType c_dtype, int batch) {
+    // A one-level batch: matrices i = 0 .. batch-1, one stride apart.
+    gemm_batched(ctx, transA, transB, M, N, K, alpha, GemmBatchOperand{A.ptr, A.ld, 0, A.stride},
+                 GemmBatchOperand{B.ptr, B.ld, 0, B.stride}, beta, GemmBatchOperand{C, ldc, 0, strideC}, ab_dtype,
+                 c_dtype, 1, batch);
 }

@@ -17,3 +17,22 @@ struct GemmOperand {
 void gemm(Ctx& ctx, bool transA, bool transB, int M, int N, int K, float alpha, GemmOperand A,
           GemmOperand B, float beta, void* C, int64_t ldc, int64_t strideC, DType ab_dtype, DType c_dtype,
           int batch = 1);
+
+// A batch of outer × inner matrices whose offsets are not one constant stride: matrix (o, i) of an operand
+// starts outer_stride · o + stride · i elements after ptr. Core attention needs it: the heads of one sequence
+// sit HD columns apart in a qkv row, the sequences 3·NH·HD apart, so (sequence, head) is no single stride,
+// yet one call over all of them replaces one call per sequence (layers/attention.cu).
+struct GemmBatchOperand {
+    const void* ptr;
+    int64_t ld;            // row stride (elements) of each stored matrix
+    int64_t outer_stride;  // elements between matrices o and o + 1
+    int64_t stride;        // elements between matrices i and i + 1
+};
+
+// C(o, i) = alpha · op(A(o, i)) · op(B(o, i)) + beta · C(o, i) for o < outer, i < inner, in ONE call: on the
+// GPU one cuBLAS call (strided-batched when one of outer, inner is 1, else cublasGemmBatchedEx with pointer
+// arrays written on the device by a small kernel); on the CPU one OpenMP loop over all matrices and tiles.
+// C.ptr is written (it is const only to share the struct). Same dtype rules as gemm().
+void gemm_batched(Ctx& ctx, bool transA, bool transB, int M, int N, int K, float alpha, GemmBatchOperand A,
+                  GemmBatchOperand B, float beta, GemmBatchOperand C, DType ab_dtype, DType c_dtype, int outer,
+                  int inner);

@@ -33,11 +33,23 @@ void vocab_parallel_embedding_backward(Region& r, Ctx& ctx, Tensor dwte_local, T
 float vocab_parallel_cross_entropy(Comm& tp, Ctx& ctx, Tensor logits, Tensor targets, Tensor rowmax, Tensor sumexp,
                                    Tensor target_logit, Tensor losses, int N, int V_local, int64_t v_begin, int V,
                                    std::vector<float>* host_losses) {
-    // softmax needs the max over the whole vocabulary: reduce the local maxima (all-reduce MAX).
-    ce_row_max(ctx, rowmax, logits, N, V_local, v_begin, V);
+    // Pass 1 over the logits: each rank's (max, sum of exp(z - max)) pair over its own columns, and the
+    // target's logit where it owns the target (layers/cross_entropy.h).
+    const bool split = tp.size > 1;
+    // Under TP, `losses` holds this rank's own maxima until ce_losses overwrites it: the rescale needs them
+    // after rowmax has been all-reduced in place (no extra buffer, no copy).
+    ce_forward_stats(ctx, rowmax, sumexp, target_logit, split ? losses : Tensor(), logits, targets, N, V_local,
+                     v_begin, V);
+    // Combining the pairs over the group: max first, then sums. A pair (m, s) is combined by
+    // (m, s) + (m', s') = (M, s·e^(m−M) + s'·e^(m'−M)), M = max(m, m'), which no built-in reduction does:
+    // NCCL has no user-defined operators. So an all-reduce MAX gives M, each rank rescales its own sum to
+    // M (N numbers, not a pass over the logits), and an all-reduce SUM adds them; the target's logit lives
+    // on exactly one rank, so a SUM delivers it. These are the three collectives of N floats the earlier
+    // three-pass version made, so the communication (and the byte counters the tests read) is unchanged.
+    // (An all-gather of every rank's pairs, combined locally in rank order, would be one collective instead
+    // of three, so less latency, for t times the bytes; not done here, to keep the collectives as they were.)
     all_reduce(tp, ctx, rowmax, ReduceOp::MAX);
-    // Σ exp over the whole vocabulary = Σ over ranks; the target's logit lives on exactly one rank.
-    ce_sumexp_target(ctx, sumexp, target_logit, logits, rowmax, targets, N, V_local, v_begin, V);
+    if (split) ce_rescale_sumexp(ctx, sumexp, losses, rowmax, N);
     all_reduce(tp, ctx, sumexp, ReduceOp::SUM);
     all_reduce(tp, ctx, target_logit, ReduceOp::SUM);
     ce_losses(ctx, losses, rowmax, sumexp, target_logit, N);

@@ -7,11 +7,13 @@
 // the dropout rate; a rank holding heads [h0, h0 + NH) of batches [b0, b0 + B) reproduces that slice of the
 // single-rank result, masks included (what the TP and DP equivalence tests rely on); bf16 storage; S = 7 and
 // 37 (the CPU softmax's packs of 16 keys, full and partial); the same bits with 1, 2 and 3 threads; the
-// blocks above the diagonal, which the CPU GEMMs skip, poisoned with NaN (S = 37, 64, 133) are never read.
+// blocks above the diagonal, which the GEMMs and the softmax kernels skip, poisoned with NaN in every s×s
+// buffer (S = 37, 64, 133) are never read and never written.
 // GPU checks, f32 and bf16, p = 0 and 0.1, sizes that are no multiple of any tile (S = 37, 133, 64, 1024,
 // 2100; sub-ranges of heads and batches): masks bit-identical to the CPU's, probs, probs_drop, out, dqkv
-// against the CPU (outputs poisoned first), exactly 0 above the diagonal, the backward twice and the
-// forward twice give identical bits (selective recompute relies on it).
+// against the CPU (outputs poisoned first), exactly 0 above the diagonal within each device's causal blocks
+// and the poison untouched above them, the backward twice and the forward twice give identical bits
+// (selective recompute relies on it).
 #include <omp.h>
 #include <algorithm>
 #include <functional>
@@ -112,7 +114,28 @@ static AttnRef attention_ref(const std::vector<float>& qkv, const std::vector<fl
 struct AttnRun {
     std::vector<float> probs, probs_drop, out, dqkv;
     std::vector<uint8_t> mask;
+    bool above_untouched = true;  // the s×s entries above the causal blocks still hold the fill
 };
+
+// The s×s tensors hold row q only up to the end of its causal block (attention.h): entries from there on are
+// never written. Check that they still hold what the buffer was filled with (`fill`, NaN counting as equal
+// to NaN; `mask_fill` for the mask), then set them to 0, the value they stand for, so that the rest of the
+// checks compare whole tensors.
+template <class M>
+static bool clear_above_blocks(std::vector<float>& probs, std::vector<float>& probs_drop, std::vector<M>& mask,
+                               const AttnShape& sh, int blk, float fill, float mask_fill) {
+    bool untouched = true;
+    auto same = [&](float v, float want) { return std::isnan(want) ? std::isnan(v) : v == want; };
+    for (int64_t bn = 0; bn < (int64_t)sh.B * sh.NH; bn++)
+        for (int q = 0; q < sh.S; q++)
+            for (int k = std::min(sh.S, (q / blk + 1) * blk); k < sh.S; k++) {
+                const size_t i = ((size_t)bn * sh.S + q) * sh.S + k;
+                untouched &= same(probs[i], fill) && same(probs_drop[i], fill) && same((float)mask[i], mask_fill);
+                probs[i] = probs_drop[i] = 0.f;
+                mask[i] = 0;
+            }
+    return untouched;
+}
 
 // Run the ops (forward, then backward when dout is given) in `dtype` on ctx's device.
 // The s×s buffers and the outputs start filled with `fill` (NaN unless told: an entry an op should write but
@@ -136,6 +159,9 @@ static AttnRun attention_run(Ctx& ctx, DType dtype, const std::vector<float>& qk
     r.out = tensor_to_host_f32(out);
     std::vector<float> m = tensor_to_host_f32(mask);
     r.mask.assign(m.begin(), m.end());
+    const float fill_stored = round_to(dtype, {fill})[0];
+    r.above_untouched = clear_above_blocks(r.probs, r.probs_drop, r.mask, sh, attention_causal_block(ctx, sh.S),
+                                           fill_stored, 7.f);
     if (!dout.empty()) {
         Tensor td = make_tensor(dev, dtype, dout), dq = tensor_alloc(dev, dtype, tq.n),
                scratch = tensor_alloc(dev, dtype, SSBN);
@@ -195,6 +221,7 @@ static void test_attention(Ctx& ctx, int S) {
                 if (std::fabs(s - 1.0) > 1e-5) rows_one = false;
             }
         CHECK(causal_zero, "probs, probs_drop and mask above the diagonal are exactly 0 (p=%g)", p);
+        CHECK(run.above_untouched, "probs, probs_drop and mask above the causal blocks never written (p=%g)", p);
         CHECK(rows_one, "softmax rows sum to 1 (p=%g)", p);
         if (p == 0.f) CHECK(dropped == 0, "p=0 keeps everything (%d dropped)", dropped);
         else CHECK(dropped > 0, "p=%g drops something", p);
@@ -354,10 +381,11 @@ static void test_attention_threads(Ctx& ctx) {
     }
 }
 
-// The CPU attention GEMMs skip the blocks above the diagonal (attention.cu "Causal blocking"): the raw
-// scores and dP_d there are never written, so nothing may read them. Runs with the s×s buffers poisoned with
-// NaN and filled with 0 give the same bits, with no NaN anywhere, and match the double-precision reference,
-// on sequence lengths that are no multiple of the block (37, 133) and one that is (64).
+// The attention GEMMs and softmax kernels skip the blocks above the diagonal (attention.cu "Causal
+// blocking"): no s×s tensor (raw scores, probs, mask, probs_drop, dP_d, dS) is written there, so nothing may
+// read it. Runs with all s×s buffers poisoned with NaN and filled with 0 give the same bits, with no NaN
+// anywhere, leave the entries above the blocks as they were, and match the double-precision reference, on
+// sequence lengths that are no multiple of the block (37, 133) and one that is (64).
 static void test_attention_causal_blocks(Ctx& ctx) {
     for (int S : {37, 64, 133}) {
         AttnShape sh;
@@ -374,6 +402,8 @@ static void test_attention_causal_blocks(Ctx& ctx) {
         for (float p : {0.f, 0.1f}) {
             AttnRun nan_run = attention_run(ctx, DType::F32, qkv, G, sh, p, 42, stream, NAN);
             AttnRun zero_run = attention_run(ctx, DType::F32, qkv, G, sh, p, 42, stream, 0.f);
+            CHECK(nan_run.above_untouched && zero_run.above_untouched,
+                  "attention S=%d p=%g: an entry above the causal blocks was written", S, p);
             CHECK(bitwise_equal(nan_run.probs, zero_run.probs) &&
                       bitwise_equal(nan_run.probs_drop, zero_run.probs_drop) &&
                       bitwise_equal(nan_run.out, zero_run.out) && bitwise_equal(nan_run.dqkv, zero_run.dqkv) &&
@@ -408,6 +438,7 @@ static void cpu_checks() {
 struct AttnRunGpu {
     std::vector<float> probs, probs_drop, out, dqkv, dqkv_again;
     std::vector<float> mask;
+    bool above_untouched = true;
 };
 
 static AttnRunGpu attention_run_gpu(Device dev, DType dt, const std::vector<float>& qkv, const std::vector<float>& dout,
@@ -423,6 +454,10 @@ static AttnRunGpu attention_run_gpu(Device dev, DType dt, const std::vector<floa
     r.probs_drop = to_host(pd);
     r.out = to_host(out);
     r.mask = to_host(mask);
+    // Each device has its own block size (64 rows on the CPU, 256 on the GPU): above its blocks the poison
+    // must still be there; those entries are then compared as the zeros they stand for.
+    r.above_untouched = clear_above_blocks(r.probs, r.probs_drop, r.mask, sh, attention_causal_block(ctx, sh.S),
+                                           NAN, 7.f);
     Tensor td = make_tensor(dev, dt, dout);
     for (int rep = 0; rep < (dev == Device::CUDA ? 2 : 1); rep++) {
         Tensor dq = poisoned_tensor(dev, dt, tq.n), scratch = poisoned_tensor(dev, dt, SS);
@@ -481,6 +516,9 @@ static void test_attention_gpu() {
                             causal &= g.probs[i] == 0.f && g.probs_drop[i] == 0.f && g.mask[i] == 0.f;
                         }
                 CHECK(causal, "%s: GPU probs, probs_drop and mask exactly 0 above the diagonal [%s]", what, dtype_name(dt));
+                CHECK(g.above_untouched && c.above_untouched,
+                      "%s: nothing written above the causal blocks (GPU %d, CPU %d) [%s]", what, (int)g.above_untouched,
+                      (int)c.above_untouched, dtype_name(dt));
                 // Forward again: identical bits (selective recompute relies on it).
                 AttnRunGpu g2 = attention_run_gpu(Device::CUDA, dt, qkv, G, sh, p, seed, stream);
                 CHECK(bitwise_equal(g2.probs, g.probs) && bitwise_equal(g2.probs_drop, g.probs_drop) &&

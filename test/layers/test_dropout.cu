@@ -217,6 +217,8 @@ static void gpu_checks() {
         test_dropout_gpu(dt, 37, 3, 129, 0.0f, true, true, rng);
         test_dropout_gpu(dt, 37, 3, 129, 0.3f, false, false, rng);
         test_dropout_gpu(dt, 70001, 1, 3, 0.5f, true, false, rng);
+        // rows of several blocks along x (769 packs: 4 blocks of 256 threads, the last one partial)
+        test_dropout_gpu(dt, 9, 2, 6152, 0.1f, true, true, rng);
     }
 }
 

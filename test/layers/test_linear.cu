@@ -6,7 +6,8 @@
 // L = Σ G ⊙ linear(x, W, b); empty gradients skipped; bf16 storage against fp32 within bf16 precision.
 // GPU checks, f32 and bf16, N=37, IC=129, OC=67, with and without bias and din accumulation: out, din,
 // dweight, dbias against the CPU (outputs poisoned first), the backward twice gives identical bits; the LM
-// head's bf16 -> f32 logits; bias_backward over 1500 rows (the two-stage GPU reduction), twice bitwise.
+// head's bf16 -> f32 logits; bias_backward over 1500 rows (the two-stage GPU reduction; C = 67 and 776: the
+// element-by-element and the 16-byte paths), twice bitwise.
 #include <algorithm>
 #include "layers/linear.h"
 #include "test/test_util.h"
@@ -190,8 +191,11 @@ static void test_linear_gpu() {
         check_close_norm("linear bf16 -> f32 logits", DType::F32, g.out, c.out, 1e-5);
     }
     // bias_backward over many rows (several row chunks in the two-stage GPU reduction), twice: same bits.
+    // C = 67: packs of 8 columns loaded element by element (rows not 16-byte aligned), a partial last pack;
+    // C = 776: 16-byte loads, three full column tiles of 256 and one of a single pack.
+    for (int C : {67, 776})
     for (DType dt : {DType::F32, DType::BF16}) {
-        const int NR = 1500, C = 67;
+        const int NR = 1500;
         std::vector<float> dout = round_to(dt, random_vec((size_t)NR * C, g_rng)), db0 = random_vec(C, g_rng);
         std::vector<float> res[2], again;
         for (Device dev : {Device::CPU, Device::CUDA}) {
@@ -203,8 +207,8 @@ static void test_linear_gpu() {
                 tensor_free(db);
             }
         }
-        check_close_norm("bias_backward N=1500", dt, res[1], res[0], 1e-5);
-        CHECK(bitwise_equal(res[1], again), "bias_backward twice: identical bits [%s]", dtype_name(dt));
+        check_close_norm(C == 67 ? "bias_backward N=1500 C=67" : "bias_backward N=1500 C=776", dt, res[1], res[0], 1e-5);
+        CHECK(bitwise_equal(res[1], again), "bias_backward twice: identical bits [%s C=%d]", dtype_name(dt), C);
     }
 }
 

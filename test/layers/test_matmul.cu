@@ -6,7 +6,10 @@
 // not read) and beta = 1. CPU: against a naive triple loop in double, entries outside the M×N windows
 // untouched, on a small shape and on two larger than the CPU GEMM's tiles; the same bits with 1, 2 and 3
 // OpenMP threads. GPU: against the CPU on larger odd sizes (M=37, N=67, K=129), the gaps between rows and
-// matrices untouched.
+// matrices untouched. gemm_batched (a two-level batch, matrices side by side in wide rows with no single
+// stride, as attention's heads and sequences are): CPU against the double loop for every transpose and
+// dtype, and the same bits as one gemm() per outer index; GPU (pointer arrays, and the strided forms 1 × n
+// and n × 1) against the CPU.
 #include <omp.h>
 #include <algorithm>
 #include "layers/matmul.h"
@@ -106,6 +109,112 @@ static void test_gemm_threads(Ctx& ctx) {
         }
 }
 
+
+// ---- gemm_batched: a two-level batch (outer × inner) with no single stride --------------------------------
+// The layout of attention's operands: the matrices sit side by side in wide rows, matrix (o, i) at column
+// o·(inner·w + gap) + i·w of a row (w the stored width of one matrix), so consecutive i are w apart but
+// consecutive o are w·inner + gap apart. Returns the whole C buffer after the call; `ref` (when given)
+// receives the double-precision triple loop's C.
+struct BatchedCase {
+    int M, N, K, outer, inner;
+    bool ta, tb;
+    DType ab, cd;
+    float beta;
+};
+static std::vector<float> run_gemm_batched(Device dev, const BatchedCase& bc, const std::vector<float>& hA,
+                                           const std::vector<float>& hB, const std::vector<float>& hC,
+                                           std::vector<float>* ref) {
+    const int M = bc.M, N = bc.N, K = bc.K, outer = bc.outer, inner = bc.inner, gap = 3;
+    const int a_rows = bc.ta ? K : M, a_w = bc.ta ? M : K, b_rows = bc.tb ? N : K, b_w = bc.tb ? K : N;
+    (void)a_rows;
+    (void)b_rows;
+    const int64_t a_os = (int64_t)inner * a_w + gap, b_os = (int64_t)inner * b_w + gap, c_os = (int64_t)inner * N + gap;
+    const int64_t lda = outer * a_os, ldb = outer * b_os, ldc = outer * c_os;
+    Tensor A = make_tensor(dev, bc.ab, hA), B = make_tensor(dev, bc.ab, hB), C = make_tensor(dev, bc.cd, hC);
+    gemm_batched(ctx_of(dev), bc.ta, bc.tb, M, N, K, 0.75f, GemmBatchOperand{A.data, lda, a_os, a_w},
+                 GemmBatchOperand{B.data, ldb, b_os, b_w}, bc.beta, GemmBatchOperand{C.data, ldc, c_os, N}, bc.ab,
+                 bc.cd, outer, inner);
+    std::vector<float> got = to_host(C);
+    free_all({&A, &B, &C});
+    if (ref) {
+        *ref = round_to(bc.cd, hC);
+        for (int o = 0; o < outer; o++)
+            for (int in = 0; in < inner; in++)
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < N; j++) {
+                        double acc = 0;
+                        for (int k = 0; k < K; k++) {
+                            const int64_t a0 = o * a_os + in * a_w, b0 = o * b_os + in * b_w;
+                            double a = bc.ta ? hA[k * lda + a0 + i] : hA[i * lda + a0 + k];
+                            double b = bc.tb ? hB[j * ldb + b0 + k] : hB[k * ldb + b0 + j];
+                            acc += a * b;
+                        }
+                        const int64_t c = i * ldc + o * c_os + in * N + j;
+                        (*ref)[c] = (float)(0.75 * acc + (bc.beta != 0.f ? bc.beta * (double)(*ref)[c] : 0.0));
+                    }
+    }
+    return got;
+}
+
+// Inputs for a case: A and B random (rounded to their dtype), C random or, for beta = 0, NaN inside the
+// windows (C must not be read) and random in the gaps (which must stay untouched).
+static void batched_inputs(const BatchedCase& bc, std::vector<float>& hA, std::vector<float>& hB,
+                           std::vector<float>& hC) {
+    const int gap = 3;
+    const int a_rows = bc.ta ? bc.K : bc.M, a_w = bc.ta ? bc.M : bc.K, b_rows = bc.tb ? bc.N : bc.K,
+              b_w = bc.tb ? bc.K : bc.N;
+    const int64_t lda = bc.outer * ((int64_t)bc.inner * a_w + gap), ldb = bc.outer * ((int64_t)bc.inner * b_w + gap),
+                  c_os = (int64_t)bc.inner * bc.N + gap, ldc = bc.outer * c_os;
+    hA = round_to(bc.ab, random_vec((size_t)(a_rows * lda), g_rng));
+    hB = round_to(bc.ab, random_vec((size_t)(b_rows * ldb), g_rng));
+    hC = round_to(bc.cd, random_vec((size_t)(bc.M * ldc), g_rng));
+    if (bc.beta == 0.f)
+        for (int i = 0; i < bc.M; i++)
+            for (int64_t c = 0; c < ldc; c++)
+                if (c % c_os < (int64_t)bc.inner * bc.N) hC[i * ldc + c] = NAN;
+}
+
+static void test_gemm_batched(Ctx& ctx) {
+    (void)ctx;
+    int cases = 0;
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (DType ab : {DType::F32, DType::BF16})
+                for (float beta : {0.f, 1.f}) {
+                    // outer × inner = 3 × 4 with M larger than a CPU tile (cut along the rows), 2 × 3 with N larger
+                    // (cut along the columns), and the one-level forms 1 × 5 and 4 × 1.
+                    for (auto oi : {std::pair<int, int>{3, 4}, {2, 3}, {1, 5}, {4, 1}}) {
+                        const int M = oi.first == 3 ? 300 : oi.first == 2 ? 7 : 13, N = oi.first == 2 ? 530 : 11;
+                        BatchedCase bc{M, N, 9, oi.first, oi.second, ta != 0, tb != 0, ab, ab, beta};
+                        std::vector<float> hA, hB, hC, ref;
+                        batched_inputs(bc, hA, hB, hC);
+                        std::vector<float> got = run_gemm_batched(Device::CPU, bc, hA, hB, hC, &ref);
+                        const double tol = ab == DType::BF16 ? 1e-2 : 1e-4;
+                        CHECK(max_rel_err(got, ref, 1e-2) < tol && !std::any_of(got.begin(), got.end(), [](float x) { return std::isnan(x); }),
+                              "gemm_batched %dx%d tA=%d tB=%d %s beta=%g vs double: %g", bc.outer, bc.inner, ta, tb,
+                              dtype_name(ab), beta, max_rel_err(got, ref, 1e-2));
+                        cases++;
+                    }
+                }
+    CHECK(cases == 64, "gemm_batched: %d cases run", cases);
+    // gemm_batched over outer × inner gives the bits of gemm() called once per o with a batch of inner (the
+    // same tiles per matrix), which is what attention's CPU path did before.
+    BatchedCase bc{70, 33, 16, 3, 4, false, true, DType::F32, DType::F32, 0.f};
+    std::vector<float> hA, hB, hC;
+    batched_inputs(bc, hA, hB, hC);
+    std::vector<float> got = run_gemm_batched(Device::CPU, bc, hA, hB, hC, nullptr);
+    const int gap = 3;
+    const int64_t a_os = 4 * 16 + gap, b_os = 4 * 16 + gap, c_os = 4 * 33 + gap;
+    Tensor A = make_tensor(Device::CPU, DType::F32, hA), B = make_tensor(Device::CPU, DType::F32, hB),
+           C = make_tensor(Device::CPU, DType::F32, hC);
+    for (int o = 0; o < 3; o++)
+        gemm(g_cpu, false, true, 70, 33, 16, 0.75f, GemmOperand{A.as<float>() + o * a_os, 3 * a_os, 16},
+             GemmOperand{B.as<float>() + o * b_os, 3 * b_os, 16}, 0.f, C.as<float>() + o * c_os, 3 * c_os, 33,
+             DType::F32, DType::F32, 4);
+    CHECK(bitwise_equal(to_host(C), got), "gemm_batched: the same bits as one gemm() per outer index");
+    free_all({&A, &B, &C});
+}
+
 static void cpu_checks() {
     g_rng.seed(1234);
     test_gemm(g_cpu, 7, 5, 9, 1e-5);
@@ -114,6 +223,7 @@ static void cpu_checks() {
     test_gemm(g_cpu, 600, 70, 33, 1e-4);
     test_gemm(g_cpu, 40, 530, 17, 1e-4);
     test_gemm_threads(g_cpu);
+    test_gemm_batched(g_cpu);
 }
 
 // =========================================================================================================
@@ -168,9 +278,35 @@ static void test_gemm_gpu() {
                         }
 }
 
+
+// gemm_batched on the GPU (the pointer-array path for outer × inner, the strided path for 1 × n and n × 1)
+// against the CPU; the gaps between the matrices untouched (max_rel_err sees them: they hold the same inputs).
+static void test_gemm_batched_gpu() {
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (DType ab : {DType::F32, DType::BF16})
+                for (DType cd : {DType::F32, DType::BF16})
+                    for (float beta : {0.f, 1.f})
+                        for (auto oi : {std::pair<int, int>{3, 5}, {1, 5}, {4, 1}}) {
+                            if (ab == DType::F32 && cd == DType::BF16) continue;
+                            BatchedCase bc{37, 67, 29, oi.first, oi.second, ta != 0, tb != 0, ab, cd, beta};
+                            std::vector<float> hA, hB, hC;
+                            batched_inputs(bc, hA, hB, hC);
+                            std::vector<float> c = run_gemm_batched(Device::CPU, bc, hA, hB, hC, nullptr);
+                            std::vector<float> g = run_gemm_batched(Device::CUDA, bc, hA, hB, hC, nullptr);
+                            char what[128];
+                            snprintf(what, sizeof what, "gemm_batched %dx%d tA=%d tB=%d ab=%s c=%s beta=%g", bc.outer,
+                                     bc.inner, ta, tb, dtype_name(ab), dtype_name(cd), beta);
+                            check_close_norm(what, cd, g, c, cd == DType::BF16 ? 1e-2 : 1e-5);
+                            CHECK(!std::any_of(g.begin(), g.end(), [](float x) { return std::isnan(x); }),
+                                  "%s: every window written", what);
+                        }
+}
+
 static void gpu_checks() {
     g_rng.seed(4321);
     test_gemm_gpu();
+    test_gemm_batched_gpu();
 }
 
 int main(int argc, char** argv) {
