@@ -427,17 +427,9 @@ static void evaluate_hellaswag(Run& run, int step) {
 static void maybe_report_memory(Run& run, int step) {
     if (!(run.opt.memory_report && step == run.start_step)) return;
     ctx_sync(run.ctx);
-    // What the stage holds at this moment, the schedule's peak: each chunk's layers, per_chunk[c] micro-batches.
+    // What the stage holds at this moment, its schedule's peak (model/pipeline_step.h).
     const PipelineStage& st = run.model.stage;
-    const std::vector<int> per_chunk =
-        pipe_in_flight_at_peak(pipe_schedule(run.schedule, st.pp, st.rank, run.micro_batches, st.chunks), st.chunks);
-    InFlightLayers held;
-    held.per_layer.assign((size_t)run.cfg.layers, 0);
-    for (int c = 0; c < st.chunks; c++)
-        for (int l = st.chunk_begin(c); l < st.chunk_end(c); l++) held.per_layer[(size_t)l] = per_chunk[(size_t)c];
-    held.embedding = st.first() ? per_chunk[0] : 0;
-    held.head = st.last() ? per_chunk[(size_t)st.chunks - 1] : 0;
-    MemoryReport r = build_memory_report(run.alloc->live(), run.shape, held);
+    MemoryReport r = build_memory_report(run.alloc->live(), run.shape, pipeline_in_flight(run.model, run.micro_batches));
     r.pp = st.pp;
     r.pp_rank = st.rank;
     r.microbatches = run.micro_batches;

@@ -68,3 +68,15 @@ float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, in
     g_last.seconds = MPI_Wtime() - t0;
     return mean;
 }
+
+InFlightLayers pipeline_in_flight(const GPT& m, int M) {
+    const PipelineStage& st = m.stage;
+    const std::vector<int> per_chunk = pipe_in_flight_at_peak(pipe_schedule(m.schedule, st.pp, st.rank, M, st.chunks), st.chunks);
+    InFlightLayers held;
+    held.per_layer.assign((size_t)m.cfg.layers, 0);
+    for (int c = 0; c < st.chunks; c++)
+        for (int l = st.chunk_begin(c); l < st.chunk_end(c); l++) held.per_layer[(size_t)l] = per_chunk[(size_t)c];
+    held.embedding = st.first() ? per_chunk[0] : 0;
+    held.head = st.last() ? per_chunk[(size_t)st.chunks - 1] : 0;
+    return held;
+}

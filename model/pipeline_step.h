@@ -9,6 +9,7 @@
 #pragma once
 #include <functional>
 #include "gpt.h"
+#include "../recompute/memory_report.h"
 
 // Zero the gradients, then run every op of this stage's schedule over the M micro-batches of B_local/M
 // sequences each (rows [j·b, (j+1)·b) of inputs/targets, host [B_local, S]). Gradients accumulate in
@@ -27,3 +28,8 @@ struct PipelineStepStats {
     double seconds = 0;  // the whole forward_backward
 };
 const PipelineStepStats& last_pipeline_step();
+
+// What this stage holds at its schedule's peak over M micro-batches (the moment at_peak runs): each of its
+// layers with the micro-batches of its chunk in flight, the embedding's on the first stage, the head's on the
+// last. The memory report's formula side (recompute/memory_report.h).
+InFlightLayers pipeline_in_flight(const GPT& m, int M);

@@ -13,6 +13,8 @@ mm_reliability_test(resume_bitwise_tp2_sp test_resume.sh 2 --tp 2 --sp --recompu
 mm_reliability_test(resume_bitwise_dp2 test_resume.sh 2 --tp 1)
 # The distributed optimizer (ZeRO-1): saved at dp 2 with it, resumed at dp 2 with it bitwise and at dp 1
 # without it (said equivalent); saved with it and resumed without, and the other way round, bitwise at dp 2.
+mm_reliability_test(resume_bitwise_pp2 test_resume.sh 2 --pp 2 --num-microbatches 2)
+mm_reliability_test(resume_bitwise_tp2_pp2_sp test_resume.sh 4 --tp 2 --sp --pp 2 --num-microbatches 2)
 mm_reliability_test(resume_bitwise_zero_dp2 test_resume.sh 2 --tp 1 --zero 1)
 mm_reliability_test(resume_zero_crossed_dp2 test_resume_zero.sh 2)
 mm_reliability_test(resume_zero_crossed_tp2_dp2_sp_bf16 test_resume_zero.sh 4 --tp 2 --sp --dtype bf16)

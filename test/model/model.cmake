@@ -74,6 +74,15 @@ mm_cli_error(cli_batch_dp "--batch 3 is not divisible by the data-parallel size 
 mm_cli_error(cli_micro_not_dividing "--batch 8 is not divisible by --micro-batch-size 3 x data-parallel size 1" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --batch 8 --micro-batch-size 3)
 mm_cli_error(cli_micro_contradiction "--num-microbatches 3 contradicts --micro-batch-size 2: --batch 8 over data-parallel size 2 makes 2 micro-batches" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --batch 8 --micro-batch-size 2 --num-microbatches 3)
 mm_cli_error(cli_num_micro_not_dividing "--num-microbatches 3 does not divide the 8 sequences per data-parallel rank" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --batch 8 --num-microbatches 3)
+# Pipeline layouts that cannot run: refused before allocating, naming the numbers.
+mm_cli_error(cli_pp3_4layers "--pp 3 does not divide 4 layers" ${MM_MPIRUN} -np 3 ${MM_TRAIN} --pp 3)
+mm_cli_error(cli_world3_tp1_pp2 "the world size 3 .mpirun -np 3. is not divisible by tp x pp = 1 x 2 = 2" ${MM_MPIRUN} -np 3 ${MM_TRAIN} --pp 2)
+mm_cli_error(cli_pp4_2layers "--pp 4 needs at least 4 layers .one per stage.; the model has 2" ${MM_MPIRUN} -np 4 ${MM_TRAIN} --pp 4 --layers 2)
+mm_cli_error(cli_pp2_micro_dp "--batch 6 is not divisible by --micro-batch-size 2 x data-parallel size 2" ${MM_MPIRUN} -np 4 ${MM_TRAIN} --pp 2 --batch 6 --micro-batch-size 2)
+mm_cli_error(cli_interleaved_M_not_multiple "3 micro-batches are not a multiple of --pp 2" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --pp 2 --num-layers-per-virtual-pipeline-stage 1 --batch 6 --num-microbatches 3)
+mm_cli_error(cli_interleaved_k_not_dividing "--num-layers-per-virtual-pipeline-stage 2 does not divide the 3 layers of a stage" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --pp 2 --layers 6 --num-layers-per-virtual-pipeline-stage 2)
+mm_cli_error(cli_interleaved_without_k "--pipeline-schedule interleaved needs --num-layers-per-virtual-pipeline-stage" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --pp 2 --pipeline-schedule interleaved)
+mm_cli_error(cli_interleaved_one_chunk "needs at least 2 model chunks per stage" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --pp 2 --num-layers-per-virtual-pipeline-stage 2)
 mm_cli_error(cli_unknown_flag "unknown flag --frobnicate" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --frobnicate 1)
 mm_cli_error(cli_bad_recompute "--recompute must be none.selective.full" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --recompute some)
 mm_cli_error(cli_missing_init "nope.bin" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --init nope.bin)
@@ -89,3 +98,9 @@ add_test(NAME cli_checkpoint_tp_roundtrip COMMAND bash ${CMAKE_SOURCE_DIR}/test/
          $<TARGET_FILE:train_gpt> $<TARGET_FILE:prepare_data> ${CMAKE_SOURCE_DIR} "${MPIEXEC_EXECUTABLE}")
 set_tests_properties(cli_checkpoint_tp_roundtrip PROPERTIES LABELS mpi TIMEOUT 300
                      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
+# A pipeline stage's activations at its schedule's peak == the formula, exactly (1F1B M >= p and M < p,
+# AFAB, interleaved), over SP x recompute x dtype; nothing left after the step.
+mm_executable(test_pipeline_memory SOURCES test/model/test_pipeline_memory.cu)
+mm_test(test_pipeline_memory_pp2 EXE test_pipeline_memory LABELS mpi NP 2 ARGS --tp 1)
+mm_test(test_pipeline_memory_tp2_pp2 EXE test_pipeline_memory LABELS mpi NP 4 ARGS --tp 2)
+mm_test(test_pipeline_memory_pp1 EXE test_pipeline_memory LABELS mpi NP 1 ARGS --tp 1)
