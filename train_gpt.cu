@@ -519,8 +519,12 @@ static void report_bubble(const Run& run, const Progress& p) {
     std::vector<double> all(2 * (size_t)g.world);
     MPI_CHECK(MPI_Gather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, 0, MPI_COMM_WORLD));
     if (g_rank != 0) return;
-    LOG0("pipeline bubble: ideal (p-1)/(m*M) = %.3f (%s, p %d, m %d, M %d); measured idle (blocked in receives):", pipe_ideal_bubble(g.pp, run.micro_batches, run.chunks),
-         pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches);
+    // The paper's bubble fraction (p-1)/(m*M) is the idle time over the ideal (bubble-free) time; as a share of
+    // the whole step that is b/(1+b), the number comparable with the time measured idle.
+    const double b = pipe_ideal_bubble(g.pp, run.micro_batches, run.chunks);
+    LOG0("pipeline bubble (%s, p %d, m %d, M %d): ideal (p-1)/(m*M) = %.3f of the ideal time, an idle share %.3f of the step; "
+         "measured idle share (blocked in receives):", pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches, b,
+         b / (1 + b));
     for (int s = 0; s < g.pp; s++) {
         const int r = s * g.tp * g.dp;
         const double idle = all[2 * (size_t)r + 1] > 0 ? all[2 * (size_t)r] / all[2 * (size_t)r + 1] : 0;

@@ -125,6 +125,49 @@ static void check_shared_gpu_detection() {
     CHECK(msg.find("n1") != std::string::npos, "message does not name the host: '%s'", msg.c_str());
 }
 
+// Point to point (pipeline parallelism): each rank sends two tensors to the next rank in a ring and
+// receives two from the previous one, posted in the opposite order to the sends (the tags pair them up); the
+// sender changes and frees its tensor at once (send_async copied it). The byte counter counts what was sent.
+static void check_point_to_point(Comm& world, const Ctx& ctx) {
+    if (world.size < 2) return;
+    const int next = (world.rank + 1) % world.size, prev = (world.rank + world.size - 1) % world.size;
+    std::vector<float> a(1000), b(37);
+    for (size_t i = 0; i < a.size(); i++) a[i] = (float)(world.rank * 10000 + (int)i);
+    for (size_t i = 0; i < b.size(); i++) b[i] = -(float)(world.rank * 100 + (int)i);
+    Tensor ta = tensor_alloc(Device::CPU, DType::F32, (int64_t)a.size()), tb = tensor_alloc(Device::CPU, DType::BF16, (int64_t)b.size());
+    tensor_from_host_f32(ta, a.data());
+    tensor_from_host_f32(tb, b.data());
+    world.counters.reset();
+    send_async(world, ctx, ta, next, 7);
+    send_async(world, ctx, tb, next, 8);
+    tensor_zero(ctx, ta);  // the sends hold their own copies
+    tensor_free(ta);
+    Tensor ra = tensor_alloc(Device::CPU, DType::F32, (int64_t)a.size()), rb = tensor_alloc(Device::CPU, DType::BF16, (int64_t)b.size());
+    recv(world, ctx, rb, prev, 8);
+    recv(world, ctx, ra, prev, 7);
+    wait_sends(world);
+    std::vector<float> ga = tensor_to_host_f32(ra), gb = tensor_to_host_f32(rb);
+    bool ok = true;
+    for (size_t i = 0; i < a.size(); i++) ok = ok && ga[i] == (float)(prev * 10000 + (int)i);
+    for (size_t i = 0; i < b.size(); i++) ok = ok && gb[i] == to_f32(from_f32<bf16>(-(float)(prev * 100 + (int)i)));
+    CHECK(ok, "rank %d: point-to-point tensors from rank %d arrived wrong", world.rank, prev);
+    CHECK(world.counters.p2p_sends == 2 && world.counters.p2p_bytes == a.size() * 4 + b.size() * 2,
+          "p2p counter: %llu sends, %llu bytes (expected 2, %zu)", (unsigned long long)world.counters.p2p_sends,
+          (unsigned long long)world.counters.p2p_bytes, a.size() * 4 + b.size() * 2);
+    // A second round reuses the send copies: no new host buffer.
+    const uint64_t allocs = world.host_allocs;
+    Tensor again = tensor_alloc(Device::CPU, DType::F32, (int64_t)a.size());
+    tensor_zero(ctx, again);
+    send_async(world, ctx, again, next, 9);
+    recv(world, ctx, ra, prev, 9);
+    wait_sends(world);
+    CHECK(world.host_allocs == allocs, "point-to-point buffers grew on the second round");
+    tensor_free(again);
+    tensor_free(tb);
+    tensor_free(ra);
+    tensor_free(rb);
+}
+
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
@@ -145,6 +188,7 @@ int main(int argc, char** argv) {
 
     check_sub_communicators(ctx);
     check_single_rank_group(ctx);
+    check_point_to_point(world, ctx);
     check_barrier(world);
     check_shared_gpu_detection();
     // One node here: the node-local rank is the world rank, and every rank is on the node.
