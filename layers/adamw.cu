@@ -142,19 +142,25 @@ static unsigned grid_for(int64_t n, int threads) {
     return (unsigned)(blocks < 65536 ? blocks : 65536);
 }
 
-void adamw_update(Ctx& ctx, Tensor param, Tensor grad, Tensor m, Tensor v, int64_t n, float lr, float beta1,
-                  float beta2, float eps, float weight_decay, int t, float grad_scale) {
-    OpScope scope(ctx, "adamw_update");
-    const char* op = "adamw_update";
+// The checks both updates make; false when there is nothing to do. c1, c2: the bias corrections, the same
+// for every element, so computed once here (as llm.c does).
+static bool adamw_prepare(const Ctx& ctx, Tensor param, Tensor grad, Tensor m, Tensor v, int64_t n, float beta1,
+                          float beta2, int t, const char* op, float* c1, float* c2) {
     check_tensor(ctx, param, DType::F32, n, op, "param");
     check_tensor(ctx, grad, grad.dtype, n, op, "grad");
     check_tensor(ctx, m, DType::F32, n, op, "m");
     check_tensor(ctx, v, DType::F32, n, op, "v");
     if (t < 1) mm_fatal("%s: step t counts from 1 (got %d)", op, t);
-    if (n == 0) return;
-    // Bias corrections: the same for every element, so computed once here (as llm.c does).
-    const float c1 = 1.0f - powf(beta1, (float)t);
-    const float c2 = 1.0f - powf(beta2, (float)t);
+    *c1 = 1.0f - powf(beta1, (float)t);
+    *c2 = 1.0f - powf(beta2, (float)t);
+    return n > 0;
+}
+
+void adamw_update(Ctx& ctx, Tensor param, Tensor grad, Tensor m, Tensor v, int64_t n, float lr, float beta1,
+                  float beta2, float eps, float weight_decay, int t, float grad_scale) {
+    OpScope scope(ctx, "adamw_update");
+    float c1, c2;
+    if (!adamw_prepare(ctx, param, grad, m, v, n, beta1, beta2, t, "adamw_update", &c1, &c2)) return;
     MM_DISPATCH_ACT(grad.dtype, {
         if (ctx.device == Device::CPU) {
             adamw_cpu<T>(param.as<float>(), grad.as<T>(), m.as<float>(), v.as<float>(), n, lr, beta1, beta2,
@@ -174,16 +180,9 @@ void adamw_update_fused(Ctx& ctx, Tensor param, Tensor compute, Tensor grad, Ten
     if (compute.data == nullptr)  // fp32 training: nothing to round into
         return adamw_update(ctx, param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t, grad_scale);
     OpScope scope(ctx, "adamw_update");
-    const char* op = "adamw_update_fused";
-    check_tensor(ctx, param, DType::F32, n, op, "param");
-    check_tensor(ctx, compute, DType::BF16, n, op, "compute");
-    check_tensor(ctx, grad, grad.dtype, n, op, "grad");
-    check_tensor(ctx, m, DType::F32, n, op, "m");
-    check_tensor(ctx, v, DType::F32, n, op, "v");
-    if (t < 1) mm_fatal("%s: step t counts from 1 (got %d)", op, t);
-    if (n == 0) return;
-    const float c1 = 1.0f - powf(beta1, (float)t);
-    const float c2 = 1.0f - powf(beta2, (float)t);
+    check_tensor(ctx, compute, DType::BF16, n, "adamw_update_fused", "compute");
+    float c1, c2;
+    if (!adamw_prepare(ctx, param, grad, m, v, n, beta1, beta2, t, "adamw_update_fused", &c1, &c2)) return;
     MM_DISPATCH_ACT(grad.dtype, {
         if (ctx.device == Device::CPU) {
             adamw_fused_cpu<T>(param.as<float>(), compute.as<bf16>(), grad.as<T>(), m.as<float>(), v.as<float>(), n, lr,
