@@ -258,7 +258,9 @@ static void pipeline_layout(Run& run) {
     }
     std::string problem = pipe_schedule_problem(run.schedule, p, M, run.chunks);
     if (!problem.empty() && run.schedule == PipeSchedule::Interleaved)
-        problem += " (set --num-microbatches or --micro-batch-size so that M = --batch / (b · dp) is a multiple of --pp)";
+        problem += run.chunks < 2 ? " (--num-layers-per-virtual-pipeline-stage " + std::to_string(k) + " of the " +
+                                        std::to_string(per_stage) + " layers of a stage)"
+                                  : " (set --num-microbatches or --micro-batch-size so that M = --batch / (b · dp) is a multiple of --pp)";
     refuse_if(problem);
 }
 
