@@ -1,4 +1,4 @@
-// generate.cu — sample text from a saved llm.c checkpoint (any tensor-parallel layout under mpirun).
+// generate.cu — sample text from a saved llm.c checkpoint (any tensor- and pipeline-parallel layout under mpirun).
 //   build/generate --init build/model.bin --prompt "// " --n 300 --temperature 0.8 --top-k 40
 #include <mpi.h>
 #include <cstdio>
@@ -11,7 +11,8 @@
 
 static void usage() {
     printf("usage: [mpirun -np T] build/generate --init FILE [--prompt TEXT] [--n N] [--temperature X] [--top-k K]\n"
-           "                      [--window W] [--seed S] [--tp T] [--device cpu|cuda] [--tokenizer FILE]\n"
+           "                      [--window W] [--seed S] [--tp T] [--pp P] [--device cpu|cuda] [--tokenizer FILE]\n"
+           "--tp defaults to the ranks / --pp (default 1): every rank in one tensor-parallel group.\n"
            "Samples N tokens (default 200) from an llm.c checkpoint, decoded with the byte-level tokenizer,\n"
            "or with GPT-2's BPE from llm.c's gpt2_tokenizer.bin (--tokenizer).\n");
 }
@@ -22,7 +23,7 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     std::string init, tokenizer_file, prompt = "\n", device = cuda_available() ? "cuda" : "cpu";
-    int n = 200, top_k = 40, window = 0, tp = world;
+    int n = 200, top_k = 40, window = 0, tp = 0, pp = 1;
     float temperature = 0.8f;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
@@ -38,10 +39,12 @@ int main(int argc, char** argv) {
         else if (a == "--window") window = atoi(v);
         else if (a == "--seed") seed = strtoull(v, nullptr, 10);
         else if (a == "--tp") tp = atoi(v);
+        else if (a == "--pp") pp = atoi(v);
         else if (a == "--device") device = v;
         else if (a == "--tokenizer") tokenizer_file = v;
         else { if (rank == 0) fprintf(stderr, "error: unknown flag %s (see --help)\n", a.c_str()); MPI_Finalize(); return 2; }
     }
+    if (tp == 0) tp = pp > 0 ? world / pp : 1;
     if (init.empty()) { if (rank == 0) fprintf(stderr, "error: --init FILE is required\n"); MPI_Finalize(); return 2; }
     if (temperature <= 0) { if (rank == 0) fprintf(stderr, "error: --temperature must be > 0\n"); MPI_Finalize(); return 2; }
     GPTConfig cfg;
@@ -56,12 +59,12 @@ int main(int argc, char** argv) {
     }
     if (window <= 0) window = cfg.max_seq < 256 ? cfg.max_seq : 256;
     window = window / tp * tp;
-    std::string bad = grid_validate(world, tp, false, cfg, 1, window);
+    std::string bad = grid_validate(world, tp, false, cfg, 1, window, pp);
     if (!bad.empty()) { if (rank == 0) fprintf(stderr, "error: %s\n", bad.c_str()); MPI_Finalize(); return 1; }
     Device dev = device == "cuda" ? Device::CUDA : Device::CPU;
     {
         Ctx ctx = ctx_create(dev, 0);
-        ProcessGrid grid = grid_create(MPI_COMM_WORLD, tp, false, CommBackend::MPI, ctx);
+        ProcessGrid grid = grid_create(MPI_COMM_WORLD, tp, false, CommBackend::MPI, ctx, pp);
         ActivationAllocator alloc(dev);
         GPT model;
         gpt_create(model, cfg, grid, ctx, alloc, DType::F32, Recompute::None, 0.f, seed);

@@ -12,3 +12,9 @@ $mpirun -np 2 "$train" --device cpu --tp 2 --sp --steps 4 --layers 2 --heads 4 -
 for s in 0 2 4; do grep -Eq "step +$s \| hellaswag [0-9]+/10 = 0\.[0-9]{4}" "$dir/out.txt" || { echo "FAIL: no accuracy at step $s"; cat "$dir/out.txt"; exit 1; }; done
 test "$(grep -c '"hellaswag_acc"' "$dir/log.jsonl")" = 3 || { echo "FAIL: hellaswag_acc not logged 3 times"; exit 1; }
 grep -E "hellaswag" "$dir/out.txt"
+# The same evaluation through a pipeline of 2 stages: from the same initial weights, the same accuracy.
+$mpirun -np 2 "$train" --device cpu --pp 2 --steps 1 --eval-every 1 --layers 2 --heads 4 --hidden 32 --seq 64 --batch 8 \
+  --train "$dir/train.bin" --val none --hellaswag "$dir/eval.bin" > "$dir/out_pp.txt"
+a=$(grep -Eo "step +0 \| hellaswag [0-9/]+ = [0-9.]+" "$dir/out.txt"); b=$(grep -Eo "step +0 \| hellaswag [0-9/]+ = [0-9.]+" "$dir/out_pp.txt"); b="${b#*| }"
+test "${a#*| }" = "$b" || { echo "FAIL: at pp 2 '$b', at tp 2 + SP '${a#*| }'"; cat "$dir/out_pp.txt"; exit 1; }
+echo "pp 2: $b"
