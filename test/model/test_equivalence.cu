@@ -1,6 +1,6 @@
 // test_equivalence.cu — the parallel layout never changes the math.
 //
-// Run under mpirun with world = tp × dp ranks: every rank builds the parallel model; rank 0 also builds the
+// Run under mpirun with world = tp × dp (× pp) ranks: every rank builds the parallel model; rank 0 also builds the
 // single-rank model (on MPI_COMM_SELF) and feeds it the whole global batch. With dropout on (counter-based
 // masks keyed by global coordinates), the loss and the full gathered gradients must agree within float
 // reassociation, and so must a 20-step loss curve.
