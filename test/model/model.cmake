@@ -58,6 +58,9 @@ mm_test(test_sp_comm_bytes_tp4 EXE test_sp_comm_bytes LABELS mpi NP 4)
 mm_test(test_gpu_recompute EXE test_recompute LABELS gpu NP 1 ARGS --tp 1 --device cuda --dtype bf16)
 mm_test(test_gpu_recompute_tp2_sp EXE test_recompute LABELS gpu NP 2 ARGS --tp 2 --sp --device cuda)
 mm_test(test_gpu_equivalence_sp EXE test_equivalence LABELS gpu NP 2 ARGS --tp 2 --sp --device cuda)
+# The pipeline on CUDA tensors (two ranks sharing one GPU: the MPI backend stages the point-to-point sends).
+mm_test(test_gpu_equivalence_pp2 EXE test_equivalence LABELS gpu NP 2 ARGS --tp 1 --pp 2 --micro 4 --device cuda)
+mm_test(test_gpu_equivalence_pp2_interleaved_bf16 EXE test_equivalence LABELS gpu NP 2 ARGS --tp 1 --pp 2 --chunks 2 --schedule interleaved --micro 2 --device cuda --dtype bf16 --steps 5)
 
 # Trainer command line: bad configurations exit non-zero with a message naming the numbers, no rank hangs.
 set(MM_EXPECT ${CMAKE_SOURCE_DIR}/test/expect_error.sh)
