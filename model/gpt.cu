@@ -277,12 +277,12 @@ static MicroBatchState& enter(GPT& m, int j) {
     return f;
 }
 
-Tensor gpt_chunk_input(GPT& m, int chunk) {
+static Tensor gpt_chunk_input(GPT& m, int chunk) {
     const int l = m.stage.chunk_begin(chunk);
     return m.alloc->alloc(m.dtype, (int64_t)m.shape.N_shard * m.cfg.channels, l, "ln1_in");
 }
 
-int gpt_p2p_tag(const GPT& m, int j, int boundary, bool gradient) {
+static int gpt_p2p_tag(const GPT& m, int j, int boundary, bool gradient) {
     return ((j * m.stage.num_virtual() + boundary) * 2 + (gradient ? 1 : 0)) % 32768;  // MPI guarantees tags up to 32767
 }
 
@@ -340,7 +340,7 @@ static float head_forward(GPT& m, MicroBatchState& f, Tensor x, std::vector<floa
     return loss;
 }
 
-Tensor gpt_forward_chunk(GPT& m, int j, int chunk, Tensor x, float* loss, std::vector<float>* token_losses) {
+static Tensor gpt_forward_chunk(GPT& m, int j, int chunk, Tensor x, float* loss, std::vector<float>* token_losses) {
     MicroBatchState& f = enter(m, j);
     ActivationAllocator& A = *m.alloc;
     const PipelineStage& st = m.stage;
@@ -409,7 +409,7 @@ static void embed_backward(GPT& m, MicroBatchState& f, Tensor dresid) {
     vocab_parallel_embedding_backward(region, ctx, gpt_grad(m, P_WTE), dresid, f.emb_index, sh.N_full, C);
 }
 
-Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
+static Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
     MicroBatchState& f = enter(m, j);
     const PipelineStage& st = m.stage;
     const int v = st.virtual_stage(chunk), b = st.chunk_begin(chunk), e = st.chunk_end(chunk);
@@ -425,9 +425,44 @@ Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
     return Tensor();
 }
 
-// ---- one micro-batch through the whole pipeline (validation, sampling, tests) ---------------------------
-// The chunks in model order: a chunk's input comes from the stage before it (the previous virtual stage, on
-// rank (v − 1) mod p), its output goes to the next. With p = 1 nothing is sent.
+// ---- one op of a pipeline schedule, and one micro-batch through the whole pipeline -------------------------
+// A chunk's input comes from the stage before it (virtual stage v − 1, on pipeline rank (v − 1) mod p), its
+// output goes to the next; gradients go the other way. With p = 1 nothing is sent.
+float gpt_pipeline_forward(GPT& m, int j, int chunk, std::vector<float>* token_losses) {
+    const PipelineStage& st = m.stage;
+    Comm& pp = m.grid->pp_comm;
+    const int v = st.virtual_stage(chunk), P = st.num_virtual();
+    Tensor x;
+    if (v > 0) {
+        x = gpt_chunk_input(m, chunk);
+        recv(pp, *m.ctx, x, (v - 1) % st.pp, gpt_p2p_tag(m, j, v - 1, false));
+    }
+    float loss = 0;
+    Tensor out = gpt_forward_chunk(m, j, chunk, x, &loss, token_losses);
+    if (v < P - 1) {
+        send_async(pp, *m.ctx, out, (v + 1) % st.pp, gpt_p2p_tag(m, j, v, false));
+        m.alloc->release(out);  // send_async took a copy
+    }
+    return loss;
+}
+
+void gpt_pipeline_backward(GPT& m, int j, int chunk) {
+    const PipelineStage& st = m.stage;
+    Comm& pp = m.grid->pp_comm;
+    const int v = st.virtual_stage(chunk), P = st.num_virtual();
+    Tensor dout;
+    if (v < P - 1) {
+        dout = m.alloc->alloc(m.dtype, (int64_t)m.flight[(size_t)j].shape.N_shard * m.cfg.channels, kModelLevel,
+                              "tmp:dresidual");
+        recv(pp, *m.ctx, dout, (v + 1) % st.pp, gpt_p2p_tag(m, j, v, true));
+    }
+    Tensor din = gpt_backward_chunk(m, j, chunk, dout);
+    if (v > 0) {
+        send_async(pp, *m.ctx, din, (v - 1) % st.pp, gpt_p2p_tag(m, j, v - 1, true));
+        m.alloc->release(din);
+    }
+}
+
 float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, bool keep,
                   std::vector<float>* token_losses) {
     const PipelineStage& st = m.stage;
@@ -435,19 +470,7 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
     const int j = m.micro.index;  // the micro-batch the caller set (m.micro), {0, 1} for a whole batch
     gpt_begin_microbatch(m, j, m.micro.count, inputs, targets, B_local, S, keep);
     float loss = 0;
-    for (int c = 0; c < st.chunks; c++) {
-        const int v = st.virtual_stage(c), P = st.num_virtual();
-        Tensor x;
-        if (v > 0) {
-            x = gpt_chunk_input(m, c);
-            recv(pp, *m.ctx, x, (v - 1) % st.pp, gpt_p2p_tag(m, j, v - 1, false));
-        }
-        Tensor out = gpt_forward_chunk(m, j, c, x, &loss, token_losses);
-        if (v < P - 1) {
-            send_async(pp, *m.ctx, out, (v + 1) % st.pp, gpt_p2p_tag(m, j, v, false));
-            m.alloc->release(out);
-        }
-    }
+    for (int c = 0; c < st.chunks; c++) loss += gpt_pipeline_forward(m, j, c, token_losses);  // the last chunk's
     wait_sends(pp);
     if (st.pp > 1) {  // every stage returns the last stage's loss (and token losses)
         MPI_CHECK(MPI_Bcast(&loss, 1, MPI_FLOAT, st.pp - 1, pp.mpi));
@@ -461,22 +484,6 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
 }
 
 void gpt_backward(GPT& m) {
-    const PipelineStage& st = m.stage;
-    Comm& pp = m.grid->pp_comm;
-    const int j = m.micro.index;
-    for (int c = st.chunks - 1; c >= 0; c--) {
-        const int v = st.virtual_stage(c), P = st.num_virtual();
-        Tensor dout;
-        if (v < P - 1) {
-            dout = m.alloc->alloc(m.dtype, (int64_t)m.flight[(size_t)j].shape.N_shard * m.cfg.channels, kModelLevel,
-                                  "tmp:dresidual");
-            recv(pp, *m.ctx, dout, (v + 1) % st.pp, gpt_p2p_tag(m, j, v, true));
-        }
-        Tensor din = gpt_backward_chunk(m, j, c, dout);
-        if (v > 0) {
-            send_async(pp, *m.ctx, din, (v - 1) % st.pp, gpt_p2p_tag(m, j, v - 1, true));
-            m.alloc->release(din);
-        }
-    }
-    wait_sends(pp);
+    for (int c = m.stage.chunks - 1; c >= 0; c--) gpt_pipeline_backward(m, m.micro.index, c);
+    wait_sends(m.grid->pp_comm);
 }

@@ -116,20 +116,17 @@ void gpt_backward(GPT& m);
 // ---- the pieces a pipeline schedule runs (model/pipeline_step.cu) ----------------------------------------
 // Micro-batch j of M: its tokens and shapes, kept in m.flight[j] until its backward.
 void gpt_begin_microbatch(GPT& m, int j, int M, const int32_t* inputs, const int32_t* targets, int B, int S, bool keep);
-// The tensor a chunk's input arrives in from the previous stage (its first layer's saved input).
-Tensor gpt_chunk_input(GPT& m, int chunk);
-// Forward of one model chunk of micro-batch j. x: the chunk's input (ignored on the first virtual stage,
-// which embeds the tokens). Returns the chunk's output, for the next stage (a "tmp:" tensor the caller
-// sends and releases); on the last virtual stage the output goes through the head and the loss instead:
-// *loss is set and the result is empty.
-Tensor gpt_forward_chunk(GPT& m, int j, int chunk, Tensor x, float* loss, std::vector<float>* token_losses = nullptr);
-// Backward of one model chunk of micro-batch j. dout: the gradient of its output (ignored on the last
-// virtual stage, which starts from the loss). Returns the gradient of its input for the previous stage (the
-// caller sends and releases it); empty on the first virtual stage, which ends in the embeddings' gradients.
-Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout);
-// The point-to-point tag of the tensor of micro-batch j crossing the boundary between virtual stages
-// `boundary` and boundary + 1, forward (the activation) or backward (its gradient).
-int gpt_p2p_tag(const GPT& m, int j, int boundary, bool gradient);
+// One op of a schedule for micro-batch j and model chunk `chunk` of this stage (paper §2): the forward
+// receives the chunk's input from the previous stage (the first virtual stage embeds the tokens instead),
+// runs the chunk's layers and sends the output on; on the last virtual stage the output goes through the
+// final norm, the head and the loss, which it returns (0 elsewhere). The backward receives the gradient of
+// the chunk's output (the last virtual stage starts from the loss), runs the layers' backward and sends the
+// gradient of its input back (the first ends in the embeddings' gradients). Sends return at once
+// (parallel/comm.h); wait_sends(pp_comm) completes them.
+float gpt_pipeline_forward(GPT& m, int j, int chunk, std::vector<float>* token_losses = nullptr);
+void gpt_pipeline_backward(GPT& m, int j, int chunk);
+
+// ---- helpers ----------------------------------------------------------------------------------------------
 void gpt_zero_grad(GPT& m);
 // The shapes of a step of B_local sequences of S tokens on this rank (gpt_forward sets m.shape to it; a
 // benchmark that runs one layer alone sets it itself).

@@ -11,7 +11,6 @@ float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, in
     const int M = micro_batches, b = B_local / M;
     if (M < 1 || b * M != B_local) mm_fatal("forward_backward: %d sequences do not split into %d micro-batches", B_local, M);
     const PipelineStage& st = m.stage;
-    const int P = st.num_virtual();
     Comm& pp = m.grid->pp_comm;
     const double t0 = MPI_Wtime(), wait0 = pp.counters.recv_wait_s;
     const std::vector<PipeOp> ops = pipe_schedule(m.schedule, st.pp, st.rank, M, st.chunks);
@@ -24,38 +23,14 @@ float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, in
     int in_flight = 0;
     bool peak_reported = false;
     for (const PipeOp& op : ops) {
-        const int j = op.microbatch, c = op.chunk, v = st.virtual_stage(c);
-        const int prev = (v - 1 + st.pp) % st.pp, next = (v + 1) % st.pp;  // pipeline ranks of the neighbours
         if (op.kind == PipeOp::Forward) {
-            Tensor x;
-            if (v > 0) {
-                x = gpt_chunk_input(m, c);
-                recv(pp, *m.ctx, x, prev, gpt_p2p_tag(m, j, v - 1, false));
-            }
-            float l = 0;
-            Tensor out = gpt_forward_chunk(m, j, c, x, &l);
-            if (v < P - 1) {
-                send_async(pp, *m.ctx, out, next, gpt_p2p_tag(m, j, v, false));
-                m.alloc->release(out);
-            } else {
-                loss += l;  // the last stage sees micro-batches 0, 1, ..., M-1 in order
-            }
+            loss += gpt_pipeline_forward(m, op.microbatch, op.chunk);  // the last stage: micro-batches 0, 1, ... in order
             if (++in_flight == peak && !peak_reported && at_peak) {
                 peak_reported = true;
                 at_peak();
             }
         } else {
-            Tensor dout;
-            if (v < P - 1) {
-                dout = m.alloc->alloc(m.dtype, (int64_t)m.flight[(size_t)j].shape.N_shard * m.cfg.channels, kModelLevel,
-                                      "tmp:dresidual");
-                recv(pp, *m.ctx, dout, next, gpt_p2p_tag(m, j, v, true));
-            }
-            Tensor din = gpt_backward_chunk(m, j, c, dout);
-            if (v > 0) {
-                send_async(pp, *m.ctx, din, prev, gpt_p2p_tag(m, j, v - 1, true));
-                m.alloc->release(din);
-            }
+            gpt_pipeline_backward(m, op.microbatch, op.chunk);
             in_flight--;
         }
     }

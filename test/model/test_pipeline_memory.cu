@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
                     s.chunks = c.chunks;
                     s.schedule = c.sched;
                     ModelHarness h(s, MPI_COMM_WORLD);
-                    const int B = b * c.M;
+                    const int B = b * std::max(c.M, 1);  // (M >= 1 here; max() tells the compiler so)
                     Batch batch = make_batch(s.cfg, B, S, 1, 1, 0);
                     const ModelFormulaInput shape = formula_input(S, b, s.cfg.channels, s.cfg.heads, L, s.cfg.padded_vocab, tp,
                                                                   h.grid.sp, rc, (int)dtype_size(dt));
