@@ -1,5 +1,6 @@
 // model_state_memory.cu — the model states' tagged account and their formula (see the header).
 #include "model_state_memory.h"
+#include "formulas.h"
 
 const char* model_state_name(int kind) {
     switch (kind) {
@@ -51,7 +52,6 @@ ModelStateFormula model_state_formula(int64_t n, int d, bool distributed, bool b
     f.bytes[kStateMomentV] = 4 * shard;
     for (int k = 0; k < kNumStateKinds; k++) f.total += f.bytes[k];
     f.optimizer = f.bytes[kStateMomentM] + f.bytes[kStateMomentV] + (bf16 ? f.bytes[kStateMaster] : 0);
-    const double dd = f.distributed ? f.d : 1.0;
-    f.per_param = bf16 ? 6.0 + 12.0 / dd : 8.0 + 8.0 / dd;  // 18 and 16 at d = 1
+    f.per_param = model_state_bytes_per_param(bf16, f.d, f.distributed);  // 18 / 16, or 6 + 12/d / 8 + 8/d
     return f;
 }
