@@ -615,8 +615,8 @@ int main(int argc, char** argv) {
         p.step_p2p_bytes = run.grid.pp_comm.counters.p2p_bytes;
         emit_memory_report(run, step);
         if (step > run.start_step || opt.steps == run.start_step) {  // the pipeline's idle time (bubble), timed steps
-            p.t_pipeline += last_pipeline_step().seconds;
-            p.t_recv_wait += last_pipeline_step().recv_wait_s;
+            p.t_pipeline += st.pipeline_seconds;
+            p.t_recv_wait += st.recv_wait_seconds;
         }
         if (step > run.start_step || opt.steps == run.start_step) p.t_steps += dt;
         // Numerical faults (model/train_step.cu): a non-finite step was not applied; stop, naming the first bad

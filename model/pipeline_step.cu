@@ -3,16 +3,12 @@
 
 #include <mpi.h>
 
-static PipelineStepStats g_last;
-const PipelineStepStats& last_pipeline_step() { return g_last; }
-
 float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches,
                        const std::function<void()>& at_peak) {
     const int M = micro_batches, b = B_local / M;
     if (M < 1 || b * M != B_local) mm_fatal("forward_backward: %d sequences do not split into %d micro-batches", B_local, M);
     const PipelineStage& st = m.stage;
     Comm& pp = m.grid->pp_comm;
-    const double t0 = MPI_Wtime(), wait0 = pp.counters.recv_wait_s;
     const std::vector<PipeOp> ops = pipe_schedule(m.schedule, st.pp, st.rank, M, st.chunks);
     const int peak = pipe_peak_in_flight(ops);
 
@@ -38,9 +34,6 @@ float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, in
     m.micro = {};
     float mean = (float)(loss / M);  // each micro-batch's loss is a mean over the same number of targets
     if (st.pp > 1) MPI_CHECK(MPI_Bcast(&mean, 1, MPI_FLOAT, st.pp - 1, pp.mpi));
-    g_last.peak_in_flight = peak;
-    g_last.recv_wait_s = pp.counters.recv_wait_s - wait0;
-    g_last.seconds = MPI_Wtime() - t0;
     return mean;
 }
 

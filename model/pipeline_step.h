@@ -20,15 +20,6 @@
 float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches,
                        const std::function<void()>& at_peak = {});
 
-// What the last forward_backward measured on this stage: the most (micro-batch, chunk) pairs it held at once,
-// and the seconds spent blocked in receives (the stage's idle time: its share of the pipeline bubble).
-struct PipelineStepStats {
-    int peak_in_flight = 0;
-    double recv_wait_s = 0;
-    double seconds = 0;  // the whole forward_backward
-};
-const PipelineStepStats& last_pipeline_step();
-
 // What this stage holds at its schedule's peak over M micro-batches (the moment at_peak runs): each of its
 // layers with the micro-batches of its chunk in flight, the embedding's on the first stage, the head's on the
 // last. The memory report's formula side (recompute/memory_report.h).

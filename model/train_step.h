@@ -18,14 +18,16 @@ struct StepStats {
     // False when the loss or the gradient norm was not finite: the optimizer update was NOT applied (the
     // weights and moments are those of the previous step; the gradients are left for inspection).
     bool applied = true;
+    // The forward and backward passes (forward_backward): their seconds, and of those the seconds this rank
+    // spent blocked in receives from its neighbouring pipeline stages (its idle time: the pipeline bubble).
+    double pipeline_seconds = 0, recv_wait_seconds = 0;
 };
 
-// inputs/targets: this rank's host batch [B_local, S]. step counts from 1. after_forward (optional) runs
-// between the forward and the backward pass: the memory report reads the saved activations there.
-// micro_batches M > 1 (gradient accumulation): the B_local sequences run as M micro-batches of B_local/M, one
-// forward and backward each, their gradients summed; the loss and gradients are those of the whole batch
-// (up to float reassociation) and the saved activations those of one micro-batch. after_forward runs after
-// the first micro-batch's forward.
+// inputs/targets: this rank's host batch [B_local, S]. step counts from 1. micro_batches M > 1 (gradient
+// accumulation): the B_local sequences run as M micro-batches of B_local/M in the pipeline schedule's order
+// (model/pipeline_step.h), their gradients summed; the loss and gradients are those of the whole batch (up to
+// float reassociation). after_forward (optional) runs once, at the schedule's peak (the most micro-batches'
+// activations held): the memory report reads the saved activations there.
 StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
                      const OptimConfig& opt, int step, float lr, const std::function<void()>& after_forward = {},
                      int micro_batches = 1);
