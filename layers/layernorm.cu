@@ -6,7 +6,7 @@
 //   out  = n · weight + bias
 // backward, with g = dout · weight (the gradient reaching n):
 //   din     += rstd · (g - mean(g) - n · mean(g · n))
-//   dweight += Σ_rows dout · n,     dbias += Σ_rows dout
+//   dweight += Σ_rows dout · n,     dbias += Σ_rows dout    (= on a step's first write: GradWrite)
 //
 // dweight and dbias are sums over rows. Under sequence parallelism each rank sums over its own s/t rows
 // only; after the backward, parallel/sequence_parallel.cu sums these partial gradients over the TP group,
@@ -75,7 +75,8 @@ static void layernorm_forward_cpu(T* out, float* mean, float* rstd, const T* in,
 
 template <class T>
 static void layernorm_backward_cpu(T* din, float* dweight, float* dbias, const T* dout, const T* in,
-                                   const T* weight, const float* mean, const float* rstd, int N, int C) {
+                                   const T* weight, const float* mean, const float* rstd, int N, int C,
+                                   bool accumulate) {
     const int full = C - C % kCpuPack;
     // din: rows are independent.
 #pragma omp parallel for schedule(static)
@@ -130,8 +131,8 @@ static void layernorm_backward_cpu(T* din, float* dweight, float* dbias, const T
             }
         }
         for (int c = c0; c < c1; c++) {
-            dweight[c] += acc_w[c - c0];
-            dbias[c] += acc_b[c - c0];
+            dweight[c] = (accumulate ? dweight[c] : 0.0f) + acc_w[c - c0];
+            dbias[c] = (accumulate ? dbias[c] : 0.0f) + acc_b[c - c0];
         }
     }
 }
@@ -297,9 +298,11 @@ __global__ void layernorm_backward_partials_kernel(float* __restrict__ partial_w
     }
 }
 
-// Step 2 of 2: one thread per column adds the chunks' partial sums in chunk order and accumulates.
+// Step 2 of 2: one thread per column adds the chunks' partial sums in chunk order and accumulates (or, on a
+// step's first write, overwrites).
 __global__ void layernorm_backward_sum_partials_kernel(float* dweight, float* dbias, const float* partial_w,
-                                                       const float* partial_b, int chunks, int C) {
+                                                       const float* partial_b, int chunks, int C,
+                                                       bool accumulate) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     float sw = 0.0f, sb = 0.0f;
@@ -307,8 +310,8 @@ __global__ void layernorm_backward_sum_partials_kernel(float* dweight, float* db
         sw += partial_w[(int64_t)k * C + c];
         sb += partial_b[(int64_t)k * C + c];
     }
-    dweight[c] += sw;
-    dbias[c] += sb;
+    dweight[c] = (accumulate ? dweight[c] : 0.0f) + sw;
+    dbias[c] = (accumulate ? dbias[c] : 0.0f) + sb;
 }
 
 // ---- dispatch ------------------------------------------------------------------------------------------
@@ -380,7 +383,7 @@ void layernorm_forward(Ctx& ctx, Tensor out, Tensor mean, Tensor rstd, Tensor in
 }
 
 void layernorm_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout, Tensor in,
-                        Tensor weight, Tensor mean, Tensor rstd, int N, int C) {
+                        Tensor weight, Tensor mean, Tensor rstd, int N, int C, GradWrite grads) {
     const char* op = "layernorm_backward";
     const DType dt = in.dtype;
     check_tensor(ctx, din, dt, (int64_t)N * C, op, "din");
@@ -392,11 +395,20 @@ void layernorm_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tens
     check_tensor(ctx, mean, DType::F32, N, op, "mean");
     check_tensor(ctx, rstd, DType::F32, N, op, "rstd");
     OpScope scope(ctx, op);
-    if (N == 0 || C == 0) return;
+    const bool accumulate = grads == GradWrite::Accumulate;
+    if (C == 0) return;
+    if (N == 0) {  // no rows: the sums are 0
+        if (!accumulate) {
+            tensor_zero(ctx, dweight);
+            tensor_zero(ctx, dbias);
+        }
+        return;
+    }
     MM_DISPATCH_ACT(dt, {
         if (ctx.device == Device::CPU) {
             layernorm_backward_cpu<T>(din.as<T>(), dweight.as<float>(), dbias.as<float>(), dout.as<T>(),
-                                      in.as<T>(), weight.as<T>(), mean.as<float>(), rstd.as<float>(), N, C);
+                                      in.as<T>(), weight.as<T>(), mean.as<float>(), rstd.as<float>(), N, C,
+                                      accumulate);
         } else {
             // 16-byte accesses need every row start aligned: C % 8 == 0 and aligned base pointers.
             const bool vec = C % 8 == 0 && vec8_aligned(din.data) && vec8_aligned(dout.data) &&
@@ -424,7 +436,7 @@ void layernorm_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tens
                 rows_per_chunk, vec);
             CUDA_CHECK_LAST();
             layernorm_backward_sum_partials_kernel<<<(C + 255) / 256, 256, 0, ctx.stream>>>(
-                dweight.as<float>(), dbias.as<float>(), partial_w, partial_b, chunks, C);
+                dweight.as<float>(), dbias.as<float>(), partial_w, partial_b, chunks, C, accumulate);
             CUDA_CHECK_LAST();
         }
     });

@@ -10,7 +10,9 @@ constexpr float kLayerNormEps = 1e-5f;
 void layernorm_forward(Ctx& ctx, Tensor out, Tensor mean, Tensor rstd, Tensor in, Tensor weight, Tensor bias,
                        int N, int C);
 
-// Accumulates: din += dL/din (activation dtype), dweight += , dbias += (f32 [C]). Deterministic on GPU
-// (fixed-order reductions, no float atomics), so recompute policies stay bitwise identical.
+// Accumulates: din += dL/din (activation dtype), dweight += , dbias += (f32 [C]); with GradWrite::Overwrite
+// (runtime.h) dweight = and dbias = (din still accumulates: it is the residual stream's gradient).
+// Deterministic on GPU (fixed-order reductions, no float atomics), so recompute policies stay bitwise identical.
 void layernorm_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout, Tensor in,
-                        Tensor weight, Tensor mean, Tensor rstd, int N, int C);
+                        Tensor weight, Tensor mean, Tensor rstd, int N, int C,
+                        GradWrite grads = GradWrite::Accumulate);

@@ -3,8 +3,8 @@
 //
 // Forward:   out[N×OC]  = in[N×IC] · Wᵀ + b
 // Backward:  din[N×IC]  = dout · W            (overwritten, or accumulated when accumulate_din)
-//            dW[OC×IC] += doutᵀ · in          (f32 gradient buffer, accumulated across micro-steps)
-//            db[OC]    += Σ_rows dout         (bias_backward)
+//            dW[OC×IC] += doutᵀ · in          (f32 gradient buffer, accumulated across micro-batches;
+//            db[OC]    += Σ_rows dout          the first write of a step overwrites: GradWrite, runtime.h)
 // In Megatron's tensor parallelism the column-parallel (QKV, fc1) and row-parallel (projection, fc2) layers
 // call exactly these on their weight shards; the communication around them lives in parallel/.
 #include "linear.h"
@@ -36,7 +36,7 @@ static void bias_broadcast_cpu(TO* out, const TB* bias, int N, int C) {
 // reproducible — recompute policies are compared bitwise (docs/design.md "Recomputation").
 
 template <class TD, class TG>
-static void bias_backward_cpu(TG* dbias, const TD* dout, int N, int C) {
+static void bias_backward_cpu(TG* dbias, const TD* dout, int N, int C, bool accumulate) {
     // Columns in blocks of 64 so that each thread walks rows of a contiguous strip (cache friendly), and
     // each column is summed top to bottom in one thread: a fixed order.
     const int CB = 64;
@@ -48,7 +48,7 @@ static void bias_backward_cpu(TG* dbias, const TD* dout, int N, int C) {
         for (int c = c0; c < c1; c++) acc[c - c0] = 0.f;
         for (int64_t r = 0; r < N; r++)
             for (int c = c0; c < c1; c++) acc[c - c0] += to_f32(dout[r * C + c]);
-        for (int c = c0; c < c1; c++) dbias[c] = from_f32<TG>(to_f32(dbias[c]) + acc[c - c0]);
+        for (int c = c0; c < c1; c++) dbias[c] = from_f32<TG>((accumulate ? to_f32(dbias[c]) : 0.f) + acc[c - c0]);
     }
 }
 
@@ -203,14 +203,14 @@ __global__ void bias_partial_kernel(float* partial, const TD* dout, int N, int C
     }
 }
 
-// Stage 2: each column adds its chunk partials in chunk order and accumulates into dbias.
+// Stage 2: each column adds its chunk partials in chunk order and accumulates into (or overwrites) dbias.
 template <class TG>
-__global__ void bias_finish_kernel(TG* dbias, const float* partial, int chunks, int C) {
+__global__ void bias_finish_kernel(TG* dbias, const float* partial, int chunks, int C, bool accumulate) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     float s = 0.f;
     for (int k = 0; k < chunks; k++) s += partial[(int64_t)k * C + c];
-    dbias[c] = from_f32<TG>(to_f32(dbias[c]) + s);
+    dbias[c] = from_f32<TG>((accumulate ? to_f32(dbias[c]) : 0.f) + s);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -256,11 +256,16 @@ void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias,
          out.data, OC, 0, in.dtype, out.dtype);
 }
 
-void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C) {
+void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C, GradWrite grads) {
     if (dbias.empty()) return;
     if (dbias.n != C || dout.n != (int64_t)N * C) mm_fatal("bias_backward: sizes do not match N=%d C=%d", N, C);
     OpScope scope(ctx, "bias_backward");
-    if (N == 0 || C == 0) return;
+    const bool accumulate = grads == GradWrite::Accumulate;
+    if (C == 0) return;
+    if (N == 0) {  // no rows: the sum is 0
+        if (!accumulate) tensor_zero(ctx, dbias);
+        return;
+    }
     MM_DISPATCH_ACT(dout.dtype, {
         using TD = T;
         MM_DISPATCH_ACT(dbias.dtype, {
@@ -272,17 +277,18 @@ void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C) {
                 const bool vec = C % 8 == 0 && vec8_aligned(dout.data);
                 bias_partial_kernel<TD><<<grid, block, 0, ctx.stream>>>(partial, dout.as<TD>(), N, C, vec);
                 CUDA_CHECK_LAST();
-                bias_finish_kernel<T><<<(C + 255) / 256, 256, 0, ctx.stream>>>(dbias.as<T>(), partial, chunks, C);
+                bias_finish_kernel<T><<<(C + 255) / 256, 256, 0, ctx.stream>>>(dbias.as<T>(), partial, chunks, C,
+                                                                                 accumulate);
                 CUDA_CHECK_LAST();
             } else {
-                bias_backward_cpu<TD, T>(dbias.as<T>(), dout.as<TD>(), N, C);
+                bias_backward_cpu<TD, T>(dbias.as<T>(), dout.as<TD>(), N, C, accumulate);
             }
         });
     });
 }
 
 void linear_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout, Tensor in, Tensor weight,
-                     int N, int IC, int OC, bool accumulate_din) {
+                     int N, int IC, int OC, bool accumulate_din, GradWrite grads) {
     if (dout.n != (int64_t)N * OC) mm_fatal("linear_backward: dout has %lld elements, expected N*OC=%lld",
                                             (long long)dout.n, (long long)N * OC);
     // Matmul FLOPs: one N×IC×OC GEMM for din, one for dweight (each skipped when its output is empty).
@@ -298,11 +304,11 @@ void linear_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor 
     if (!dweight.empty()) {
         if (dweight.n != (int64_t)OC * IC || in.n != (int64_t)N * IC || in.dtype != dout.dtype)
             mm_fatal("linear_backward: dweight/in do not match N=%d IC=%d OC=%d", N, IC, OC);
-        // dW[OC×IC] += doutᵀ[OC×N] · in[N×IC]
-        gemm(ctx, true, false, OC, IC, N, 1.f, GemmOperand{dout.data, OC}, GemmOperand{in.data, IC}, 1.f,
-             dweight.data, IC, 0, dout.dtype, dweight.dtype);
+        // dW[OC×IC] += doutᵀ[OC×N] · in[N×IC]  (beta = 0 on the step's first write: nothing to read)
+        gemm(ctx, true, false, OC, IC, N, 1.f, GemmOperand{dout.data, OC}, GemmOperand{in.data, IC},
+             grads == GradWrite::Accumulate ? 1.f : 0.f, dweight.data, IC, 0, dout.dtype, dweight.dtype);
     }
-    bias_backward(ctx, dbias, dout, N, OC);
+    bias_backward(ctx, dbias, dout, N, OC, grads);
 }
 
 // ---------------------------------------------------------------------------------------------------------

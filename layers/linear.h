@@ -8,10 +8,12 @@
 void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias, int N, int IC, int OC);
 
 // din = dout · weight (or din += when accumulate_din), dweight += doutᵀ · in (f32 [OC×IC]),
-// dbias += column sums of dout (f32 [OC]). Any of din, dweight, dbias may be empty (skipped).
-// dout, in, weight, din: activation dtype.
+// dbias += column sums of dout (f32 [OC]); with GradWrite::Overwrite, dweight = and dbias = (runtime.h).
+// Any of din, dweight, dbias may be empty (skipped). dout, in, weight, din: activation dtype.
 void linear_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout, Tensor in,
-                     Tensor weight, int N, int IC, int OC, bool accumulate_din = false);
+                     Tensor weight, int N, int IC, int OC, bool accumulate_din = false,
+                     GradWrite grads = GradWrite::Accumulate);
 
-// dbias[C] += sum over the N rows of dout[N×C] (f32 accumulation, deterministic order).
-void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C);
+// dbias[C] += (or = with GradWrite::Overwrite) the sum over the N rows of dout[N×C] (f32 accumulation,
+// deterministic order).
+void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C, GradWrite grads = GradWrite::Accumulate);

@@ -63,6 +63,12 @@ inline void check_tensor(const Ctx& ctx, const Tensor& t, DType dtype, int64_t n
                  device_name(ctx.device), (long long)n, dtype_name(t.dtype), device_name(t.device), (long long)t.n);
 }
 
+// How a backward op writes a parameter gradient. Accumulate (+=) is the general case: the micro-batches of a
+// step, and the two uses of the tied embedding, add into one buffer. Overwrite (=) is the first write of a step:
+// it stands for "zeroed, then accumulated" without zeroing the buffer beforehand, and the weight-gradient GEMM
+// runs with beta = 0 instead of reading those zeros back. Both give the same bits on the CPU.
+enum class GradWrite : uint8_t { Accumulate, Overwrite };
+
 // ---- plain buffers (weights, gradients, optimizer state, scratch): not counted as activations ---------
 Tensor tensor_alloc(Device device, DType dtype, int64_t n);   // uninitialized
 Tensor tensor_zeros(Device device, DType dtype, int64_t n);

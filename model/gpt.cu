@@ -150,7 +150,15 @@ void gpt_load_full_optimizer(GPT& m, const float* adam_m, const float* adam_v) {
     ctx_sync(*m.ctx);
 }
 
-void gpt_zero_grad(GPT& m) { tensor_zero(*m.ctx, m.grads); }
+void gpt_zero_grad(GPT& m) {
+    // llm.c's order: wte, wpe, the 12 layer tensors, lnfw, lnfb, then the padding of the distributed
+    // optimizer. The embeddings' gradients need zeros (a scatter-add writes them, and the tied wte gets two
+    // uses); the final LayerNorm's and the padding are small.
+    const int64_t layers_begin = m.offsets[P_LN1W], layers_end = m.offsets[P_LNFW];
+    tensor_zero(*m.ctx, m.grads.slice(0, layers_begin));
+    tensor_zero(*m.ctx, m.grads.slice(layers_end, m.grads.n - layers_end));
+    m.layer_grads_stale.assign((size_t)m.stage.chunks, true);
+}
 
 // ---- the step's shapes and one layer's context ---------------------------------------------------------
 StepShape gpt_step_shape(const GPT& m, int B_local, int S) {
@@ -415,10 +423,14 @@ static Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
     const int v = st.virtual_stage(chunk), b = st.chunk_begin(chunk), e = st.chunk_end(chunk);
     const bool first = v == 0, last = v == st.num_virtual() - 1;
     Tensor dresid = last ? head_backward(m, f) : dout;  // updated in place, layer by layer, down to the input
+    // The chunk's first backward of the step overwrites its layers' gradients; later micro-batches add.
+    const bool stale = chunk < (int)m.layer_grads_stale.size() && m.layer_grads_stale[(size_t)chunk];
     for (int l = e - 1; l >= b; l--) {
         LayerContext run = gpt_layer_context(m, l);
+        run.grads = stale ? GradWrite::Overwrite : GradWrite::Accumulate;
         layer_backward(run, f.saved[(size_t)st.local_layer(l)], dresid, m.recompute);
     }
+    if (stale) m.layer_grads_stale[(size_t)chunk] = false;
     if (!first) return dresid;
     embed_backward(m, f, dresid);
     m.alloc->release(dresid);

@@ -66,6 +66,9 @@ struct GPT {
     int64_t n_params = 0;                     // local
     int64_t tp_sizes[NUM_PARAM_TENSORS] = {}; // this TP rank's slice of the whole model (every layer, every tensor)
     Tensor master, weights, grads, adam_m, adam_v;  // flat; weights == master when dtype is f32
+    // Per model chunk: its layers' gradients still hold the previous step's values (gpt_zero_grad sets it,
+    // the chunk's first backward overwrites them and clears it).
+    std::vector<bool> layer_grads_stale;
     // The distributed optimizer (parallel/distributed_optimizer.h): with it, adam_m / adam_v (and master in
     // bf16) hold this DP rank's shard only, and weights / grads are padded to a multiple of dp.
     OptimizerShard zero;
@@ -127,6 +130,9 @@ float gpt_pipeline_forward(GPT& m, int j, int chunk, std::vector<float>* token_l
 void gpt_pipeline_backward(GPT& m, int j, int chunk);
 
 // ---- helpers ----------------------------------------------------------------------------------------------
+// Start a step's gradients at zero: the embeddings', the final LayerNorm's and the padding are zeroed; the
+// layers' are overwritten by each chunk's first backward instead (GradWrite::Overwrite: no memset of most of
+// the buffer, and the weight-gradient GEMMs run with beta = 0).
 void gpt_zero_grad(GPT& m);
 // The shapes of a step of B_local sequences of S tokens on this rank (gpt_forward sets m.shape to it; a
 // benchmark that runs one layer alone sets it itself).

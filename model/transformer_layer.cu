@@ -85,29 +85,30 @@ void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute p
     const DType dt = run.dtype;
     const LayerWeights& w = run.w;
     const LayerGrads& g = run.g;
+    const GradWrite gw = run.grads;  // each of the layer's 12 gradients is written exactly once below
     const int64_t n_ss = (int64_t)run.B * run.attn.NH * run.S * run.S;  // one s×s tensor per rank
 
     // ---- MLP block (reverse order) -----------------------------------------------------------------------
     Tensor dy2 = A.alloc(dt, (int64_t)N_shard * C, l, "tmp:dmlp_out");
     dropout_backward(ctx, dy2, dresid, s.mlp_drop_mask, run.dropout, (int64_t)N_shard * C);
-    bias_backward(ctx, g.fcprojb, dy2, N_shard, C);  // under SP: this shard's part (sum_sequence_parallel_grads)
+    bias_backward(ctx, g.fcprojb, dy2, N_shard, C, gw);  // under SP: this shard's part (sum_sequence_parallel_grads)
     Tensor dh = A.alloc(dt, (int64_t)N_full * run.F_loc, l, "tmp:dfc2_in");
-    row_parallel_backward(run.region, ctx, dh, g.fcprojw, dy2, s.fc2_in, w.fcprojw, N_full, run.F_loc, C);
+    row_parallel_backward(run.region, ctx, dh, g.fcprojw, dy2, s.fc2_in, w.fcprojw, N_full, run.F_loc, C, gw);
     A.release(dy2);
     gelu_backward(ctx, dh, s.gelu_in, dh, (int64_t)N_full * run.F_loc);
     Tensor dln2 = A.alloc(dt, (int64_t)N_shard * C, l, "tmp:dfc1_in");
-    column_parallel_backward(run.region, ctx, dln2, g.fcw, g.fcb, dh, s.fc1_in, w.fcw, N_full, C, run.F_loc);
+    column_parallel_backward(run.region, ctx, dln2, g.fcw, g.fcb, dh, s.fc1_in, w.fcw, N_full, C, run.F_loc, gw);
     A.release(dh);
     // The residual stream's gradient gets the MLP branch's contribution: dresid becomes dL/d(ln2_in).
-    layernorm_backward(ctx, dresid, g.ln2w, g.ln2b, dln2, s.ln2_in, w.ln2w, s.ln2_mean, s.ln2_rstd, N_shard, C);
+    layernorm_backward(ctx, dresid, g.ln2w, g.ln2b, dln2, s.ln2_in, w.ln2w, s.ln2_mean, s.ln2_rstd, N_shard, C, gw);
     A.release(dln2);
 
     // ---- attention block ----------------------------------------------------------------------------------
     Tensor dy = A.alloc(dt, (int64_t)N_shard * C, l, "tmp:dattn_out");
     dropout_backward(ctx, dy, dresid, s.attn_drop_mask, run.dropout, (int64_t)N_shard * C);
-    bias_backward(ctx, g.attprojb, dy, N_shard, C);
+    bias_backward(ctx, g.attprojb, dy, N_shard, C, gw);
     Tensor dctx = A.alloc(dt, (int64_t)N_full * run.C_loc, l, "tmp:dproj_in");
-    row_parallel_backward(run.region, ctx, dctx, g.attprojw, dy, s.proj_in, w.attprojw, N_full, run.C_loc, C);
+    row_parallel_backward(run.region, ctx, dctx, g.attprojw, dy, s.proj_in, w.attprojw, N_full, run.C_loc, C, gw);
     A.release(dy);
     Tensor dqkv = A.alloc(dt, (int64_t)N_full * 3 * run.C_loc, l, "tmp:dqkv");
     Tensor scratch = A.alloc(dt, n_ss, l, "tmp:dprobs");
@@ -115,9 +116,10 @@ void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute p
     A.release(scratch);
     A.release(dctx);
     Tensor dln1 = A.alloc(dt, (int64_t)N_shard * C, l, "tmp:dqkv_in");
-    column_parallel_backward(run.region, ctx, dln1, g.qkvw, g.qkvb, dqkv, s.qkv_in, w.qkvw, N_full, C, 3 * run.C_loc);
+    column_parallel_backward(run.region, ctx, dln1, g.qkvw, g.qkvb, dqkv, s.qkv_in, w.qkvw, N_full, C, 3 * run.C_loc,
+                             gw);
     A.release(dqkv);
-    layernorm_backward(ctx, dresid, g.ln1w, g.ln1b, dln1, s.ln1_in, w.ln1w, s.ln1_mean, s.ln1_rstd, N_shard, C);
+    layernorm_backward(ctx, dresid, g.ln1w, g.ln1b, dln1, s.ln1_in, w.ln1w, s.ln1_mean, s.ln1_rstd, N_shard, C, gw);
     A.release(dln1);
 
     release_saved(s, A);

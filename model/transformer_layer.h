@@ -38,6 +38,9 @@ struct LayerContext {
     uint64_t seed = 0;
     LayerWeights w;
     LayerGrads g;
+    // Accumulate into g, or Overwrite it: the layer's first backward of a step, when g holds last step's
+    // gradients and is not zeroed (gpt_pipeline_backward decides; runtime.h says why).
+    GradWrite grads = GradWrite::Accumulate;
 };
 
 // Rows: N_shard = S_loc·B outside the TP regions, N_full = S·B inside them.
@@ -48,7 +51,7 @@ void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute polic
 
 // dresid holds dL/d(out) on entry and dL/d(input) on return (updated in place, as the residual stream's
 // gradient flows through both branches). Recomputes what the policy released, accumulates the weight
-// gradients into run.g, and releases all of `s`.
+// gradients into run.g (or overwrites them: run.grads), and releases all of `s`.
 void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute policy);
 
 // Allocate s.probs, s.attn_mask, s.probs_drop (tagged with the paper's names) and compute them from s.qkv:

@@ -51,7 +51,7 @@ void sp_column_parallel_forward(Region& r, Ctx& ctx, Tensor out, Tensor in, Tens
 }
 
 void sp_column_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor db, Tensor dout, Tensor in,
-                                 Tensor W, int N_full, int IC, int OC_local) {
+                                 Tensor W, int N_full, int IC, int OC_local, GradWrite grads) {
     // Paper §4.2.2: the input was saved as a sequence shard, so the weight gradient needs it all-gathered
     // again. Issue that all-gather first, on its own stream, and compute the input gradient meanwhile (it
     // needs only dout and W).
@@ -60,7 +60,7 @@ void sp_column_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Ten
     Tensor dx_full = r.alloc->alloc(dout.dtype, (int64_t)N_full * IC, r.layer, "tmp:dinput_partial");
     linear_backward(ctx, dx_full, Tensor(), Tensor(), dout, Tensor(), W, N_full, IC, OC_local);
     regather_wait(*r.tp, ctx);
-    linear_backward(ctx, Tensor(), dW, db, dout, x, W, N_full, IC, OC_local);
+    linear_backward(ctx, Tensor(), dW, db, dout, x, W, N_full, IC, OC_local, false, grads);
     r.alloc->release(x);
     // g's backward: dx_full is a partial sum (this rank saw only its output columns); reduce-scatter sums
     // the partials of all ranks and keeps this rank's shard.
@@ -78,11 +78,11 @@ void sp_row_parallel_forward(Region& r, Ctx& ctx, Tensor out, Tensor in, Tensor 
 }
 
 void sp_row_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor dout, Tensor in, Tensor W,
-                              int N_full, int IC_local, int OC) {
+                              int N_full, int IC_local, int OC, GradWrite grads) {
     // ḡ's backward: all-gather the shards of the output gradient; then the plain row-parallel backward.
     Tensor dy = r.alloc->alloc(dout.dtype, (int64_t)N_full * OC, r.layer, "tmp:doutput_gathered");
     gbar_backward(*r.tp, ctx, dy, dout);
-    linear_backward(ctx, din, dW, Tensor(), dy, in, W, N_full, IC_local, OC);
+    linear_backward(ctx, din, dW, Tensor(), dy, in, W, N_full, IC_local, OC, false, grads);
     r.alloc->release(dy);
 }
 

@@ -25,17 +25,17 @@ void regather_wait(Comm& tp, const Ctx& ctx);
 // [N_full/t, IC] and is all that the caller saves; the gathered copy is transient.
 void sp_column_parallel_forward(Region& r, Ctx& ctx, Tensor out, Tensor in, Tensor W, Tensor b, int N_full, int IC,
                                 int OC_local);
-// din [N_full/t, IC] = g_backward(dout · W_local); dW += doutᵀ · g(in), db += Σ dout. The saved shard is
-// re-gathered while the input gradient is computed (§4.2.2).
+// din [N_full/t, IC] = g_backward(dout · W_local); dW += doutᵀ · g(in), db += Σ dout (= with
+// GradWrite::Overwrite). The saved shard is re-gathered while the input gradient is computed (§4.2.2).
 void sp_column_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor db, Tensor dout, Tensor in,
-                                 Tensor W, int N_full, int IC, int OC_local);
+                                 Tensor W, int N_full, int IC, int OC_local, GradWrite grads);
 // Row-parallel: out [N_full/t, OC] = ḡ(in · W_localᵀ), the partial products reduce-scattered into this
 // rank's shard. No bias (added after the reduction by the caller).
 void sp_row_parallel_forward(Region& r, Ctx& ctx, Tensor out, Tensor in, Tensor W, int N_full, int IC_local, int OC);
 // dout is this rank's shard of the output gradient; din [N_full, IC_local] = ḡ_backward(dout) · W_local;
-// dW += ḡ_backward(dout)ᵀ · in.
+// dW += ḡ_backward(dout)ᵀ · in (= with GradWrite::Overwrite).
 void sp_row_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor dout, Tensor in, Tensor W,
-                              int N_full, int IC_local, int OC);
+                              int N_full, int IC_local, int OC, GradWrite grads);
 
 // ---- which part of the sequence a rank holds -------------------------------------------------------------
 // Outside the TP regions, rank tp_rank of the TP group holds positions [s_offset, s_offset + S_loc) of the

@@ -20,10 +20,10 @@ void column_parallel_forward(Region& r, Ctx& ctx, Tensor out, Tensor in, Tensor 
 }
 
 void column_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor db, Tensor dout, Tensor in,
-                              Tensor W, int N_full, int IC, int OC_local) {
-    if (r.sp) return sp_column_parallel_backward(r, ctx, din, dW, db, dout, in, W, N_full, IC, OC_local);
+                              Tensor W, int N_full, int IC, int OC_local, GradWrite grads) {
+    if (r.sp) return sp_column_parallel_backward(r, ctx, din, dW, db, dout, in, W, N_full, IC, OC_local, grads);
     // dX = dout · W (a partial sum: this rank saw only its output columns), summed by f's backward.
-    linear_backward(ctx, din, dW, db, dout, in, W, N_full, IC, OC_local);
+    linear_backward(ctx, din, dW, db, dout, in, W, N_full, IC, OC_local, false, grads);
     f_backward(*r.tp, ctx, din);
 }
 
@@ -35,10 +35,10 @@ void row_parallel_forward(Region& r, Ctx& ctx, Tensor out, Tensor in, Tensor W, 
 }
 
 void row_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor dout, Tensor in, Tensor W,
-                           int N_full, int IC_local, int OC) {
-    if (r.sp) return sp_row_parallel_backward(r, ctx, din, dW, dout, in, W, N_full, IC_local, OC);
+                           int N_full, int IC_local, int OC, GradWrite grads) {
+    if (r.sp) return sp_row_parallel_backward(r, ctx, din, dW, dout, in, W, N_full, IC_local, OC, grads);
     fbar_backward(*r.tp, ctx, dout);  // the gradient of the summed output is every rank's gradient
-    linear_backward(ctx, din, dW, Tensor(), dout, in, W, N_full, IC_local, OC);
+    linear_backward(ctx, din, dW, Tensor(), dout, in, W, N_full, IC_local, OC, false, grads);
 }
 
 // ---- weight slices --------------------------------------------------------------------------------------

@@ -42,20 +42,20 @@ struct Region {
 // SP only the shard.
 void column_parallel_forward(Region& r, Ctx& ctx, Tensor out, Tensor in, Tensor W, Tensor b, int N_full, int IC,
                              int OC_local);
-// din (same shape as `in`: shard under SP) = f_backward / g_backward of dout · W_local; dW += , db +=.
-// Under SP (sp_column_parallel_backward) the saved shard is all-gathered again (§4.2.2), on GPU overlapped
-// with the dX GEMM.
+// din (same shape as `in`: shard under SP) = f_backward / g_backward of dout · W_local; dW += , db +=
+// (= with GradWrite::Overwrite, runtime.h). Under SP (sp_column_parallel_backward) the saved shard is
+// all-gathered again (§4.2.2), on GPU overlapped with the dX GEMM.
 void column_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor db, Tensor dout, Tensor in,
-                              Tensor W, int N_full, int IC, int OC_local);
+                              Tensor W, int N_full, int IC, int OC_local, GradWrite grads = GradWrite::Accumulate);
 
 // Row-parallel linear (weight columns split; Fig. 3b): out = f̄(in · W_localᵀ) (TP: full [N_full, OC]) or
 // ḡ(...) (SP: reduce-scattered to this rank's shard [N_full/t, OC]). The bias is NOT added here: it is added
 // once, after the reduction (fused with dropout and the residual add).
 void row_parallel_forward(Region& r, Ctx& ctx, Tensor out, Tensor in, Tensor W, int N_full, int IC_local, int OC);
 // dout is the gradient of `out` (full under TP; a shard under SP, all-gathered by sp_row_parallel_backward);
-// din[N_full, IC_local] = dout · W_local; dW += doutᵀ · in.
+// din[N_full, IC_local] = dout · W_local; dW += doutᵀ · in (= with GradWrite::Overwrite).
 void row_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor dout, Tensor in, Tensor W,
-                           int N_full, int IC_local, int OC);
+                           int N_full, int IC_local, int OC, GradWrite grads = GradWrite::Accumulate);
 
 // ---- which slice of each weight a rank holds ------------------------------------------------------------
 // The slice of each tensor is its row of kParamTable (model/config.h: ShardKind, param_shard_kind).

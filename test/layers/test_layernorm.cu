@@ -8,10 +8,12 @@
 //    random w: per element on a small tensor, along random directions on a larger one; din, dweight and dbias
 //    accumulate onto prefilled buffers, so "+=" is checked too;
 //  * bf16 storage against fp32 storage (same values) within bf16 tolerance;
-//  * the backward's reductions give the same bits with 1 and 3 OpenMP threads (fixed order).
+//  * the backward's reductions give the same bits with 1 and 3 OpenMP threads (fixed order);
+//  * GradWrite::Overwrite into NaN-filled dweight / dbias gives the bits of accumulating into zeros.
 // GPU checks, f32 and bf16, shapes that are not multiples of any block size: forward (out, mean, rstd; the
 // same output bits without mean/rstd) and backward (accumulated din, dweight, dbias) against the CPU, outputs
-// poisoned with NaN first; the backward twice gives bitwise identical results.
+// poisoned with NaN first; the backward twice gives bitwise identical results; GradWrite::Overwrite into
+// poisoned dweight / dbias against the CPU's accumulation into zeros.
 #include <omp.h>
 #include "layers/layernorm.h"
 #include "test/test_util.h"
@@ -38,15 +40,18 @@ static double ln_loss(const vf& x, const vf& w, const vf& b, const vf& wl, int N
 }
 struct LnGrad { vf din, dw, db; };
 // Runs the backward on prefilled accumulators (din0, dw0, db0) and returns the accumulated values.
+// Overwrite: dweight / dbias start as NaN instead (dw0, db0 unused) and are overwritten.
 static LnGrad ln_backward(DType dt, const vf& x, const vf& w, const vf& b, const vf& dout, const vf& din0,
-                          const vf& dw0, const vf& db0, int N, int C) {
+                          const vf& dw0, const vf& db0, int N, int C, GradWrite grads = GradWrite::Accumulate) {
     Tensor tx = cpu_tensor(dt, x), tw = cpu_tensor(dt, w), tb = cpu_tensor(dt, b), tdo = cpu_tensor(dt, dout);
     Tensor tdi = cpu_tensor(dt, din0);
-    Tensor tdw = cpu_tensor(DType::F32, dw0), tdb = cpu_tensor(DType::F32, db0);
+    const bool over = grads == GradWrite::Overwrite;
+    Tensor tdw = over ? poisoned_tensor(Device::CPU, DType::F32, C) : cpu_tensor(DType::F32, dw0);
+    Tensor tdb = over ? poisoned_tensor(Device::CPU, DType::F32, C) : cpu_tensor(DType::F32, db0);
     Tensor to = tensor_alloc(Device::CPU, dt, (int64_t)N * C);
     Tensor tm = tensor_alloc(Device::CPU, DType::F32, N), tr = tensor_alloc(Device::CPU, DType::F32, N);
     layernorm_forward(g_cpu, to, tm, tr, tx, tw, tb, N, C);
-    layernorm_backward(g_cpu, tdi, tdw, tdb, tdo, tx, tw, tm, tr, N, C);
+    layernorm_backward(g_cpu, tdi, tdw, tdb, tdo, tx, tw, tm, tr, N, C, grads);
     LnGrad g{to_host(tdi), to_host(tdw), to_host(tdb)};
     free_all({&tx, &tw, &tb, &tdo, &tdi, &tdw, &tdb, &to, &tm, &tr});
     return g;
@@ -161,12 +166,26 @@ static void test_thread_independence(std::mt19937& rng) {
           "layernorm backward depends on the number of threads");
 }
 
+// The first write of a step: Overwrite gives the bits of zeroing and accumulating (din still accumulates).
+static void test_overwrite(std::mt19937& rng) {
+    const int N = 300, C = 200;
+    vf x = random_vec((size_t)N * C, rng), w = random_vec(C, rng), b = random_vec(C, rng);
+    vf dout = random_vec((size_t)N * C, rng), din0 = random_vec((size_t)N * C, rng), zc(C, 0.0f);
+    for (DType dt : {DType::F32, DType::BF16}) {
+        LnGrad acc = ln_backward(dt, x, w, b, dout, din0, zc, zc, N, C);
+        LnGrad over = ln_backward(dt, x, w, b, dout, din0, zc, zc, N, C, GradWrite::Overwrite);
+        CHECK(bitwise_equal(over.dw, acc.dw) && bitwise_equal(over.db, acc.db) && bitwise_equal(over.din, acc.din),
+              "layernorm_backward Overwrite differs from zeros + accumulate [%s]", dtype_name(dt));
+    }
+}
+
 static void cpu_checks() {
     std::mt19937 rng(1234);
     test_layernorm_forward_values(rng);
     test_layernorm_gradients(rng);
     test_layernorm_bf16(rng);
     test_thread_independence(rng);
+    test_overwrite(rng);
 }
 
 // =========================================================================================================
@@ -213,6 +232,19 @@ static void test_layernorm_gpu(DType dt, int N, int C, std::mt19937& rng) {
     CHECK(bitwise_equal(to_host(dw.g), dw_1) && bitwise_equal(to_host(db.g), db_1) &&
               bitwise_equal(to_host(din.g), din_1),
           "layernorm_backward is not bitwise reproducible [%s N=%d C=%d]", dn, N, C);
+    // The first write of a step: poisoned dweight / dbias overwritten, against the CPU accumulating into zeros.
+    const vf zc(C, 0.0f);
+    TensorPair dw0z = on_both(DType::F32, zc), db0z = on_both(DType::F32, zc);
+    TensorPair dwp = poisoned_pair(DType::F32, C), dbp = poisoned_pair(DType::F32, C);
+    tensor_from_host_f32(din.c, din0.data());
+    tensor_from_host_f32(din.g, din0.data());
+    layernorm_backward(g_cpu, din.c, dw0z.c, db0z.c, dout.c, x.c, w.c, mean.c, rstd.c, N, C);
+    layernorm_backward(g_gpu, din.g, dwp.g, dbp.g, dout.g, x.g, w.g, mean_g2, rstd_g2, N, C, GradWrite::Overwrite);
+    check_close(to_host(dwp.g), to_host(dw0z.c), tol.rtol, tol.atol_reduce, "layernorm_backward dweight (Overwrite)", dn,
+                N, C);
+    check_close(to_host(dbp.g), to_host(db0z.c), tol.rtol, tol.atol_reduce, "layernorm_backward dbias (Overwrite)", dn, N,
+                C);
+    free_all({&dw0z, &db0z, &dwp, &dbp});
     tensor_free(mean_g2);
     tensor_free(rstd_g2);
     free_all({&x, &w, &b, &out, &mean, &rstd, &out2, &dout, &din, &dw, &db});

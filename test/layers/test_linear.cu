@@ -3,9 +3,12 @@
 //
 // CPU checks: the forward against a double reference with and without bias; the backward with prefilled
 // accumulators (dweight and dbias always accumulate, din when asked); directional finite differences of
-// L = Σ G ⊙ linear(x, W, b); empty gradients skipped; bf16 storage against fp32 within bf16 precision.
+// L = Σ G ⊙ linear(x, W, b); empty gradients skipped; bf16 storage against fp32 within bf16 precision;
+// GradWrite::Overwrite into NaN-filled dweight / dbias gives the bits of accumulating into zeros (the first
+// write of a step), for dW GEMMs of one and of several output tiles, and zeros for zero rows.
 // GPU checks, f32 and bf16, N=37, IC=129, OC=67, with and without bias and din accumulation: out, din,
-// dweight, dbias against the CPU (outputs poisoned first), the backward twice gives identical bits; the LM
+// dweight, dbias against the CPU (outputs poisoned first), the backward twice gives identical bits;
+// GradWrite::Overwrite into poisoned dweight / dbias against the CPU's accumulation into zeros; the LM
 // head's bf16 -> f32 logits; bias_backward over 1500 rows (the two-stage GPU reduction; C = 67 and 776: the
 // element-by-element and the 16-byte paths), twice bitwise.
 #include <algorithm>
@@ -112,10 +115,46 @@ static void test_linear_bf16(Ctx& ctx) {
               norm_rel_err(res[1][i], res[0][i]));
 }
 
+// The first write of a step (GradWrite::Overwrite): dweight and dbias come out as if they had been zeroed and
+// accumulated into, bit for bit, without being read (they start as NaN). OC = 300 cuts the dW GEMM into two
+// output tiles of the CPU GEMM (matmul.cu); bf16 activations widen A and B first.
+static void test_linear_overwrite(Ctx& ctx) {
+    for (DType dt : {DType::F32, DType::BF16})
+        for (int OC : {67, 300}) {
+            const int N = 37, IC = 129;
+            std::vector<float> x = round_to(dt, random_vec(N * IC, g_rng)), G = round_to(dt, random_vec(N * OC, g_rng));
+            Tensor tx = make_tensor(Device::CPU, dt, x), tg = make_tensor(Device::CPU, dt, G), none;
+            std::vector<float> res[2][2];
+            for (int over = 0; over < 2; over++) {
+                Tensor dW = over ? poisoned_tensor(Device::CPU, DType::F32, (int64_t)OC * IC)
+                                 : tensor_zeros(Device::CPU, DType::F32, (int64_t)OC * IC);
+                Tensor db = over ? poisoned_tensor(Device::CPU, DType::F32, OC) : tensor_zeros(Device::CPU, DType::F32, OC);
+                linear_backward(ctx, none, dW, db, tg, tx, none, N, IC, OC, false,
+                                over ? GradWrite::Overwrite : GradWrite::Accumulate);
+                res[over][0] = tensor_to_host_f32(dW);
+                res[over][1] = tensor_to_host_f32(db);
+                free_all({&dW, &db});
+            }
+            CHECK(bitwise_equal(res[1][0], res[0][0]), "Overwrite dweight == zeros + accumulate, bitwise [%s OC=%d]",
+                  dtype_name(dt), OC);
+            CHECK(bitwise_equal(res[1][1], res[0][1]), "Overwrite dbias == zeros + accumulate, bitwise [%s OC=%d]",
+                  dtype_name(dt), OC);
+            free_all({&tx, &tg});
+        }
+    // No rows: the sums are empty, so an overwritten gradient is zero (and an accumulated one unchanged).
+    Tensor dW = poisoned_tensor(Device::CPU, DType::F32, 6 * 7), db = poisoned_tensor(Device::CPU, DType::F32, 6);
+    Tensor empty_in = tensor_zeros(Device::CPU, DType::F32, 0), empty_out = tensor_zeros(Device::CPU, DType::F32, 0);
+    linear_backward(ctx, Tensor(), dW, db, empty_out, empty_in, Tensor(), 0, 7, 6, false, GradWrite::Overwrite);
+    for (float v : tensor_to_host_f32(dW)) CHECK(v == 0.f, "Overwrite with N = 0: dweight %g, expected 0", v);
+    for (float v : tensor_to_host_f32(db)) CHECK(v == 0.f, "Overwrite with N = 0: dbias %g, expected 0", v);
+    free_all({&dW, &db, &empty_in, &empty_out});
+}
+
 static void cpu_checks() {
     g_rng.seed(1234);
     test_linear(g_cpu);
     test_linear_bf16(g_cpu);
+    test_linear_overwrite(g_cpu);
 }
 
 // =========================================================================================================
@@ -129,7 +168,8 @@ struct LinearOut {
 static LinearOut linear_run(Device dev, DType dt, DType out_dt, const std::vector<float>& x, const std::vector<float>& W,
                             const std::vector<float>& b, const std::vector<float>& G, const std::vector<float>& din0,
                             const std::vector<float>& dW0, const std::vector<float>& db0, int N, int IC, int OC,
-                            bool acc_din, int repeats = 1, bool* repeat_bitwise = nullptr) {
+                            bool acc_din, int repeats = 1, bool* repeat_bitwise = nullptr,
+                            GradWrite grads = GradWrite::Accumulate) {
     Ctx& ctx = ctx_of(dev);
     Tensor tx = make_tensor(dev, dt, x), tw = make_tensor(dev, dt, W);
     Tensor tb = b.empty() ? Tensor() : make_tensor(dev, dt, b), tg = make_tensor(dev, dt, G);
@@ -139,8 +179,11 @@ static LinearOut linear_run(Device dev, DType dt, DType out_dt, const std::vecto
     r.out = to_host(out);
     for (int rep = 0; rep < repeats; rep++) {
         Tensor din = acc_din ? make_tensor(dev, dt, din0) : poisoned_tensor(dev, dt, (int64_t)N * IC);
-        Tensor dW = make_tensor(dev, DType::F32, dW0), db = make_tensor(dev, DType::F32, db0);
-        linear_backward(ctx, din, dW, b.empty() ? Tensor() : db, tg, tx, tw, N, IC, OC, acc_din);
+        // Overwrite: the gradients start as NaN, which must not be read.
+        const bool over = grads == GradWrite::Overwrite;
+        Tensor dW = over ? poisoned_tensor(dev, DType::F32, (int64_t)OC * IC) : make_tensor(dev, DType::F32, dW0);
+        Tensor db = over ? poisoned_tensor(dev, DType::F32, OC) : make_tensor(dev, DType::F32, db0);
+        linear_backward(ctx, din, dW, b.empty() ? Tensor() : db, tg, tx, tw, N, IC, OC, acc_din, grads);
         LinearOut cur{{}, to_host(din), to_host(dW), to_host(db)};
         if (rep == 0) {
             r.din = cur.din;
@@ -180,6 +223,19 @@ static void test_linear_gpu() {
                 if (with_bias) check_close_norm((w + " dbias").c_str(), dt, g.db, c.db);
                 CHECK(bitwise, "%s: backward twice gives identical bits [%s]", what, dtype_name(dt));
             }
+    // The first write of a step: the GPU overwriting poisoned gradients against the CPU accumulating into zeros.
+    for (DType dt : {DType::F32, DType::BF16}) {
+        std::vector<float> x = round_to(dt, random_vec(N * IC, g_rng)), W = round_to(dt, random_vec(OC * IC, g_rng)),
+                           b = round_to(dt, random_vec(OC, g_rng)), G = round_to(dt, random_vec(N * OC, g_rng));
+        const std::vector<float> zW(OC * IC, 0.f), zb(OC, 0.f);
+        LinearOut c = linear_run(Device::CPU, dt, dt, x, W, b, G, {}, zW, zb, N, IC, OC, false);
+        bool bitwise = true;
+        LinearOut g = linear_run(Device::CUDA, dt, dt, x, W, b, G, {}, zW, zb, N, IC, OC, false, 2, &bitwise,
+                                 GradWrite::Overwrite);
+        check_close_norm("linear Overwrite dweight", dt, g.dW, c.dW);
+        check_close_norm("linear Overwrite dbias", dt, g.db, c.db);
+        CHECK(bitwise, "linear Overwrite: backward twice gives identical bits [%s]", dtype_name(dt));
+    }
     // The LM head: bf16 input and weight, f32 logits.
     {
         std::vector<float> x = round_bf16(random_vec(N * IC, g_rng)), W = round_bf16(random_vec(OC * IC, g_rng));

@@ -78,10 +78,13 @@ inline Batch make_batch(const GPTConfig& cfg, int B, int S, int step, int dp, in
 }
 
 // One forward + backward + gradient synchronization (no optimizer step): the global loss and the full
-// (gathered, llm.c-layout) gradients.
+// (gathered, llm.c-layout) gradients. The gradient buffer is filled with NaN first, as if an earlier step had
+// left its values there: the step must zero or overwrite every one of them (gpt_zero_grad, GradWrite), and
+// every test that compares these gradients shows that it does.
 inline float loss_and_grads(ModelHarness& h, int B, int S, int step, std::vector<float>& full_grads, bool sum_sp = true,
                             int micro = 1, bool sum_tied = true) {
     GPT& m = h.model;
+    tensor_fill_f32(m.grads, NAN);
     Batch b = make_batch(m.cfg, B, S, step, h.grid.dp, h.grid.dp_rank);
     // micro > 1: the rank's sequences as `micro` micro-batches, gradients accumulated (model/train_step.h).
     float local = forward_backward(m, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, micro);
