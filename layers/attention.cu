@@ -111,7 +111,7 @@ static inline float partials_total(const float* acc) {
 }
 
 template <class T>
-static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_drop, const SoftmaxDropoutArgs& a) {
+MM_CPU_LOOP static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_drop, const SoftmaxDropoutArgs& a) {
     const int S = a.S;
 #pragma omp parallel
     {
@@ -180,7 +180,7 @@ static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_drop, const So
 }
 
 template <class T>
-static void softmax_dropout_backward_cpu(T* d, const T* probs, const uint8_t* mask, const SoftmaxBackArgs& a) {
+MM_CPU_LOOP static void softmax_dropout_backward_cpu(T* d, const T* probs, const uint8_t* mask, const SoftmaxBackArgs& a) {
     const int S = a.S;
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < a.rows; row++) {

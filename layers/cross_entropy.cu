@@ -79,7 +79,7 @@ static inline float partials_sum(const float* acc) {
 }
 
 template <class T>
-static void ce_stats_cpu(float* rowmax, float* sumexp, float* target_logit, float* local_max, const T* logits,
+MM_CPU_LOOP static void ce_stats_cpu(float* rowmax, float* sumexp, float* target_logit, float* local_max, const T* logits,
                          const int32_t* targets, int N, int V_local, int64_t v_begin, int valid) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
@@ -90,7 +90,15 @@ static void ce_stats_cpu(float* rowmax, float* sumexp, float* target_logit, floa
             const int c1 = valid - c0 < kCeChunk ? valid : c0 + kCeChunk;
             float cm[kCpuPack];
             for (int j = 0; j < kCpuPack; j++) cm[j] = -INFINITY;
-            for (int k = c0; k < c1; k += kCpuPack) {
+            int k = c0;
+            for (; k + kCpuPack <= c1; k += kCpuPack) {  // full packs, read in place
+#pragma omp simd
+                for (int j = 0; j < kCpuPack; j++) {
+                    const float x = to_f32(z[k + j]);
+                    cm[j] = select_f(x > cm[j], x, cm[j]);
+                }
+            }
+            if (k < c1) {  // the row's partial last pack, through a buffer
                 const int count = cpu_load_pack(buf, z, k, c1);  // the tail is zero-filled: keep it out
 #pragma omp simd
                 for (int j = 0; j < kCpuPack; j++) cm[j] = select_f(j < count && buf[j] > cm[j], buf[j], cm[j]);
@@ -102,7 +110,11 @@ static void ce_stats_cpu(float* rowmax, float* sumexp, float* target_logit, floa
                 for (int j = 0; j < kCpuPack; j++) acc[j] *= f;
                 m = mc;
             }
-            for (int k = c0; k < c1; k += kCpuPack) {
+            for (k = c0; k + kCpuPack <= c1; k += kCpuPack) {
+#pragma omp simd
+                for (int j = 0; j < kCpuPack; j++) acc[j] += fast_exp(to_f32(z[k + j]) - m);
+            }
+            if (k < c1) {
                 const int count = cpu_load_pack(buf, z, k, c1);
 #pragma omp simd
                 for (int j = 0; j < kCpuPack; j++) acc[j] += select_f(j < count, fast_exp(buf[j] - m), 0.f);
@@ -119,9 +131,9 @@ static void ce_stats_cpu(float* rowmax, float* sumexp, float* target_logit, floa
 // (The per-row losses log Σ + m − z_t are computed inline by ce_losses, and the rescale by ce_rescale_sumexp.)
 
 // Pass 2: dlogits = scale · (softmax − onehot(target)); padded columns get 0. `scale` is typically 1/(B·S)
-// (mean over all targets, GPT-2) times the loss scale. One division per row (1/Σ), packs of 16 columns.
+// (mean over all targets, GPT-2) times the loss scale. One division per row (1/Σ).
 template <class TG, class TL>
-static void ce_backward_cpu(TG* dlogits, const TL* logits, const float* rowmax, const float* sumexp,
+MM_CPU_LOOP static void ce_backward_cpu(TG* dlogits, const TL* logits, const float* rowmax, const float* sumexp,
                             const int32_t* targets, float scale, int N, int V_local, int64_t v_begin, int valid) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
@@ -129,16 +141,12 @@ static void ce_backward_cpu(TG* dlogits, const TL* logits, const float* rowmax, 
         TG* d = dlogits + (int64_t)i * V_local;
         const int t = (int)owned_column(targets[i], v_begin, valid);  // -1: not on this rank
         const float m = rowmax[i], inv_sum = 1.f / sumexp[i];
-        float buf[kCpuPack];
-        for (int c0 = 0; c0 < V_local; c0 += kCpuPack) {
-            const int count = cpu_load_pack(buf, z, c0, V_local);
+        // One SIMD loop over the row (no reduction: each column is on its own, so vector lanes and the scalar
+        // tail give the same bits).
 #pragma omp simd
-            for (int j = 0; j < kCpuPack; j++) {
-                const int col = c0 + j;
-                const float g = scale * (fast_exp(buf[j] - m) * inv_sum - select_f(col == t, 1.f, 0.f));
-                buf[j] = select_f(col < valid, g, 0.f);  // a bit select: padding's value never leaks in
-            }
-            cpu_store_pack(d, c0, buf, count);
+        for (int col = 0; col < V_local; col++) {
+            const float g = scale * (fast_exp(to_f32(z[col]) - m) * inv_sum - select_f(col == t, 1.f, 0.f));
+            d[col] = from_f32<TG>(select_f(col < valid, g, 0.f));  // a bit select: padding's value never leaks in
         }
     }
 }

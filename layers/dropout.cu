@@ -49,7 +49,7 @@ __host__ __device__ inline void bias_dropout_residual_element(T* out, uint8_t* m
 // a bit mask (fast_exp.h): written as `keep ? v * scale : 0` the loop is not vectorised.
 
 template <class T>
-static void bias_dropout_residual_cpu(T* out, uint8_t* mask, const T* x, const T* bias, const T* resid,
+MM_CPU_LOOP static void bias_dropout_residual_cpu(T* out, uint8_t* mask, const T* x, const T* bias, const T* resid,
                                       float scale, uint32_t threshold, uint64_t seed, uint32_t stream,
                                       int S_loc, int B_loc, int C, DropoutCoords where) {
     const int64_t rows = (int64_t)S_loc * B_loc;
@@ -78,7 +78,7 @@ static void bias_dropout_residual_cpu(T* out, uint8_t* mask, const T* x, const T
 }
 
 template <class T>
-static void dropout_backward_cpu(T* dx, const T* dout, const uint8_t* mask, float scale, int64_t n) {
+MM_CPU_LOOP static void dropout_backward_cpu(T* dx, const T* dout, const uint8_t* mask, float scale, int64_t n) {
 #pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++) dx[i] = from_f32<T>(select_f(mask[i] != 0, to_f32(dout[i]) * scale, 0.0f));
 }

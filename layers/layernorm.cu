@@ -34,7 +34,7 @@ static inline float partials_total(const float* acc) {
 }
 
 template <class T>
-static void layernorm_forward_cpu(T* out, float* mean, float* rstd, const T* in, const T* weight, const T* bias,
+MM_CPU_LOOP static void layernorm_forward_cpu(T* out, float* mean, float* rstd, const T* in, const T* weight, const T* bias,
                                   int N, int C) {
     const int full = C - C % kCpuPack;  // channels in full packs
 #pragma omp parallel for schedule(static)
@@ -74,7 +74,7 @@ static void layernorm_forward_cpu(T* out, float* mean, float* rstd, const T* in,
 }
 
 template <class T>
-static void layernorm_backward_cpu(T* din, float* dweight, float* dbias, const T* dout, const T* in,
+MM_CPU_LOOP static void layernorm_backward_cpu(T* din, float* dweight, float* dbias, const T* dout, const T* in,
                                    const T* weight, const float* mean, const float* rstd, int N, int C,
                                    bool accumulate) {
     const int full = C - C % kCpuPack;

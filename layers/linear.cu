@@ -36,7 +36,7 @@ static void bias_broadcast_cpu(TO* out, const TB* bias, int N, int C) {
 // reproducible — recompute policies are compared bitwise (docs/design.md "Recomputation").
 
 template <class TD, class TG>
-static void bias_backward_cpu(TG* dbias, const TD* dout, int N, int C, bool accumulate) {
+MM_CPU_LOOP static void bias_backward_cpu(TG* dbias, const TD* dout, int N, int C, bool accumulate) {
     // Columns in blocks of 64 so that each thread walks rows of a contiguous strip (cache friendly), and
     // each column is summed top to bottom in one thread: a fixed order.
     const int CB = 64;

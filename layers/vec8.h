@@ -91,6 +91,17 @@ __device__ inline bool mask8_get(uint64_t bits, int k) { return ((bits >> (8 * k
 // not depend on the thread count (which moves chunk boundaries) or on where a pack starts.
 constexpr int kCpuPack = 16;
 
+// The CPU loops over packs are compiled twice, for AVX2 (8 floats per register) and for the x86-64 baseline
+// (SSE2, 4), and the program picks the AVX2 copy when it starts on a CPU that has it (GCC's target_clones,
+// resolved once by the dynamic loader). Neither copy enables FMA, so both run the same IEEE operations on
+// each element in the same order: the same bits on any x86-64 machine, only fewer instructions. The build
+// can turn this off (CMake option MM_CPU_CLONES).
+#if defined(MM_CPU_CLONES) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDA_ARCH__)
+#define MM_CPU_LOOP __attribute__((target_clones("avx2", "default")))
+#else
+#define MM_CPU_LOOP
+#endif
+
 // Elements [i, min(i + kCpuPack, n)) of src as floats in dst[0, kCpuPack), zero-filled; returns the count.
 template <class T>
 inline int cpu_load_pack(float* dst, const T* src, int64_t i, int64_t n) {
