@@ -33,7 +33,8 @@
 //
 // Where the time goes (--breakdown, on by default): the baseline layer once more with the op timer on, which
 // times every public op the layer calls (and the QKᵀ GEMMs and the softmax kernel inside the attention-probs
-// op); the sum of the ops is printed next to the layer timed as a whole.
+// op); the sum of the ops is printed next to the layer timed as a whole. --breakdown calls also times each call
+// on its own (the QKV linear apart from fc1, and so on), with each GEMM's rate.
 //
 //   build/layer_bench                                  # the paper's 22B per-rank shape, bf16, on the GPU
 //   build/layer_bench --device cpu --hidden 64 --heads 8 --seq 64 --batch 2 --reps 3 --warmup 1
@@ -52,6 +53,7 @@ struct Options {
     float dropout = 0.1f;
     std::string dtype = "bf16", device = "auto", json, mpi = "auto", sp_emulation = "auto";
     bool breakdown = true;  // print every op of the baseline layer (--breakdown off to skip)
+    bool per_call = false;  // --breakdown calls: every call of an op on its own row as well
 };
 
 static void usage() {
@@ -65,7 +67,8 @@ static void usage() {
         "  --device auto|cpu|cuda (auto)   --json FILE  write every number as JSON\n"
         "  --sp-emulation auto|fake-comm|derived   how sequence parallelism is emulated (auto: both)\n"
         "  --mpi auto|on|off   bring MPI up (auto: only under mpirun; one process either way)\n"
-        "  --breakdown on|off  print the time of every op of the baseline layer: where the time goes (on)\n");
+        "  --breakdown on|off|calls  print the time of every op of the baseline layer: where the time goes (on);\n"
+        "                   calls: also every call on its own (QKV, projection, fc1, fc2 apart)\n");
 }
 
 static Options parse(int argc, char** argv) {
@@ -87,11 +90,12 @@ static Options parse(int argc, char** argv) {
         else if (bench_flag(argc, argv, i, "--mpi", v)) o.mpi = v;
         else if (bench_flag(argc, argv, i, "--sp-emulation", v)) o.sp_emulation = v;
         else if (bench_flag(argc, argv, i, "--breakdown", v)) {
-            if (v != "on" && v != "off") {
-                fprintf(stderr, "error: --breakdown expects on or off, got '%s'\n", v.c_str());
+            if (v != "on" && v != "off" && v != "calls") {
+                fprintf(stderr, "error: --breakdown expects on, off or calls, got '%s'\n", v.c_str());
                 exit(2);
             }
-            o.breakdown = v == "on";
+            o.breakdown = v != "off";
+            o.per_call = v == "calls";
         }
         else {
             fprintf(stderr, "error: unknown flag '%s' (--help lists them)\n", argv[i]);
@@ -210,7 +214,7 @@ static void add_op_times(std::vector<OpStat>& ops, const std::vector<OpTime>& ru
 // With `per_op`, the op timer is on as well and every op of the two passes is timed (its events sit between
 // the marks, so the Table 4 rows are timed with it off).
 static Result time_layer(const Options& o, LayerContext& run, Recompute policy, Tensor x_src, Tensor dy_src,
-                         const char* name, const char* method, bool per_op = false) {
+                         const char* name, const char* method, bool per_op = false, bool split_calls = false) {
     Ctx& ctx = *run.ctx;
     ActivationAllocator& A = *run.alloc;
     const int64_t rows = (int64_t)run.S_loc * run.B;
@@ -222,7 +226,7 @@ static Result time_layer(const Options& o, LayerContext& run, Recompute policy, 
     res.policy = policy;
     res.sp = run.region.sp;
     BenchTimer timer(ctx, 3);
-    if (per_op) op_timer_start();
+    if (per_op) op_timer_start(split_calls);
     for (int it = 0; it < o.warmup + o.reps; it++) {
         SavedLayer s;
         s.ln1_in = A.alloc(run.dtype, n_act, 0, "ln1_in");
@@ -304,12 +308,27 @@ static double part_ms(const std::vector<OpStat>& ops, const char* name) {
     return NAN;
 }
 
-static void print_ops(const std::vector<OpStat>& ops, double layer_fwd, double layer_bwd) {
+// With --breakdown calls the rows are single calls, "linear_forward#3"; the four linear calls of a layer
+// without SP are named after their weight (layer_forward's order, and layer_backward's reverse one).
+static std::string call_label(const std::string& name, bool backward) {
+    static const char* fwd[] = {"QKV", "attention projection", "fc1", "fc2"};
+    static const char* bwd[] = {"fc2", "fc1", "attention projection", "QKV"};
+    const std::string base = backward ? "linear_backward#" : "linear_forward#";
+    if (name.rfind(base, 0) != 0 || name.size() != base.size() + 1) return name;
+    const int k = name.back() - '1';
+    if (k < 0 || k > 3) return name;
+    return name + " (" + (backward ? bwd : fwd)[k] + ")";
+}
+
+static void print_ops(const std::vector<OpStat>& ops, double layer_fwd, double layer_bwd, bool per_call = false) {
     double fwd = 0, bwd = 0;
     for (const OpStat& op : ops)
         if (op.depth == 1) (op.backward ? bwd : fwd) += op.ms();
-    printf("\nwhere one layer's time goes (baseline; every op of layer_forward / layer_backward, op timer on;\n"
-           "median of the runs, summed over an op's calls):\n");
+    if (per_call)
+        printf("\nthe same, call by call (a second run of the baseline; op#k is the op's k-th call in the pass):\n");
+    else
+        printf("\nwhere one layer's time goes (baseline; every op of layer_forward / layer_backward, op timer on;\n"
+               "median of the runs, summed over an op's calls):\n");
     printf("  %-44s %5s %9s %7s %12s\n", "op", "calls", "ms", "share", "matmul TF/s");
     auto rate = [](const OpStat& op) {
         char r[32] = "";
@@ -318,7 +337,8 @@ static void print_ops(const std::vector<OpStat>& ops, double layer_fwd, double l
     };
     for (const OpStat& op : ops) {
         if (op.depth != 1) continue;
-        printf("  %s %-42s %5d %9.3f %6.1f%% %12s\n", op.backward ? "B" : "F", op.name.c_str(), op.calls, op.ms(),
+        const std::string label = per_call ? call_label(op.name, op.backward) : op.name;
+        printf("  %s %-42s %5d %9.3f %6.1f%% %12s\n", op.backward ? "B" : "F", label.c_str(), op.calls, op.ms(),
                100 * op.ms() / (fwd + bwd), rate(op).c_str());
         const std::string prefix = op.name + "/";
         for (const OpStat& part : ops)  // its parts, right under it
@@ -470,6 +490,11 @@ int main(int argc, char** argv) {
     LayerContext short_layer = bench_layer(bm, S / t, B, /*sp=*/false, &grid.tp_comm);
     const Result per_op_short = time_layer(o, short_layer, Recompute::None, x_src, dy_src, "per-op", "measured", true);
     printf("  done: the baseline layer op by op (%zu ops), at s=%d and at s/t=%d\n", per_op.ops.size(), S, S / t);
+    Result per_call;
+    if (o.per_call) {
+        per_call = time_layer(o, tp_layer, Recompute::None, x_src, dy_src, "per-call", "measured", true, true);
+        printf("  done: the baseline layer call by call (%zu calls)\n", per_call.ops.size());
+    }
 
     // ---- SP, derived: subtract the element-wise work SP removes -------------------------------------------
     const ElemTiming e_full = elementwise_of(per_op.ops), e_shard = elementwise_of(per_op_short.ops);
@@ -541,6 +566,7 @@ int main(int argc, char** argv) {
         printf("fake-comm SP emulation not run: %s\n", o.sp_emulation == "derived" ? "--sp-emulation derived" : fake_why.c_str());
     }
     if (o.breakdown) print_ops(per_op.ops, rows[0].fwd_ms, rows[0].bwd_ms);
+    if (o.per_call) print_ops(per_call.ops, rows[0].fwd_ms, rows[0].bwd_ms, true);
     printf("element-wise work outside the TP regions: fwd %.3f ms / bwd %.3f ms on %d rows, %.3f / %.3f ms on %d rows\n",
            e_full.fwd_ms, e_full.bwd_ms, S * B, e_shard.fwd_ms, e_shard.bwd_ms, S / t * B);
     printf("baseline layer: %.4g model TFLOP/s (3 x forward matmul FLOPs %.3g per rank / combined time)\n",

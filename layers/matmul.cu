@@ -42,9 +42,12 @@ static bool blas_single_threaded() {
 // Tiles: every matrix of the batch is one task, cut along the longer side of its M×N output into pieces of
 // kGemmTile rows (or columns). The cut depends only on the shape, never on the thread count, so which
 // cblas_sgemm call computes an output element, and so its bits, are the same however many threads run the
-// tasks. The tiles are large so that OpenBLAS's packing of the shared operand, repeated per tile, stays a
-// small fraction of the multiply.
-constexpr int kGemmTile = 256;
+// tasks. The tiles are large enough that OpenBLAS's packing of the shared operand, repeated per tile, stays a
+// small fraction of the multiply, and small enough that a layer's smaller GEMMs still make several tasks: with
+// 256, the 768 × 256 weight gradient of the QKV linear at h = 256 was 3 tiles on 2 threads (one thread idle a
+// third of the time) and the projection's 256 × 256 one a single tile; with 128 they run at fc1's rate
+// (bench/PERF_NOTES.md, the layer call by call).
+constexpr int kGemmTile = 128;
 
 // Per-thread fp32 scratch that only grows: no allocation per call once the sizes of a training step were
 // seen (docs/design.md "Performance direction": no per-step allocation).

@@ -11,12 +11,16 @@
 // is synchronous. Times are summed by name. A scope opened inside another scope is named "outer/inner", so a
 // caller can bracket a whole pass ("forward/layernorm_forward") and an op can split itself into parts
 // ("attention_probs_forward/qk_gemm"); only scopes one level below their parent add up to the parent.
+// Started with split_calls, the timer keeps the calls of one name inside an outer scope apart instead:
+// "forward/linear_forward#1", "forward/linear_forward#2", ... in call order since the last collect (the
+// layer's QKV linear, then the projection).
 // gemm (matmul.h) has no scope: it is the primitive inside linear and attention, which carry the FLOPs.
 //
 // Header-only, with its state in one C++17 inline variable: every program that links an op gets the timer
 // without linking one more module.
 #pragma once
 #include <chrono>
+#include <map>
 #include <string>
 #include <vector>
 #include "runtime.h"
@@ -37,6 +41,8 @@ struct Pending {  // a GPU scope whose events are read at collect time
 };
 struct State {
     bool on = false;
+    bool split_calls = false;       // "name#k" for the k-th call of a name since the last collect
+    std::map<std::string, int> calls_of;  // with split_calls: calls of each path so far
     std::vector<OpTime> entries;    // in order of first call
     std::vector<int> open;          // entries of the scopes now open, innermost last
     std::vector<Pending> pending;
@@ -48,6 +54,7 @@ inline State state;
 inline int entry_for(const char* name) {
     State& s = state;
     std::string path = s.open.empty() ? std::string(name) : s.entries[s.open.back()].name + "/" + name;
+    if (s.split_calls && !s.open.empty()) path += "#" + std::to_string(++s.calls_of[path]);  // not the outermost
     for (size_t i = 0; i < s.entries.size(); i++)
         if (s.entries[i].name == path) return (int)i;
     OpTime t;
@@ -112,10 +119,12 @@ private:
     std::chrono::steady_clock::time_point t0_;
 };
 
-// Turn the timer on with empty totals.
-inline void op_timer_start() {
+// Turn the timer on with empty totals (split_calls: see the top of this file).
+inline void op_timer_start(bool split_calls = false) {
     op_timer_detail::State& s = op_timer_detail::state;
     s.on = true;
+    s.split_calls = split_calls;
+    s.calls_of.clear();
     s.entries.clear();
     s.pending.clear();
     s.pool_used = 0;
@@ -134,6 +143,7 @@ inline std::vector<OpTime> op_timer_collect() {
     }
     std::vector<OpTime> out;
     out.swap(s.entries);
+    s.calls_of.clear();
     s.pending.clear();
     s.pool_used = 0;
     return out;
