@@ -163,16 +163,19 @@ MM_CPU_LOOP static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_dr
                     pd[k] = from_f32<T>(pk * a.inv_keep);
                 }
             } else {
+                // The keep bytes of keys 0..q first: their global indices are consecutive, so one run of Philox
+                // blocks in SIMD lanes (philox.h) draws them; then the row in one SIMD loop. Keys after the
+                // query are masked: probability exactly 0 (the causal mask of GPT-2), mask 0.
+                dropout_keep_run(mr, a.seed, a.stream,
+                                 attn_dropout_index(a.b_offset + b, a.head_offset + n, a.NH_total, S, q, 0), len,
+                                 a.threshold);
+#pragma omp simd
                 for (int k = 0; k < end; k++) {
-                    // Keys after the query are masked: probability exactly 0 (the causal mask of GPT-2).
                     const float pk = k <= q ? e[k] * inv_sum : 0.f;
-                    const bool keep = k <= q && dropout_keep(a.seed, a.stream,
-                                                             attn_dropout_index(a.b_offset + b, a.head_offset + n,
-                                                                                a.NH_total, S, q, k),
-                                                             a.threshold);
+                    const bool keep = (k <= q) & (mr[k] != 0);  // mr[k] past q is not drawn yet: masked out
                     x[k] = from_f32<T>(pk);
                     mr[k] = keep ? 1 : 0;
-                    pd[k] = from_f32<T>(keep ? pk * a.inv_keep : 0.f);
+                    pd[k] = from_f32<T>(select_f(keep, pk * a.inv_keep, 0.f));
                 }
             }
         }

@@ -43,7 +43,8 @@ __host__ __device__ inline void bias_dropout_residual_element(T* out, uint8_t* m
 }
 
 // ---- CPU reference -------------------------------------------------------------------------------------
-// Row by row, in two loops: the keep bits first (Philox per element, scalar; no random numbers at p = 0),
+// Row by row, in two loops: the keep bits first (dropout_keep_run: Philox blocks in SIMD lanes, one per four
+// elements; no random numbers at p = 0),
 // then the arithmetic of bias_dropout_residual_element over the row as one SIMD loop. The operations and
 // their order are the element function's, so the bits are the same as one element at a time; the select is
 // a bit mask (fast_exp.h): written as `keep ? v * scale : 0` the loop is not vectorised.
@@ -64,7 +65,7 @@ MM_CPU_LOOP static void bias_dropout_residual_cpu(T* out, uint8_t* mask, const T
             memset(m, 1, (size_t)C);
         } else {
             const uint64_t g0 = dropout_global_index(s, b, 0, C, where);  // the row's elements are g0 + c
-            for (int64_t c = 0; c < C; c++) m[c] = dropout_keep(seed, stream, g0 + (uint64_t)c, threshold) ? 1 : 0;
+            dropout_keep_run(m, seed, stream, g0, C, threshold);
         }
 #pragma omp simd
         for (int64_t c = 0; c < C; c++) {

@@ -7,7 +7,10 @@
 //  * dropout_threshold at p = 0, 0.5, 1.
 //  * dropout_keep8 (eight mask bits from two or three Philox blocks, the GPU kernels' form) equals
 //    dropout_keep bit for bit, at any alignment of the first index.
+//  * dropout_keep_run (the CPU's keep bytes of a run of elements, sixteen Philox blocks side by side) equals
+//    dropout_keep at every alignment, for runs shorter and longer than one group of blocks, at p = 0, 0.3, 1.
 #include <cstdint>
+#include <vector>
 #include "layers/philox.h"
 #include "test/test_util.h"
 
@@ -50,9 +53,28 @@ static void test_dropout_keep8() {
     CHECK(dropout_keep8(77, 5, 3, 0) == 0xFFu, "p = 0 keeps everything");
 }
 
+static void test_dropout_keep_run() {
+    int mismatches = 0, runs = 0;
+    for (float p : {0.0f, 0.3f, 1.0f}) {
+        const uint32_t thr = dropout_threshold(p);
+        for (uint64_t base : {0ull, 1ull << 33, 123456789ull})
+            for (uint64_t first = base; first < base + 5; first++)
+                for (int64_t count : {1, 3, 4, 5, 63, 64, 65, 257, 1000}) {
+                    std::vector<uint8_t> keep((size_t)count + 1, 9);  // the byte after the run stays 9
+                    dropout_keep_run(keep.data(), 77, 5, first, count, thr);
+                    for (int64_t i = 0; i < count; i++)
+                        if (keep[(size_t)i] != (dropout_keep(77, 5, first + (uint64_t)i, thr) ? 1 : 0)) mismatches++;
+                    if (keep[(size_t)count] != 9) mismatches++;
+                    runs++;
+                }
+    }
+    CHECK(mismatches == 0, "dropout_keep_run differs from dropout_keep in %d of %d runs' bytes", mismatches, runs);
+}
+
 static void cpu_checks() {
     test_philox_kat();
     test_dropout_keep8();
+    test_dropout_keep_run();
 }
 
 int main(int argc, char** argv) { return run_op_test(argc, argv, "test_philox", g_cpu, g_gpu, cpu_checks, nullptr); }
