@@ -8,7 +8,7 @@
 // single-rank result, masks included (what the TP and DP equivalence tests rely on); bf16 storage; S = 7 and
 // 37 (the CPU softmax's packs of 16 keys, full and partial); the same bits with 1, 2 and 3 threads; the
 // blocks above the diagonal, which the GEMMs and the softmax kernels skip, poisoned with NaN in every s×s
-// buffer (S = 37, 64, 133) are never read and never written.
+// buffer (S = 37, 64, 133, 1024) are never read and never written.
 // GPU checks, f32 and bf16, p = 0 and 0.1, sizes that are no multiple of any tile (S = 37, 133, 64, 1024,
 // 2100; sub-ranges of heads and batches): masks bit-identical to the CPU's, probs, probs_drop, out, dqkv
 // against the CPU (outputs poisoned first), exactly 0 above the diagonal within each device's causal blocks
@@ -385,16 +385,17 @@ static void test_attention_threads(Ctx& ctx) {
 // blocking"): no s×s tensor (raw scores, probs, mask, probs_drop, dP_d, dS) is written there, so nothing may
 // read it. Runs with all s×s buffers poisoned with NaN and filled with 0 give the same bits, with no NaN
 // anywhere, leave the entries above the blocks as they were, and match the double-precision reference, on
-// sequence lengths that are no multiple of the block (37, 133) and one that is (64).
+// sequence lengths that are no multiple of the block (37, 133) and ones that are (64; 1024, 16 blocks, with
+// one sequence and one head).
 static void test_attention_causal_blocks(Ctx& ctx) {
-    for (int S : {37, 64, 133}) {
+    for (int S : {37, 64, 133, 1024}) {
         AttnShape sh;
         sh.S = S;
-        sh.B = 2;
-        sh.NH = 2;
+        sh.B = S > 256 ? 1 : 2;
+        sh.NH = S > 256 ? 1 : 2;
         sh.HD = 8;
-        sh.B_total = 2;
-        sh.NH_total = 2;
+        sh.B_total = sh.B;
+        sh.NH_total = sh.NH;
         const int W = 3 * sh.NH * sh.HD;
         std::vector<float> qkv = random_vec((size_t)sh.S * sh.B * W, g_rng, -1.5f, 1.5f);
         std::vector<float> G = random_vec((size_t)sh.S * sh.B * sh.NH * sh.HD, g_rng);
@@ -411,9 +412,12 @@ static void test_attention_causal_blocks(Ctx& ctx) {
                   "attention S=%d p=%g: the result depends on what the s×s buffers held (a skipped block was read)", S,
                   p);
             AttnRef ref = attention_ref(qkv, G, sh, p, 42, stream);
+            // An element of dqkv sums up to 2·S fp32 products with cancellation: at S = 1024 its error against
+            // the double reference reaches 1.3e-4 of the element (1e-3 floor), so the bound grows with S.
+            const double dqkv_tol = S > 256 ? 5e-4 : 1e-4;
             CHECK(max_rel_err(nan_run.probs, to_float(ref.probs)) < 1e-5 &&
                       max_rel_err(nan_run.out, to_float(ref.out)) < 1e-4 &&
-                      max_rel_err(nan_run.dqkv, to_float(ref.dqkv)) < 1e-4,
+                      max_rel_err(nan_run.dqkv, to_float(ref.dqkv)) < dqkv_tol,
                   "attention S=%d p=%g with poisoned buffers vs the double reference: probs %g out %g dqkv %g", S, p,
                   max_rel_err(nan_run.probs, to_float(ref.probs)), max_rel_err(nan_run.out, to_float(ref.out)),
                   max_rel_err(nan_run.dqkv, to_float(ref.dqkv)));
