@@ -83,12 +83,15 @@ __device__ inline void store_mask8(uint8_t* p, uint64_t bits, int count, bool ve
 }
 __device__ inline bool mask8_get(uint64_t bits, int k) { return ((bits >> (8 * k)) & 0xFFu) != 0; }
 
-// ---- the CPU loops use packs too ----------------------------------------------------------------------
-// A CPU element-wise loop (gelu.cu) walks its tensor in packs of kCpuPack elements: a pack is converted
-// into a float buffer (the tail of the last pack zero-filled), computed by one fixed-length
-// `#pragma omp simd` loop, and stored back. The compiler turns the fixed-length loop into SIMD code with no
-// remainder loop, so every element, the tail's included, goes through the same instructions: the result does
-// not depend on the thread count (which moves chunk boundaries) or on where a pack starts.
+// ---- the CPU loops ------------------------------------------------------------------------------------
+// An element-wise CPU loop is one `#pragma omp simd` loop over the elements (gelu.cu): its element function
+// is IEEE operations only, so a vector lane and the scalar tail give the same bits. A reduction over a row
+// (layernorm.cu, the softmax, the loss) keeps kCpuPack partial sums, partial j taking the elements ≡ j
+// (mod kCpuPack), added in a fixed order at the end: the loops over a pack vectorise, and the order depends
+// on the row's length only, never on the thread count. Full packs are read in place; only a row's partial
+// last pack goes through a float buffer (cpu_load_pack). Copying every pack through a buffer on the stack
+// is slow: the compiler splits the copy into accesses of unequal widths, which defeats store-to-load
+// forwarding.
 constexpr int kCpuPack = 16;
 
 // The CPU loops over packs are compiled twice, for AVX2 (8 floats per register) and for the x86-64 baseline
@@ -102,7 +105,8 @@ constexpr int kCpuPack = 16;
 #define MM_CPU_LOOP
 #endif
 
-// Elements [i, min(i + kCpuPack, n)) of src as floats in dst[0, kCpuPack), zero-filled; returns the count.
+// Elements [i, min(i + kCpuPack, n)) of src as floats in dst[0, kCpuPack), zero-filled; returns the count
+// (for a row's partial last pack).
 template <class T>
 inline int cpu_load_pack(float* dst, const T* src, int64_t i, int64_t n) {
     const int count = n - i < kCpuPack ? (int)(n - i) : kCpuPack;
@@ -112,14 +116,6 @@ inline int cpu_load_pack(float* dst, const T* src, int64_t i, int64_t n) {
         for (int k = 0; k < kCpuPack; k++) dst[k] = k < count ? to_f32(src[i + k]) : 0.0f;
     }
     return count;
-}
-template <class T>
-inline void cpu_store_pack(T* dst, int64_t i, const float* src, int count) {
-    if (count == kCpuPack) {
-        for (int k = 0; k < kCpuPack; k++) dst[i + k] = from_f32<T>(src[k]);
-    } else {
-        for (int k = 0; k < count; k++) dst[i + k] = from_f32<T>(src[k]);
-    }
 }
 
 // Blocks for one thread per pack of 8 elements (capped: the kernels' grid-stride loops cover the rest).
