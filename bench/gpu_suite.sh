@@ -132,7 +132,7 @@ PY
 }
 
 LAYER_CMD="layer_bench --device cuda --dtype bf16 --hidden 6144 --heads 64 --seq 2048 --batch 4 --tp-emulated 8 --reps 20 --warmup 5 ${LAYER_ARGS:-}"
-LAYER_XL_CMD="layer_bench --device cuda --dtype bf16 --hidden 1600 --heads 25 --seq 1024 --batch 8 --tp-emulated 1 --sp-emulation derived --reps 20 --warmup 5 --breakdown calls ${LAYER_ARGS:-}"
+LAYER_XL_CMD="layer_bench --device cuda --dtype bf16 --hidden 1600 --heads 25 --seq 1024 --batch 8 --tp-emulated 1 --sp-emulation derived --reps 20 --warmup 5 --breakdown calls --lt-survey on ${LAYER_ARGS:-}"
 E2E_CMD="e2e_bench --device cuda --dtype bf16 --layers 48 --hidden 1600 --heads 25 --seq 1024 --batch 8 --warmup 2 --steps 5 ${E2E_ARGS:-}"
 E2E_BIG_CMD="e2e_bench --device cuda --dtype bf16 --layers 6 --hidden 6144 --heads 64 --seq 2048 --batch 4 --warmup 2 --steps 4 --gemm-size 0 ${E2E_ARGS:-}"
 

@@ -41,6 +41,7 @@
 #include <nccl.h>
 #include "bench_common.h"
 
+#include "../layers/linear.h"
 #include "../layers/op_timer.h"
 #include "../model/gpt.h"
 #include "../model/transformer_layer.h"
@@ -54,6 +55,7 @@ struct Options {
     std::string dtype = "bf16", device = "auto", json, mpi = "auto", sp_emulation = "auto";
     bool breakdown = true;  // print every op of the baseline layer (--breakdown off to skip)
     bool per_call = false;  // --breakdown calls: every call of an op on its own row as well
+    bool lt_survey = false; // --lt-survey on: time the cuBLASLt heuristic's candidates per fused-bias shape
 };
 
 static void usage() {
@@ -68,7 +70,9 @@ static void usage() {
         "  --sp-emulation auto|fake-comm|derived   how sequence parallelism is emulated (auto: both)\n"
         "  --mpi auto|on|off   bring MPI up (auto: only under mpirun; one process either way)\n"
         "  --breakdown on|off|calls  print the time of every op of the baseline layer: where the time goes (on);\n"
-        "                   calls: also every call on its own (QKV, projection, fc1, fc2 apart)\n");
+        "                   calls: also every call on its own (QKV, projection, fc1, fc2 apart)\n"
+        "  --lt-survey on|off  GPU: time each candidate algorithm of cuBLASLt's heuristic for the fused-bias\n"
+        "                   GEMMs the layer ran, first choice against the fastest (off)\n");
 }
 
 static Options parse(int argc, char** argv) {
@@ -89,6 +93,13 @@ static Options parse(int argc, char** argv) {
         else if (bench_flag(argc, argv, i, "--json", v)) o.json = v;
         else if (bench_flag(argc, argv, i, "--mpi", v)) o.mpi = v;
         else if (bench_flag(argc, argv, i, "--sp-emulation", v)) o.sp_emulation = v;
+        else if (bench_flag(argc, argv, i, "--lt-survey", v)) {
+            if (v != "on" && v != "off") {
+                fprintf(stderr, "error: --lt-survey expects on or off, got '%s'\n", v.c_str());
+                exit(2);
+            }
+            o.lt_survey = v == "on";
+        }
         else if (bench_flag(argc, argv, i, "--breakdown", v)) {
             if (v != "on" && v != "off" && v != "calls") {
                 fprintf(stderr, "error: --breakdown expects on, off or calls, got '%s'\n", v.c_str());
@@ -632,6 +643,11 @@ int main(int argc, char** argv) {
         j.close('}');
         if (!j.write(o.json)) mm_fatal("could not write %s", o.json.c_str());
         printf("wrote %s\n", o.json.c_str());
+    }
+    // Last, after the JSON is written: a survey that fails cannot cost the measurements above.
+    if (o.lt_survey) {
+        if (device == Device::CUDA) linear_lt_survey(ctx);
+        else printf("--lt-survey: cuBLASLt runs on the GPU only; nothing to survey on %s\n", device_name(device));
     }
 
     tensor_free(x_src);
