@@ -104,12 +104,6 @@ struct SoftmaxBackArgs {
 // of e^x): e_k = exp(x_k·scale − m) is kept in a row buffer between the sum and the output.
 // ---------------------------------------------------------------------------------------------------------
 
-static inline float partials_total(const float* acc) {
-    float t = 0.0f;
-    for (int j = 0; j < kCpuPack; j++) t += acc[j];
-    return t;
-}
-
 template <class T>
 MM_CPU_LOOP static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_drop, const SoftmaxDropoutArgs& a) {
     const int S = a.S;
@@ -150,7 +144,7 @@ MM_CPU_LOOP static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_dr
                 e[k] = fast_exp(to_f32(x[k]) * a.scale - m);
                 acc[k - full] += e[k];
             }
-            const float inv_sum = 1.f / partials_total(acc);
+            const float inv_sum = 1.f / cpu_partials_total(acc);
             uint8_t* mr = mask + row * S;
             T* pd = probs_drop + row * S;
             const int end = causal_row_end(q, a.block, S);  // the keys of q's block row: nothing beyond
@@ -207,7 +201,7 @@ MM_CPU_LOOP static void softmax_dropout_backward_cpu(T* d, const T* probs, const
             const float dv = to_f32(dr[k]) * a.inv_keep, pv = to_f32(pr[k]);
             acc[k - full] += select_f(mr[k] != 0, dv, 0.f) * pv;
         }
-        const float dot = partials_total(acc);
+        const float dot = cpu_partials_total(acc);
         const int end = causal_row_end(q, a.block, S);
 #pragma omp simd
         for (int k = 0; k < end; k++) {

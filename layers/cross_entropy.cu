@@ -72,12 +72,6 @@ __host__ __device__ inline float rescaled_sum(float s, float lm, float M) { retu
 // rescales happen depends on the values and V_local only, so the bits never depend on the thread count.
 constexpr int kCeChunk = 2048;  // a multiple of kCpuPack: only the row's last pack can be partial
 
-static inline float partials_sum(const float* acc) {
-    float t = 0.0f;
-    for (int j = 0; j < kCpuPack; j++) t += acc[j];
-    return t;
-}
-
 template <class T>
 MM_CPU_LOOP static void ce_stats_cpu(float* rowmax, float* sumexp, float* target_logit, float* local_max, const T* logits,
                          const int32_t* targets, int N, int V_local, int64_t v_begin, int valid) {
@@ -121,7 +115,7 @@ MM_CPU_LOOP static void ce_stats_cpu(float* rowmax, float* sumexp, float* target
             }
         }
         rowmax[i] = m;
-        sumexp[i] = partials_sum(acc);
+        sumexp[i] = cpu_partials_total(acc);
         if (local_max) local_max[i] = m;
         const int64_t j = owned_column(targets[i], v_begin, valid);
         target_logit[i] = j >= 0 ? to_f32(z[j]) : 0.f;

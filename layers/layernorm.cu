@@ -27,12 +27,6 @@
 // bits for any thread count, in every recompute policy. Full packs go through the SIMD loop and the last,
 // partial pack through a scalar loop that does the same additions.
 
-static inline float partials_total(const float* acc) {
-    float t = 0.0f;
-    for (int k = 0; k < kCpuPack; k++) t += acc[k];
-    return t;
-}
-
 template <class T>
 MM_CPU_LOOP static void layernorm_forward_cpu(T* out, float* mean, float* rstd, const T* in, const T* weight, const T* bias,
                                   int N, int C) {
@@ -47,7 +41,7 @@ MM_CPU_LOOP static void layernorm_forward_cpu(T* out, float* mean, float* rstd, 
             for (int k = 0; k < kCpuPack; k++) acc[k] += to_f32(x[c0 + k]);
         }
         for (int c = full; c < C; c++) acc[c - full] += to_f32(x[c]);
-        const float m = partials_total(acc) / C;
+        const float m = cpu_partials_total(acc) / C;
         // Two passes (mean first, then squared deviations): Σx² - mean² loses everything to cancellation
         // when |mean| >> std, which is common for the residual stream.
         for (int k = 0; k < kCpuPack; k++) acc[k] = 0.0f;
@@ -62,7 +56,7 @@ MM_CPU_LOOP static void layernorm_forward_cpu(T* out, float* mean, float* rstd, 
             const float d = to_f32(x[c]) - m;
             acc[c - full] += d * d;
         }
-        const float s = 1.0f / sqrtf(partials_total(acc) / C + kLayerNormEps);
+        const float s = 1.0f / sqrtf(cpu_partials_total(acc) / C + kLayerNormEps);
 #pragma omp simd
         for (int c = 0; c < C; c++) {
             float n = (to_f32(x[c]) - m) * s;
@@ -102,7 +96,7 @@ MM_CPU_LOOP static void layernorm_backward_cpu(T* din, float* dweight, float* db
             acc_g[c - full] += g;
             acc_gn[c - full] += g * n;
         }
-        const float mean_g = partials_total(acc_g) / C, mean_gn = partials_total(acc_gn) / C;
+        const float mean_g = cpu_partials_total(acc_g) / C, mean_gn = cpu_partials_total(acc_gn) / C;
 #pragma omp simd
         for (int c = 0; c < C; c++) {
             float n = (to_f32(x[c]) - m) * s;

@@ -95,9 +95,9 @@ __host__ __device__ inline uint32_t dropout_keep8(uint64_t seed, uint32_t stream
 }
 
 // CPU: the keep bytes (1 keep, 0 drop) of the `count` consecutive elements first .. first + count - 1, the same
-// bits as dropout_keep element by element. The Philox blocks that cover them are computed kLanes at a time
-// with the lanes side by side, so the compiler runs the ten rounds in SIMD registers (the 32 × 32 → 64-bit
-// products included), one Philox call per four elements; then each element compares its word.
+// bits as dropout_keep element by element. One SIMD loop over the Philox blocks that cover them (dropout_block,
+// the ten rounds vectorised across blocks, 32 × 32 → 64-bit products included), one block per four elements;
+// then each element compares its word.
 inline void dropout_keep_run(uint8_t* keep, uint64_t seed, uint32_t stream, uint64_t first, int64_t count,
                              uint32_t threshold) {
     if (count <= 0) return;
@@ -105,43 +105,19 @@ inline void dropout_keep_run(uint8_t* keep, uint64_t seed, uint32_t stream, uint
         for (int64_t i = 0; i < count; i++) keep[i] = 1;
         return;
     }
-    constexpr int kLanes = 16;
     const uint64_t b0 = first >> 2, nblocks = ((first + (uint64_t)count - 1) >> 2) - b0 + 1;
     static thread_local std::vector<uint32_t> words;  // the blocks' words, 4 per block, in element order
-    if (words.size() < nblocks * 4 + 4 * kLanes) words.resize(nblocks * 4 + 4 * kLanes);
-    const uint32_t M0 = 0xD2511F53u, M1 = 0xCD9E8D57u, W0 = 0x9E3779B9u, W1 = 0xBB67AE85u;
-    for (uint64_t g = 0; g < nblocks; g += kLanes) {
-        uint32_t c0[kLanes], c1[kLanes], c2[kLanes], c3[kLanes];
-        for (int l = 0; l < kLanes; l++) {  // dropout_block's counter and key
-            const uint64_t block = b0 + g + (uint64_t)l;
-            c0[l] = (uint32_t)block;
-            c1[l] = (uint32_t)(block >> 32);
-            c2[l] = stream;
-            c3[l] = 0x6d6d6567u;
-        }
-        uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-        for (int round = 0; round < 10; round++) {  // philox4x32_10, lane by lane
+    if (words.size() < nblocks * 4) words.resize(nblocks * 4);
+    uint32_t* w = words.data();
 #pragma omp simd
-            for (int l = 0; l < kLanes; l++) {
-                const uint64_t p0 = (uint64_t)M0 * c0[l], p1 = (uint64_t)M1 * c2[l];
-                const uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[l] ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3[l] ^ k1;
-                c1[l] = (uint32_t)p1;
-                c3[l] = (uint32_t)p0;
-                c0[l] = n0;
-                c2[l] = n2;
-            }
-            k0 += W0;
-            k1 += W1;
-        }
-        uint32_t* w = words.data() + g * 4;
-        for (int l = 0; l < kLanes; l++) {
-            w[4 * l + 0] = c0[l];
-            w[4 * l + 1] = c1[l];
-            w[4 * l + 2] = c2[l];
-            w[4 * l + 3] = c3[l];
-        }
+    for (uint64_t j = 0; j < nblocks; j++) {
+        const PhiloxOut o = dropout_block(seed, stream, b0 + j);
+        w[4 * j + 0] = o.x[0];
+        w[4 * j + 1] = o.x[1];
+        w[4 * j + 2] = o.x[2];
+        w[4 * j + 3] = o.x[3];
     }
-    const uint32_t* w = words.data() + (first & 3);  // element first's word
+    w += first & 3;  // element first's word
 #pragma omp simd
     for (int64_t i = 0; i < count; i++) keep[i] = w[i] >= threshold ? 1 : 0;
 }

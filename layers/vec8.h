@@ -105,6 +105,13 @@ constexpr int kCpuPack = 16;
 #define MM_CPU_LOOP
 #endif
 
+// The kCpuPack partial sums of a row added in their fixed order (partial 0 first).
+inline float cpu_partials_total(const float* acc) {
+    float t = 0.0f;
+    for (int j = 0; j < kCpuPack; j++) t += acc[j];
+    return t;
+}
+
 // Elements [i, min(i + kCpuPack, n)) of src as floats in dst[0, kCpuPack), zero-filled; returns the count
 // (for a row's partial last pack).
 template <class T>

@@ -7,8 +7,8 @@
 //  * dropout_threshold at p = 0, 0.5, 1.
 //  * dropout_keep8 (eight mask bits from two or three Philox blocks, the GPU kernels' form) equals
 //    dropout_keep bit for bit, at any alignment of the first index.
-//  * dropout_keep_run (the CPU's keep bytes of a run of elements, sixteen Philox blocks side by side) equals
-//    dropout_keep at every alignment, for runs shorter and longer than one group of blocks, at p = 0, 0.3, 1.
+//  * dropout_keep_run (the CPU's keep bytes of a run of elements, one SIMD loop over Philox blocks) equals
+//    dropout_keep at every alignment, for runs of 1 to 1000 elements, at p = 0, 0.3, 1.
 #include <cstdint>
 #include <vector>
 #include "layers/philox.h"
