@@ -14,8 +14,11 @@ void print_train_usage() {
         "Device and numerics\n"
         "  --device auto|cpu|cuda      where to run (auto: cuda when every local rank has its own GPU, else cpu)\n"
         "  --dtype fp32|bf16           activation / compute-weight storage (master weights, grads, Adam: fp32)\n"
-        "  --comm auto|nccl|mpi        collectives backend (auto: nccl on cuda, mpi on cpu; several ranks on one\n"
-        "                              GPU need --comm mpi)\n"
+        "  --comm auto|nccl|mpi|mpi-strict   collectives backend (auto: nccl on cuda, mpi on cpu; several ranks\n"
+        "                              on one GPU need --comm mpi; mpi-strict: MPI with NCCL's point-to-point rules,\n"
+        "                              so that a CPU run fails where NCCL would hang)\n"
+        "  --comm-timeout S            a collective or pipeline exchange that waits longer than S seconds stops\n"
+        "                              every rank, naming the operation and the peer (default 300)\n"
         "Model\n"
         "  --init FILE                 start from an llm.c checkpoint (version 3 fp32 or 5 bf16)\n"
         "  --layers L --heads A --hidden H --vocab V --max-seq T   a fresh model (default 4/4/128/257/256)\n"
@@ -135,7 +138,8 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         const char* f = a.c_str();
         if (flag({"--device"})) o.device = one_of(print, f, v, {"auto", "cpu", "cuda"});
         else if (flag({"--dtype"})) o.dtype = one_of(print, f, v, {"fp32", "bf16"});
-        else if (flag({"--comm"})) o.comm = one_of(print, f, v, {"auto", "nccl", "mpi"});
+        else if (flag({"--comm"})) o.comm = one_of(print, f, v, {"auto", "nccl", "mpi", "mpi-strict"});
+        else if (flag({"--comm-timeout"})) o.comm_timeout = to_float(print, f, v, 0.1, 1e6);
         else if (flag({"--init"})) o.init = v;
         else if (flag({"--layers", "--num-layers"})) o.layers = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--heads", "--num-attention-heads"})) o.heads = (int)to_int(print, f, v, 1, 4096);

@@ -7,7 +7,9 @@ struct TrainOptions {
     // device and numerics
     std::string device = "auto";  // auto | cpu | cuda  (auto: cuda when every local rank has its own GPU)
     std::string dtype = "fp32";   // fp32 | bf16 (activations and compute weights; master weights stay fp32)
-    std::string comm = "auto";    // auto | nccl | mpi  (auto: nccl on cuda, mpi on cpu)
+    std::string comm = "auto";    // auto | nccl | mpi | mpi-strict  (auto: nccl on cuda, mpi on cpu; mpi-strict: MPI
+                                  // with NCCL's point-to-point rules, parallel/comm.h)
+    double comm_timeout = 300;    // --comm-timeout S: a collective or exchange waiting longer aborts every rank
     // model: an llm.c checkpoint, or a fresh model of this shape
     std::string init;
     int layers = 4, heads = 4, hidden = 128, vocab = 257, max_seq = 256, padded_vocab = 0;  // 0: round up to 128
