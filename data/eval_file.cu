@@ -2,15 +2,20 @@
 #include "eval_file.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include "atomic_file.h"
+#include "paths.h"
 #include "../layers/runtime.h"
 
 bool read_eval_file(const std::string& path, std::vector<EvalExample>& examples, std::string& err) {
     examples.clear();
+    err = not_a_file_problem("eval file", path);
+    if (!err.empty()) return false;
     FILE* f = fopen(path.c_str(), "rb");
-    if (!f) return err = "cannot open eval file " + path, false;
+    if (!f) return err = "cannot open eval file " + path + ": " + strerror(errno), false;
     std::unique_ptr<FILE, int (*)(FILE*)> closer(f, fclose);
     int32_t header[256];
     if (fread(header, sizeof(int32_t), 256, f) != 256)

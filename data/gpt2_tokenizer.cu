@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include "atomic_file.h"
+#include "paths.h"
 #include "../layers/runtime.h"
 
 // ---- the compiled pattern -------------------------------------------------------------------------------
@@ -60,8 +61,10 @@ bool gpt2_tokenizer_build(std::vector<std::string> tokens, int eot, Gpt2Tokenize
 }
 
 bool gpt2_tokenizer_load(const std::string& path, Gpt2Tokenizer& tok, std::string& err) {
+    err = not_a_file_problem("tokenizer file", path);
+    if (!err.empty()) return false;
     FILE* f = fopen(path.c_str(), "rb");
-    if (!f) return err = "cannot open tokenizer file " + path, false;
+    if (!f) return err = "cannot open tokenizer file " + path + ": " + strerror(errno), false;
     std::unique_ptr<FILE, int (*)(FILE*)> closer(f, fclose);
     int32_t header[256];
     if (fread(header, sizeof(int32_t), 256, f) != 256)

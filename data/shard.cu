@@ -1,6 +1,7 @@
 // shard.cu — reading and writing llm.c token shards (see shard.h for the format).
 #include "shard.h"
 #include "atomic_file.h"
+#include "paths.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -19,6 +20,8 @@ ShardFile::~ShardFile() {
 
 bool open_token_shard(const std::string& path, ShardFile& shard, std::string& err) {
     shard.path = path;
+    err = not_a_file_problem("token shard", path);
+    if (!err.empty()) return false;
     shard.fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (shard.fd < 0) {
         err = "cannot open token shard " + path + ": " + sys_error();

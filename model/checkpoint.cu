@@ -1,6 +1,7 @@
 // checkpoint.cu — llm.c checkpoint files (see checkpoint.h for the format).
 #include "checkpoint.h"
 #include "../data/atomic_file.h"
+#include "../data/paths.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -42,6 +43,9 @@ static std::string sys_error() { return std::string(strerror(errno)); }
 // Open `path`, read the header and check it against the file's length. On success `f` is positioned at
 // the first parameter byte and the caller closes it.
 static bool open_and_check(const std::string& path, FILE*& f, GPTConfig& cfg, bool& is_bf16, std::string& err) {
+    f = nullptr;
+    err = not_a_file_problem("checkpoint", path);
+    if (!err.empty()) return false;
     f = fopen(path.c_str(), "rb");
     if (!f) {
         err = "cannot open checkpoint " + path + ": " + sys_error();

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../data/atomic_file.h"
+#include "../data/paths.h"
 #include "checkpoint.h"
 
 uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h) {
@@ -151,6 +152,8 @@ bool train_state_parse(const uint8_t* data, size_t size, const std::string& name
 }
 
 bool train_state_read(const std::string& path, TrainState& s, std::string& err) {
+    err = not_a_file_problem("training state", path);
+    if (!err.empty()) return false;
     FILE* f = fopen(path.c_str(), "rb");
     if (!f) {
         err = "cannot open training state " + path + ": " + strerror(errno);

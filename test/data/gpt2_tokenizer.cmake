@@ -1,7 +1,7 @@
 # data/gpt2_tokenizer.cu: GPT-2 byte-level BPE on a tokenizer the test learns itself (unit), and the same
 # encodings compared with tiktoken built offline from the same ranks (skips with 77 when tiktoken is absent).
 mm_test(test_gpt2_tokenizer SOURCES ${CMAKE_SOURCE_DIR}/test/data/test_gpt2_tokenizer.cu
-        MODULES gpt2_tokenizer shard atomic_file runtime LABELS unit)
+        MODULES gpt2_tokenizer shard atomic_file paths runtime LABELS unit)
 add_test(NAME test_gpt2_tokenizer_tiktoken
          COMMAND bash -c "rm -rf \"$1\" && \"$0\" --dump \"$1\" && python3 \"$2\" \"$1\""
                  $<TARGET_FILE:test_gpt2_tokenizer> ${CMAKE_BINARY_DIR}/tiktoken_check

@@ -1,0 +1,69 @@
+// paths.cu — checks of the paths a run names, made before it does any work (see paths.h).
+#include "paths.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "atomic_file.h"  // dir_of
+
+std::string not_a_file_problem(const std::string& kind, const std::string& path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
+    return kind + " " + path + (S_ISDIR(st.st_mode) ? " is a directory, expected a file" : " is not a regular file");
+}
+
+std::string input_file_problem(const std::string& flag, const std::string& path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) != 0) return flag + " " + path + ": " + strerror(errno);
+    if (S_ISDIR(st.st_mode)) return flag + " " + path + " is a directory, expected a file";
+    if (!S_ISREG(st.st_mode)) return flag + " " + path + " is not a regular file";
+    return "";
+}
+
+bool make_dirs(const std::string& dir, std::string& err) {
+    struct stat st;
+    if (stat(dir.c_str(), &st) == 0) {
+        if (S_ISDIR(st.st_mode)) return true;
+        err = dir + " exists and is not a directory";
+        return false;
+    }
+    const std::string parent = dir_of(dir);
+    if (parent != dir && !make_dirs(parent, err)) return false;
+    // Another rank or process may make it at the same moment: EEXIST of a directory is success.
+    if (mkdir(dir.c_str(), 0777) != 0 && !(errno == EEXIST && stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
+        err = "cannot create directory " + dir + ": " + strerror(errno);
+        return false;
+    }
+    return true;
+}
+
+std::string output_dir_problem(const std::string& flag, const std::string& dir) {
+    std::string err;
+    if (!make_dirs(dir, err)) return flag + " " + dir + ": " + err;
+    // access(W_OK) says yes to root on a read-only mount and no to nobody else's ACLs: a real file is the proof.
+    const std::string probe = dir + "/.write_probe." + std::to_string(getpid());
+    FILE* f = fopen(probe.c_str(), "wb");
+    if (!f) return flag + " " + dir + ": the directory is not writable (" + strerror(errno) + ")";
+    fclose(f);
+    remove(probe.c_str());
+    return "";
+}
+
+std::string output_file_problem(const std::string& flag, const std::string& path) {
+    struct stat st;
+    if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+        return flag + " " + path + " is a directory, expected a file name";
+    std::string problem = output_dir_problem(flag, dir_of(path));
+    return problem.empty() ? "" : problem + " (the directory of " + path + ")";
+}
+
+std::string rescue_path(const std::string& path) {
+    const size_t slash = path.find_last_of('/');
+    const std::string name = "rescued_" + std::to_string(getpid()) + "_" + (slash == std::string::npos ? path : path.substr(slash + 1));
+    if (output_dir_problem("", ".").empty()) return name;
+    const char* tmp = getenv("TMPDIR");
+    return std::string(tmp && *tmp ? tmp : "/tmp") + "/" + name;
+}
