@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 void print_train_usage() {
     printf(
@@ -37,7 +38,8 @@ void print_train_usage() {
         "                              (ZeRO-1; Megatron's name; --zero 1 is the same): gradients reduce-scattered,\n"
         "                              updated weights all-gathered; nothing changes with one data-parallel rank\n"
         "Data\n"
-        "  --train FILE --val FILE     llm.c token shards (default: data/generated/default/{train,val}.bin)\n"
+        "  --train FILE --val FILE     llm.c token shards (default: data/generated/default/{train,val}.bin; a file\n"
+        "                              given must exist; --val none: no validation)\n"
         "  --batch B                   global batch: sequences per step over all data-parallel ranks (default 8)\n"
         "  --micro-batch-size b        sequences per forward pass on a data-parallel rank (Megatron's name):\n"
         "                              M = B / (b · dp) micro-batches per step, gradients accumulated; the loss\n"
@@ -80,7 +82,7 @@ void print_train_usage() {
         "\n"
         "Megatron-LM spellings accepted: --tensor-model-parallel-size, --sequence-parallel,\n"
         "  --recompute-granularity selective|full, --global-batch-size, --seq-length, --num-layers,\n"
-        "  --hidden-size, --num-attention-heads, --max-position-embeddings\n");
+        "  --hidden-size, --num-attention-heads, --max-position-embeddings; --flag=value is --flag value\n");
 }
 
 [[noreturn]] static void bad(bool print, const std::string& msg) {
@@ -120,21 +122,31 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
     float min_lr = -1;  // --min-lr: an absolute floor, turned into the fraction once --lr is known
     int zero_stage = -1;  // --zero N as given (-1: not given), checked against --use-distributed-optimizer
     for (int i = 1; i < argc; i++) {
-        std::string a = argv[i];
+        std::string a = argv[i], inline_value;
+        bool has_inline = false;  // --flag=value
+        const size_t eq = a.find('=');
+        if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+            inline_value = a.substr(eq + 1);
+            a = a.substr(0, eq);
+            has_inline = true;
+        }
         auto flag = [&](std::initializer_list<const char*> names) {
             for (const char* n : names)
-                if (a == n) return true;
+                if (a == n) return o.given.insert(*names.begin()), true;  // recorded by its first spelling
             return false;
         };
         // flags without a value
+        if (has_inline && (a == "--help" || a == "--sp" || a == "--sequence-parallel" || a == "--no-shuffle" ||
+                           a == "--memory-report" || a == "--skip-bad-steps" || a == "--use-distributed-optimizer"))
+            bad(print, a + " takes no value, got '" + a + "=" + inline_value + "'");
         if (flag({"--help", "-h"})) { print_train_usage(); exit(0); }
         if (flag({"--sp", "--sequence-parallel"})) { o.sp = true; continue; }
         if (flag({"--no-shuffle"})) { o.shuffle = false; continue; }
         if (flag({"--memory-report"})) { o.memory_report = true; continue; }
         if (flag({"--skip-bad-steps"})) { o.skip_bad_steps = true; continue; }
         if (flag({"--use-distributed-optimizer"})) { o.distributed_optimizer = true; continue; }
-        if (i + 1 >= argc) bad(print, "unknown flag or missing value: " + a);
-        const char* v = argv[++i];
+        if (!has_inline && i + 1 >= argc) bad(print, "unknown flag or missing value: " + a);
+        const char* v = has_inline ? inline_value.c_str() : argv[++i];
         const char* f = a.c_str();
         if (flag({"--device"})) o.device = one_of(print, f, v, {"auto", "cpu", "cuda"});
         else if (flag({"--dtype"})) o.dtype = one_of(print, f, v, {"fp32", "bf16"});
@@ -216,5 +228,27 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         bad(print, "--save-every " + std::to_string(o.save_every) + " needs --checkpoint-dir DIR (where to save)");
     if (o.checkpoint_dir.empty() == false && o.checkpoint_dir == o.save)
         bad(print, "--save " + o.save + " is the --checkpoint-dir too: --save writes one file, the checkpoint dir a directory");
+    if (!o.log.empty() && (o.log == o.save || o.log == o.checkpoint_dir))
+        bad(print, "--log " + o.log + " is also the --" + (o.log == o.save ? "save file" : "checkpoint-dir") + ": give each its own path");
+    // An output over an input would destroy it (--save over --init is allowed: the trained model replaces it).
+    for (const auto& out : {std::make_pair("--log", &o.log), std::make_pair("--save", &o.save)})
+        for (const auto& in : {std::make_pair("--train", &o.train_file), std::make_pair("--val", &o.val_file),
+                               std::make_pair("--tokenizer", &o.tokenizer), std::make_pair("--hellaswag", &o.hellaswag),
+                               std::make_pair("--init", &o.init)})
+            if (!out.second->empty() && *out.second == *in.second && !(out.first == std::string("--save") && in.first == std::string("--init")))
+                bad(print, std::string(out.first) + " " + *out.second + " is the " + in.first + " file: the run would overwrite its input");
+    if (o.val_file == "none" && o.val_every > 0)
+        bad(print, "--val-every " + std::to_string(o.val_every) + " with --val none: there is no validation data to evaluate");
+    // The pipeline schedule and its model chunks, as far as the flags alone decide (the layer count, from the
+    // flags or a checkpoint, and M are checked by train_gpt.cu's pipeline_layout). Giving
+    // --num-layers-per-virtual-pipeline-stage alone means interleaved, as in Megatron-LM.
+    if (o.layers_per_virtual_stage > 0 && !o.was_given("--pipeline-schedule")) o.pipeline_schedule = "interleaved";
+    if (o.pipeline_schedule == "interleaved" && o.layers_per_virtual_stage == 0)
+        bad(print, "--pipeline-schedule interleaved needs --num-layers-per-virtual-pipeline-stage k (layers per model chunk)");
+    if (o.pipeline_schedule == "interleaved" && o.pp == 1)
+        bad(print, "the interleaved schedule needs --pp > 1 (it interleaves model chunks across pipeline stages)");
+    if (o.pipeline_schedule != "interleaved" && o.layers_per_virtual_stage > 0)
+        bad(print, "--num-layers-per-virtual-pipeline-stage goes with the interleaved schedule, not --pipeline-schedule " +
+                   o.pipeline_schedule);
     return o;
 }

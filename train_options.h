@@ -1,6 +1,7 @@
 // train_options.h — the trainer's command line: names, defaults, and validation with clear messages.
 #pragma once
 #include <cstdint>
+#include <set>
 #include <string>
 
 struct TrainOptions {
@@ -56,9 +57,15 @@ struct TrainOptions {
     bool resume_if_present = false;  // --resume auto, or --resume DIR with --init: DIR/latest only if it exists
     bool skip_bad_steps = false; // a non-finite loss or gradient norm skips the update instead of stopping
     int inject_nan_at_step = 0;  // tests (hidden): poison a gradient at this step
+    // The flags given on the command line, by their first spelling ("--layers" for --num-layers too): a value
+    // given on purpose is checked against what a checkpoint says (a shape), or must exist (a --val file).
+    std::set<std::string> given;
+    bool was_given(const char* flag) const { return given.count(flag) > 0; }
 };
 
 // Parse argv. On --help prints usage and exits 0; on a bad flag or value prints the problem and exits 2.
-// Megatron-LM's spellings are accepted as aliases (--tensor-model-parallel-size, --sequence-parallel, ...).
+// Megatron-LM's spellings are accepted as aliases (--tensor-model-parallel-size, --sequence-parallel, ...),
+// and so is --flag=value for --flag value. Checks every flag and every combination of flags that needs no
+// file, no world size and no model shape (those are checked by train_gpt.cu's setup_run, before any step).
 TrainOptions parse_train_options(int argc, char** argv, bool print_errors);
 void print_train_usage();
