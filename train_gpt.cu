@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "data/dataloader.h"
+#include "data/paths.h"
 #include "data/text_tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/generate.h"
@@ -112,7 +113,9 @@ static int restore_training_state(TrainState& saved, const std::string& step_dir
 }
 
 // Save the pair DIR/step_N/{model.bin,state.bin} (model/train_state.cu): the TP ranks gather the weights and
-// AdamW moments (consolidated), rank 0 writes.
+// AdamW moments (consolidated), rank 0 writes. The directory was checked at start (check_paths), but a disk
+// can fill or a directory vanish since: then the pair goes to a rescue directory that the message names,
+// and the run stops (non-zero) rather than train on without checkpoints.
 static void save_checkpoint(const std::string& dir, GPT& model, TrainState s, const DataLoader& train, int step, int64_t skipped) {
     std::vector<float> params;
     gpt_gather_full(model, params);
@@ -122,7 +125,14 @@ static void save_checkpoint(const std::string& dir, GPT& model, TrainState s, co
     s.data_position = train.position;
     s.skipped_steps = skipped;
     std::string err;
-    if (g_rank == 0 && !checkpoint_dir_save(dir, model.cfg, params.data(), s, err)) err = "checkpoint not saved: " + err;
+    if (g_rank == 0 && !checkpoint_dir_save(dir, model.cfg, params.data(), s, err)) {
+        const std::string rescue = rescue_path(dir);
+        std::string rescue_err;
+        const bool rescued = checkpoint_dir_save(rescue, model.cfg, params.data(), s, rescue_err);
+        err = "checkpoint of step " + std::to_string(step) + " not saved: " + err + "; " +
+              (rescued ? "saved to " + rescue + " instead (resume with --resume " + rescue + ")"
+                       : "the rescue directory " + rescue + " failed too: " + rescue_err);
+    }
     refuse_if(err);
     LOG0("saved checkpoint %s/%s\n", dir.c_str(), checkpoint_step_name(step).c_str());
 }
@@ -237,30 +247,67 @@ static int micro_batch_count(const TrainOptions& opt, int dp) {
     return M;
 }
 
-// The pipeline schedule and its model chunks (parallel/pipeline_schedule.h), from --pipeline-schedule and
-// --num-layers-per-virtual-pipeline-stage k (Megatron's name; giving k alone means interleaved, as there).
-// Collective refusals naming the numbers.
+// The pipeline schedule and its model chunks (parallel/pipeline_schedule.h). The flags alone were checked by
+// the option parser (train_options.cu: k alone means interleaved, interleaved needs k and --pp > 1); here what
+// depends on the layer count and M. Collective refusals naming the numbers.
 static void pipeline_layout(Run& run) {
     const TrainOptions& opt = run.opt;
     const int p = opt.pp, M = run.micro_batches, per_stage = run.cfg.layers / p;
     const int k = opt.layers_per_virtual_stage;
-    std::string s = opt.pipeline_schedule;
-    if (k > 0 && s == "1f1b") s = "interleaved";
+    const std::string& s = opt.pipeline_schedule;
     run.schedule = s == "afab" ? PipeSchedule::AFAB : s == "interleaved" ? PipeSchedule::Interleaved : PipeSchedule::OneFOneB;
     if (run.schedule == PipeSchedule::Interleaved) {
-        refuse_if(k > 0 ? "" : "--pipeline-schedule interleaved needs --num-layers-per-virtual-pipeline-stage k (layers per model chunk)");
         refuse_if(per_stage % k == 0 ? "" : "--num-layers-per-virtual-pipeline-stage " + std::to_string(k) + " does not divide the " +
                   std::to_string(per_stage) + " layers of a stage (" + std::to_string(run.cfg.layers) + " layers / --pp " + std::to_string(p) + ")");
         run.chunks = per_stage / k;
-        refuse_if(p > 1 ? "" : "the interleaved schedule needs --pp > 1 (it interleaves model chunks across pipeline stages)");
-    } else {
-        refuse_if(k == 0 ? "" : "--num-layers-per-virtual-pipeline-stage goes with the interleaved schedule, not --pipeline-schedule " + s);
     }
     std::string problem = pipe_schedule_problem(run.schedule, p, M, run.chunks);
     if (!problem.empty() && run.schedule == PipeSchedule::Interleaved)
         problem += run.chunks < 2 ? " (--num-layers-per-virtual-pipeline-stage " + std::to_string(k) + " of the " +
                                         std::to_string(per_stage) + " layers of a stage)"
                                   : " (set --num-microbatches or --micro-batch-size so that M = --batch / (b · dp) is a multiple of --pp)";
+    refuse_if(problem);
+}
+
+// Every path on the command line, before any work (data/paths.h). Inputs: --init, a --train given (a plain
+// name; a pattern is expanded and each shard checked by the loader), a --val given, --tokenizer, --hellaswag:
+// each an existing regular file, on every rank (a file can be missing on one node). Their headers are read by
+// their readers further on, still before the first step. Outputs, on rank 0 that writes them: the directories of
+// --save and --log and the --checkpoint-dir exist or are made, and are writable. Collective.
+static void check_paths(const TrainOptions& opt) {
+    std::string problem;
+    auto input = [&](const char* flag, const std::string& path) {
+        if (problem.empty() && !path.empty()) problem = input_file_problem(flag, path);
+    };
+    input("--init", opt.init);
+    if (opt.was_given("--train") && opt.train_file.find_first_of("*?[") == std::string::npos)  // the default: the loader's hint
+        input("--train", opt.train_file);
+    if (opt.was_given("--val") && opt.val_file != "none") input("--val", opt.val_file);
+    input("--tokenizer", opt.tokenizer);
+    input("--hellaswag", opt.hellaswag);
+    if (g_rank == 0) {
+        if (problem.empty() && !opt.save.empty()) problem = output_file_problem("--save", opt.save);
+        if (problem.empty() && !opt.log.empty()) problem = output_file_problem("--log", opt.log);
+        if (problem.empty() && !opt.checkpoint_dir.empty()) problem = output_dir_problem("--checkpoint-dir", opt.checkpoint_dir);
+    }
+    refuse_if(problem);
+}
+
+// With --init or --resume the model's shape is the checkpoint's. A shape flag given as well must agree:
+// training another shape than the one asked for, without a word, is worse than stopping. Collective.
+static void check_shape_flags(const TrainOptions& opt, const GPTConfig& cfg) {
+    if (opt.init.empty() && opt.resume.empty()) return;
+    const std::string from = opt.resume.empty() ? "--init " + opt.init : "the checkpoint in --resume " + opt.resume;
+    const struct { const char* flag; int given, file; const char* symbol; } shape[] = {
+        {"--layers", opt.layers, cfg.layers, "L"},     {"--heads", opt.heads, cfg.heads, "NH"},
+        {"--hidden", opt.hidden, cfg.channels, "C"},   {"--vocab", opt.vocab, cfg.vocab, "V"},
+        {"--max-seq", opt.max_seq, cfg.max_seq, "maxT"}, {"--padded-vocab", opt.padded_vocab, cfg.padded_vocab, "Vp"}};
+    std::string problem;
+    for (const auto& f : shape)
+        if (problem.empty() && opt.was_given(f.flag) && f.given != f.file)
+            problem = std::string(f.flag) + " " + std::to_string(f.given) + " contradicts " + from + ", whose model has " +
+                      f.symbol + " = " + std::to_string(f.file) + ": leave the shape flags out (the checkpoint sets the shape) "
+                      "or give its values";
     refuse_if(problem);
 }
 
@@ -295,12 +342,14 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
     int gpu = 0;
     place_rank(run, &gpu);
     resolve_restart(run.opt);
+    check_paths(opt);
 
     // The model's shape, then the process grid (parallel/process_grid.cu): refuse an impossible layout early.
     std::vector<float> init_params;
     TrainState resumed;  // model/train_state.h: AdamW moments, step, data position, configuration
     std::string resumed_dir;
     run.cfg = read_model_config(opt, init_params, resumed, resumed_dir);
+    check_shape_flags(opt, run.cfg);
     refuse_if(grid_validate(world, opt.tp, opt.sp, run.cfg, opt.batch, opt.seq, opt.pp));
     int dp = world / (opt.tp * opt.pp);
     run.micro_batches = micro_batch_count(opt, dp);
@@ -308,6 +357,26 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
     run.ctx = ctx_create(run.device, gpu);
     run.grid = grid_create(MPI_COMM_WORLD, opt.tp, opt.sp, run.backend, run.ctx, opt.pp);
     if (opt.sp && opt.tp == 1) LOG0("note: --sp with --tp 1 changes nothing (one rank holds the whole sequence)\n");
+    std::string err;
+
+    // Text in and out (--prompt, --sample): GPT-2 BPE from --tokenizer, which must fit the model's
+    // vocabulary, else byte-level (its ids decode as bytes whatever the model's vocabulary).
+    if (!opt.tokenizer.empty()) refuse_if(text_tokenizer_open(opt.tokenizer, run.cfg.vocab, run.text, err) ? "" : err);
+
+    // The data (data/dataloader.cu): this data-parallel rank's part of each global batch.
+    bool train_ok = run.train.init(opt.train_file, opt.batch, opt.seq, run.grid.dp, run.grid.dp_rank, opt.shuffle, opt.seed,
+                                   run.cfg.vocab, err);
+    refuse_if(train_ok ? "" : err + (opt.train_file.find("data/generated/default") != std::string::npos ? " (run 'make data' first)" : ""));
+    if (!opt.hellaswag.empty()) {
+        refuse_if(read_eval_file(opt.hellaswag, run.hellaswag, err) ? "" : err);
+        refuse_if(eval_problem(run.hellaswag, opt.seq, run.cfg.vocab));
+    }
+    // --val none: no validation. A --val given must be read; the default's absence is only noted.
+    if (opt.val_file != "none") {
+        run.have_val = run.val.init(opt.val_file, opt.batch, opt.seq, run.grid.dp, run.grid.dp_rank, false, 0, run.cfg.vocab, err);
+        refuse_if(run.have_val || !opt.was_given("--val") ? "" : "--val: " + err + " (--val none: train without validation)");
+        if (!run.have_val) LOG0("note: no validation (%s)\n", err.c_str());
+    }
 
     // The model (model/gpt.cu): this rank's shard, with random or loaded weights.
     run.alloc = std::make_unique<ActivationAllocator>(run.device);
@@ -325,22 +394,6 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
     init_params.clear();
     init_params.shrink_to_fit();
 
-    // Text in and out (--prompt, --sample): GPT-2 BPE from --tokenizer, which must fit the model's
-    // vocabulary, else byte-level (its ids decode as bytes whatever the model's vocabulary).
-    std::string err;
-    if (!opt.tokenizer.empty()) refuse_if(text_tokenizer_open(opt.tokenizer, run.cfg.vocab, run.text, err) ? "" : err);
-
-    // The data (data/dataloader.cu): this data-parallel rank's part of each global batch.
-    bool train_ok = run.train.init(opt.train_file, opt.batch, opt.seq, run.grid.dp, run.grid.dp_rank, opt.shuffle, opt.seed,
-                                   run.cfg.vocab, err);
-    refuse_if(train_ok ? "" : err + (opt.train_file.find("data/generated/default") != std::string::npos ? " (run 'make data' first)" : ""));
-    if (!opt.hellaswag.empty()) {
-        refuse_if(read_eval_file(opt.hellaswag, run.hellaswag, err) ? "" : err);
-        refuse_if(eval_problem(run.hellaswag, opt.seq, run.cfg.vocab));
-    }
-    run.have_val = run.val.init(opt.val_file, opt.batch, opt.seq, run.grid.dp, run.grid.dp_rank, false, 0, run.cfg.vocab, err);
-    if (!run.have_val) LOG0("note: no validation (%s)\n", err.c_str());
-
     // Exact resume (model/train_state.h): check the saved state against this run, restore it.
     run.state = describe_run(opt, run.cfg, run.grid, run.dtype, run.recompute, run.train);
     run.state.microbatches = run.micro_batches;
@@ -351,6 +404,10 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
 
     if (g_rank == 0 && !opt.log.empty()) run.logf = fopen(opt.log.c_str(), opt.resume.empty() ? "w" : "a");  // a resumed run appends
     refuse_if(g_rank == 0 && !opt.log.empty() && !run.logf ? "cannot open --log file " + opt.log + " for writing" : "");
+    // A resumed run appends to the log. Steps after the checkpoint that an interrupted run had logged come
+    // again: the marker says that every record after it supersedes those (tools/plot_log.cu keeps the last).
+    if (run.logf && !opt.resume.empty())
+        fprintf(run.logf, "{\"restart_after_step\":%d}\n", run.start_step - 1), fflush(run.logf);
 
     run.shape = formula_input(opt.seq, opt.batch / run.grid.dp / run.micro_batches, run.cfg.channels, run.cfg.heads, run.cfg.layers,
                               run.cfg.padded_vocab, run.grid.tp, run.grid.sp, run.recompute, (int)dtype_size(run.dtype));
@@ -388,6 +445,10 @@ static void print_startup(const Run& run) {
 // What the loop keeps from step to step, for the step lines and the final summary.
 struct Progress {
     float best_val = INFINITY, first_loss = NAN, last_loss = NAN;
+    int first_step = 0, last_step = 0, steps_run = 0;  // of this run (after --resume: from the checkpoint's step + 1)
+    // The activation allocator's high-water marks, apart: a training step's (its schedule's peak, what the paper's
+    // formulas and the pipeline schedules are about) and a validation pass's (forward only, but at full batch).
+    size_t train_peak = 0, val_peak = 0;
     double t_steps = 0;      // time of the timed steps (a run's first step is warm-up, unless it is the only one)
     int bad_in_a_row = 0;    // consecutive non-finite steps (handle_bad_step)
     CommCounters step_comm;  // the TP group's collectives of the last training step
@@ -397,9 +458,10 @@ struct Progress {
 
 // The validation loss over the first --val-batches batches, printed and logged; *best keeps the lowest.
 // Nothing without validation data or with --val-batches 0.
-static void validate(Run& run, int step, float* best) {
+static void validate(Run& run, int step, float* best, size_t* peak) {
     const TrainOptions& opt = run.opt;
     if (!run.have_val || opt.val_batches == 0) return;
+    run.alloc->reset_peak();
     run.val.set_state(DataLoaderState{});
     double sum = 0;
     int nb = (int)std::min<int64_t>(opt.val_batches, run.val.num_batches);
@@ -411,6 +473,7 @@ static void validate(Run& run, int step, float* best) {
     LOG0("step %5d | val loss %.4f\n", step, vl);
     if (run.logf) fprintf(run.logf, "{\"step\":%d,\"val_loss\":%.6f}\n", step, vl), fflush(run.logf);
     if (vl >= 0) *best = std::min(*best, vl);
+    *peak = std::max(*peak, run.alloc->peak_live_bytes());
 }
 
 // --hellaswag: the multiple-choice accuracy (model/hellaswag.cu), printed and logged. Each DP rank scores
@@ -458,28 +521,11 @@ static void maybe_report_memory(Run& run, int step) {
 static void emit_memory_report(Run& run, int step) {
     if (!(run.opt.memory_report && step == run.start_step)) return;
     const ProcessGrid& g = run.grid;
-    for (int s = 0; s < g.pp; s++) {
-        const int owner = s * g.tp * g.dp;  // world rank of stage s's first rank (process_grid.h's order)
-        std::string text = run.memory_text, json = run.memory_json;
-        if (owner != 0) {
-            int n[2] = {(int)text.size(), (int)json.size()};
-            if (g_rank == owner) MPI_CHECK(MPI_Send(n, 2, MPI_INT, 0, 0, MPI_COMM_WORLD));
-            if (g_rank == 0) MPI_CHECK(MPI_Recv(n, 2, MPI_INT, owner, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-            if (g_rank == owner) {
-                MPI_CHECK(MPI_Send(text.data(), n[0], MPI_CHAR, 0, 1, MPI_COMM_WORLD));
-                MPI_CHECK(MPI_Send(json.data(), n[1], MPI_CHAR, 0, 2, MPI_COMM_WORLD));
-            }
-            if (g_rank == 0) {
-                text.assign((size_t)n[0], ' ');
-                json.assign((size_t)n[1], ' ');
-                MPI_CHECK(MPI_Recv(&text[0], n[0], MPI_CHAR, owner, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-                MPI_CHECK(MPI_Recv(&json[0], n[1], MPI_CHAR, owner, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
-            }
-        }
-        if (g_rank != 0) continue;
-        if (g.pp > 1) printf("\n---- pipeline stage %d (rank %d) ----", s, owner);
-        fputs(text.c_str(), stdout);
-        if (run.logf) fprintf(run.logf, "{\"step\":%d,\"memory_report\":%s}\n", step, json.c_str());
+    const auto reports = gather_stage_reports(run.memory_text, run.memory_json, g.pp, g.tp * g.dp, MPI_COMM_WORLD);
+    for (size_t s = 0; s < reports.size(); s++) {  // rank 0 only
+        if (g.pp > 1) printf("\n---- pipeline stage %zu (rank %d) ----", s, (int)s * g.tp * g.dp);
+        fputs(reports[s].first.c_str(), stdout);
+        if (run.logf) fprintf(run.logf, "{\"step\":%d,\"memory_report\":%s}\n", step, reports[s].second.c_str());
     }
     const std::string by_rank = model_states_by_rank(run.model, MPI_COMM_WORLD);  // collective (distributed_optimizer.h)
     if (g_rank == 0) printf("Model states per rank\n%s", by_rank.c_str());
@@ -535,18 +581,58 @@ static void report_bubble(const Run& run, const Progress& p) {
 }
 
 // ---- the end of a run ------------------------------------------------------------------------------------
+// --save: one consolidated llm.c file, gathered from every rank, written by rank 0 (model/checkpoint.cu). Its
+// directory was checked at start (check_paths); if the write fails all the same (a full disk, a directory
+// removed since), the trained model goes to a rescue file that the message names, and the run stops with an
+// error (collective, so no rank is left waiting and MPI prints no abort report).
+static void save_final_model(Run& run) {
+    const std::string& path = run.opt.save;
+    std::vector<float> full;
+    gpt_gather_full(run.model, full);
+    std::string err;
+    if (g_rank == 0 && !checkpoint_try_write(path, run.cfg, full.data(), false, err)) {
+        const std::string rescue = rescue_path(path);
+        std::string rescue_err;
+        const bool rescued = checkpoint_try_write(rescue, run.cfg, full.data(), false, rescue_err);
+        err = "--save " + path + ": the trained model could not be written (" + err + "); " +
+              (rescued ? "it was written to " + rescue + " instead" : "the rescue file " + rescue + " failed too: " + rescue_err);
+    }
+    refuse_if(err);
+    LOG0("saved %s (llm.c format, fp32)\n", path.c_str());
+}
+
+// The done line: the steps this run ran (after --resume, from the checkpoint's step on), the losses of its
+// first and last steps with their numbers, the best validation loss, and the activation peaks of a training
+// step and of validation apart. Nothing is printed that was not measured.
+static std::string summary_line(const Run& run, const Progress& p, double seconds) {
+    char b[256];
+    std::string s = "done: ";
+    if (run.start_step > 1) s += "resumed at step " + std::to_string(run.start_step - 1) + ": ";
+    if (p.steps_run == 0) {
+        s += run.start_step > 1 ? "no steps left to run (the run had reached --steps " + std::to_string(run.opt.steps) + ")"
+                                : "no steps run (--steps " + std::to_string(run.opt.steps) + ")";
+    } else {
+        snprintf(b, sizeof b, "%d steps in %.1f s", p.steps_run, seconds);
+        s += b;
+        if (p.first_step > 0) {
+            snprintf(b, sizeof b, " | loss %.4f (step %d) -> %.4f (step %d)", p.first_loss, p.first_step, p.last_loss, p.last_step);
+            s += b;
+        } else {
+            s += " | no step had a finite loss";
+        }
+    }
+    if (std::isfinite(p.best_val)) snprintf(b, sizeof b, " | best val %.4f", p.best_val), s += b;
+    std::string peaks;
+    if (p.steps_run > 0) snprintf(b, sizeof b, "training step %.2f MB", p.train_peak / 1e6), peaks += b;
+    if (p.val_peak > 0) snprintf(b, sizeof b, "%svalidation %.2f MB", peaks.empty() ? "" : ", ", p.val_peak / 1e6), peaks += b;
+    if (!peaks.empty()) s += " | activation peak: " + peaks + " (allocator, this rank)";
+    return s;
+}
 // --save (model/checkpoint.cu: one consolidated llm.c file), --sample (model/generate.cu), the TP group's
 // communication in the last step, and the done line. t_start: when training began.
 static void finish_run(Run& run, const Progress& p, double t_start) {
     const TrainOptions& opt = run.opt;
-    if (!opt.save.empty()) {
-        std::vector<float> full;
-        gpt_gather_full(run.model, full);
-        if (g_rank == 0) {
-            checkpoint_write(opt.save, run.cfg, full.data(), false);
-            LOG0("saved %s (llm.c format, fp32)\n", opt.save.c_str());
-        }
-    }
+    if (!opt.save.empty()) save_final_model(run);
     if (opt.sample > 0) {
         std::vector<int> toks = run.text.encode(opt.prompt.empty() ? std::string("\n") : opt.prompt);
         size_t n0 = toks.size();
@@ -569,8 +655,7 @@ static void finish_run(Run& run, const Progress& p, double t_start) {
     report_bubble(run, p);
     const std::string dp_line = distributed_optimizer_comm_line(run.model);  // parallel/distributed_optimizer.h
     if (!dp_line.empty()) LOG0("%s\n", dp_line.c_str());
-    LOG0("done: %d steps in %.1f s | loss %.4f -> %.4f | best val %.4f | activation peak %.2f MB (allocator, this rank)\n", opt.steps,
-         total, p.first_loss, p.last_loss, std::isfinite(p.best_val) ? p.best_val : NAN, run.alloc->peak_live_bytes() / 1e6);
+    LOG0("%s\n", summary_line(run, p, total).c_str());
 }
 
 // Free what setup_run made, in reverse order (the allocator goes with `run`, after MPI_Finalize).
@@ -595,7 +680,7 @@ int main(int argc, char** argv) {
 
     // ---- the validation loss before any training (not when resuming) ----
     Progress p;
-    if (opt.val_every > 0 && run.start_step == 1) validate(run, 0, &p.best_val);
+    if (opt.val_every > 0 && run.start_step == 1) validate(run, 0, &p.best_val, &p.val_peak);
     if (opt.eval_every > 0 && run.start_step == 1) evaluate_hellaswag(run, 0);
 
     // ---- training ----
@@ -606,11 +691,13 @@ int main(int argc, char** argv) {
         float lr = learning_rate(opt, step);
         run.grid.tp_comm.counters.reset();  // parallel/comm.h: bytes each collective kind moves, per step
         run.grid.pp_comm.counters.reset();
+        run.alloc->reset_peak();
         double t0 = now_s();
         StepStats st = train_step(run.model, run.train.inputs.data(), run.train.targets.data(), run.train.B_local, opt.seq,
                                   run.optim, step, lr, [&] { maybe_report_memory(run, step); }, run.micro_batches);
         ctx_sync(run.ctx);
         double dt = now_s() - t0;
+        p.train_peak = std::max(p.train_peak, run.alloc->peak_live_bytes());
         p.step_comm = run.grid.tp_comm.counters;
         p.step_p2p_bytes = run.grid.pp_comm.counters.p2p_bytes;
         emit_memory_report(run, step);
@@ -626,9 +713,10 @@ int main(int argc, char** argv) {
             p.bad_in_a_row = handle_bad_step(opt, run.model, st, step, p.bad_in_a_row);
         } else {
             p.bad_in_a_row = 0;
-            if (std::isnan(p.first_loss)) p.first_loss = st.loss;
-            p.last_loss = st.loss;
+            if (std::isnan(p.first_loss)) p.first_loss = st.loss, p.first_step = step;
+            p.last_loss = st.loss, p.last_step = step;
         }
+        p.steps_run++;
         // The step's line: stdout every --log-every steps, the --log file every step.
         log_step(run, step, st, lr, dt, p.t_steps, p.step_p2p_bytes);
         // Checkpoint for exact resume (model/train_state.cu): every --save-every steps and at the end.
@@ -642,11 +730,11 @@ int main(int argc, char** argv) {
             break;
         }
         // Once in a while, the validation loss and the HellaSwag accuracy.
-        if (opt.val_every > 0 && step % opt.val_every == 0 && step != opt.steps) validate(run, step, &p.best_val);
+        if (opt.val_every > 0 && step % opt.val_every == 0 && step != opt.steps) validate(run, step, &p.best_val, &p.val_peak);
         if (opt.eval_every > 0 && step % opt.eval_every == 0 && step != opt.steps) evaluate_hellaswag(run, step);
     }
     // ---- the final validation loss and HellaSwag accuracy ----
-    if (opt.steps > 0) validate(run, opt.steps, &p.best_val);
+    if (opt.steps > 0) validate(run, opt.steps, &p.best_val, &p.val_peak);
     if (opt.steps > 0) evaluate_hellaswag(run, opt.steps);
 
     // ---- save the weights, sample some text, print the summary; then free what setup_run made ----

@@ -5,7 +5,8 @@
 #include <cmath>
 #include <random>
 
-void generate(GPT& m, std::vector<int>& tokens, int n, int window, float temperature, int top_k, uint64_t seed) {
+void generate(GPT& m, std::vector<int>& tokens, int n, int window, float temperature, int top_k, uint64_t seed,
+              const std::function<void(int)>& on_token) {
     const GPTConfig& cfg = m.cfg;
     const int tp = m.grid->tp, V_local = cfg.padded_vocab / tp;
     float saved_dropout = m.dropout;
@@ -51,6 +52,7 @@ void generate(GPT& m, std::vector<int>& tokens, int n, int window, float tempera
             if (acc >= u) { next = c.second; break; }
         }
         tokens.push_back(next);
+        if (on_token) on_token(next);
     }
     m.dropout = saved_dropout;
 }

@@ -34,6 +34,9 @@ public:
     std::vector<ActivationRecord> live() const;
     size_t live_bytes() const { return live_bytes_; }
     size_t peak_live_bytes() const { return peak_live_bytes_; }
+    // Start a new high-water mark from what is live now (the trainer measures a training step's peak apart
+    // from a validation pass's).
+    void reset_peak() { peak_live_bytes_ = live_bytes_; }
     size_t peak_reserved_bytes() const { return peak_reserved_bytes_; }
 
 private:

@@ -5,6 +5,7 @@
 // small extras the paper ignores (layer-norm statistics, the loss's row statistics) on their own lines; and
 // the whole model on this rank vs L·layer formula + §4.3's terms outside the layers.
 #pragma once
+#include <mpi.h>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -54,3 +55,11 @@ MemoryReport build_memory_report(const std::vector<ActivationRecord>& live, cons
                                  const InFlightLayers& in_flight = {});
 void print_memory_report(FILE* f, const MemoryReport& r);
 std::string memory_report_json(const MemoryReport& r);  // one JSON object (the value of "memory_report")
+
+// The reports of every pipeline stage, brought to world rank 0 (collective over `world`). Each stage reaches
+// its peak at another moment of the schedule, and no stage may wait on another in the middle of it, so each
+// keeps its report (text and JSON) and they travel after the step. Stage s's report is that of its first
+// rank, world rank s · ranks_per_stage (parallel/process_grid.h's order). On rank 0 the result holds pp
+// (text, json) pairs in stage order; elsewhere it is empty.
+std::vector<std::pair<std::string, std::string>> gather_stage_reports(const std::string& text, const std::string& json, int pp,
+                                                                      int ranks_per_stage, MPI_Comm world);
