@@ -6,7 +6,8 @@
 #                is installed; the paper's shapes on a GPU)
 #   make paper   the paper-scale calculator: Table 2, Figure 7 (docs/figure7.png), memory totals, MFU/HFU
 #   make memory  the Table 2 grid measured on a small model on CPU, next to the formulas
-#   make pictures  docs/loss.png and docs/memory.png from the last make train's log
+#   make pictures  build/pictures/{loss,memory}.png from the last make train's log
+#   (train, paper, memory and pictures build only the programs they run; test and bench build everything)
 #   make deps    install missing Debian packages (as root), else print the command
 #   make clean
 BUILD ?= build
@@ -64,16 +65,22 @@ build: deps
 	  $(CONFIGURE) $(NEW_FOLDER_GENERATOR) "-DCMAKE_CUDA_ARCHITECTURES=$(CUDA_ARCHS)" >/dev/null || exit 1; }
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# train_gpt and prepare_data only (see "the build folder").
-trainer: deps
+# Only the programs a target runs (see "the build folder"): in the configured folder as it is, else in a new
+# one for this machine's GPU only. $(call programs,WHO,TARGETS...)
+define programs
 	@if [ -f $(BUILD)/CMakeCache.txt ]; then \
-	  echo "make train: building train_gpt and prepare_data in $(BUILD) (CUDA architectures" \
+	  echo "make $(1): building $(2) in $(BUILD) (CUDA architectures" \
 	    "$$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' $(BUILD)/CMakeCache.txt))"; \
 	else archs='$(TRAIN_ARCHS)'; \
-	  echo "make train: building train_gpt and prepare_data for CUDA architecture $$archs only (this machine's GPU;" \
+	  echo "make $(1): building $(2) for CUDA architecture $$archs only (this machine's GPU;" \
 	    "90 without one): a minute or two the first time"; \
 	  $(CONFIGURE) $(NEW_FOLDER_GENERATOR) "-DCMAKE_CUDA_ARCHITECTURES=$$archs" >/dev/null || exit 1; fi
-	@cmake --build $(BUILD) -j $(JOBS) --target train_gpt prepare_data
+	@cmake --build $(BUILD) -j $(JOBS) --target $(2)
+endef
+
+# train_gpt and prepare_data only.
+trainer: deps
+	$(call programs,train,train_gpt prepare_data)
 
 # The default corpus is the project's own text (docs and sources): no network needed.
 data: trainer
@@ -93,21 +100,30 @@ bench: build
 	    --warmup 1 --steps 2 --gemm-size 256 && \
 	  bash bench/cpu_peer.sh $(BUILD); fi
 
-paper: build
+paper: deps
+	$(call programs,paper,memory_calculator)
 	@mkdir -p docs && $(BUILD)/memory_calculator --chart docs/figure7.png && echo "chart: docs/figure7.png"
 
-memory: build data
+# One line per layout and kind of memory, in bytes on one rank: a layer's saved activations, the whole model's,
+# and the model states (weights, gradients, master weights, AdamW moments), measured next to the formula.
+memory: trainer data
+	@printf "%-22s %-22s %14s %14s %10s\n" layout "memory (bytes)" measured formula difference
 	@for tp in 1 2 4; do for sp in "" "--sp"; do for rc in none selective full; do \
 	  $(MPIRUN) -np $$tp $(BUILD)/train_gpt --device cpu --dtype bf16 --tp $$tp $$sp --recompute $$rc --layers 2 --heads 8 \
-	    --hidden 64 --seq 64 --batch 2 --steps 1 --val-batches 0 --memory-report | grep -E "^  (total|model) +[0-9]" | \
-	    sed "s/^/tp=$$tp $${sp:-   } $$rc: /"; done; done; done
+	    --hidden 64 --seq 64 --batch 2 --steps 1 --val none --memory-report | \
+	  awk -v layout="tp=$$tp $${sp:-   } $$rc" ' \
+	    /^Activation memory/ { part = "acts" } /^Model states/ { part = "states" } \
+	    $$1 == "total" && $$2 ~ /^[0-9]+$$/ { printf "%-22s %-22s %14s %14s %10s\n", layout, \
+	        (part == "states" ? "model states" : "activations / layer"), $$2, $$3, $$4 } \
+	    $$1 == "model" && $$2 ~ /^[0-9]+$$/ { printf "%-22s %-22s %14s %14s %10s\n", layout, "activations, model", $$2, $$3, $$4 }'; \
+	done; done; done
 
 # Pictures of the last make train: the loss curve and the measured-vs-formula memory breakdown. Only the
 # plotting tool is built, in the folder make train used, whatever its architectures.
 pictures:
 	@test -f $(BUILD)/train.jsonl || { echo "pictures: no $(BUILD)/train.jsonl yet: run make train first"; exit 1; }
 	@cmake --build $(BUILD) -j $(JOBS) --target plot_log
-	@mkdir -p docs && $(BUILD)/plot_log $(BUILD)/train.jsonl --out-dir docs
+	@$(BUILD)/plot_log $(BUILD)/train.jsonl --out-dir $(BUILD)/pictures
 
 clean:
 	rm -rf $(BUILD)
@@ -131,8 +147,8 @@ ASAN_ENV = ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0:abort_on_error=1:log
 # C++ (ASan + UBSan), each run FUZZ_SECONDS from a small seed corpus. Not part of make test.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = checkpoint:model/checkpoint.cu,data/atomic_file.cu shard:data/shard.cu,data/atomic_file.cu \
-               train_state:model/train_state.cu,model/checkpoint.cu,data/atomic_file.cu
+FUZZ_TARGETS = checkpoint:model/checkpoint.cu,data/atomic_file.cu,data/paths.cu shard:data/shard.cu,data/atomic_file.cu,data/paths.cu \
+               train_state:model/train_state.cu,model/checkpoint.cu,data/atomic_file.cu,data/paths.cu
 .PHONY: test-asan fuzz
 
 test-asan: deps

@@ -36,6 +36,8 @@ open(sys.argv[1],'wb').write(struct.pack('<256i',int(sys.argv[2]),2,len(t),len(t
 eval_file() { python3 -c "import struct,sys; ex=lambda i: [65535,40,i,1,4,2,5,6]+[2,7,8]*4
 d=struct.pack('<256i',20240522,1,2,40,*[0]*252)+struct.pack('<40H',*(ex(0)+ex(1))); open(sys.argv[1],'wb').write(d[:len(d)-int(sys.argv[2])])" "$@"; }
 run1() { exec bash "$here/expect_error.sh" "$1" $mpirun -np 1 "$train" $T "${@:2}"; }
+# run2 REGEX FLAGS...: on 2 ranks, and refused before the first step (the paths and flags checked at start).
+run2() { exec bash "$here/expect_error.sh" --before-first-step "$1" $mpirun -np 2 "$train" $T "${@:2}"; }
 init() { run1 "$1" --train "$w/train.bin" --init "$w/model.bin"; }
 shard() { run1 "$1" --train "$w/train.bin"; }
 resume() { run1 "$1" --train "$w/train.bin" --resume "$w/ck" "${@:2}"; }
@@ -104,8 +106,26 @@ case "$case" in
   flag_save_every_zero) run1 "--save-every 0 is out of range \[1, " --train "$w/train.bin" --save-every 0 --checkpoint-dir "$w/c" ;;
   flag_resume_auto_without_dir) run1 "--resume auto needs --checkpoint-dir DIR" --train "$w/train.bin" --resume auto ;;
   flag_resume_init_other_dir) run1 "--resume .*ck with --init and another --checkpoint-dir .*other: a restartable job resumes from and saves to one directory" --train "$w/train.bin" --init "$w/model.bin" --resume "$w/ck" --checkpoint-dir "$w/other" ;;
-  flag_checkpoint_dir_is_file) run1 "checkpoint not saved: .*train.bin exists and is not a directory" --train "$w/train.bin" --checkpoint-dir "$w/train.bin" --save-every 1 ;;
+  flag_checkpoint_dir_is_file) run2 "--checkpoint-dir .*train.bin: .*train.bin exists and is not a directory" --train "$w/train.bin" --checkpoint-dir "$w/train.bin" --save-every 1 ;;
   flag_save_is_checkpoint_dir) run1 "--save .* is the --checkpoint-dir too" --train "$w/train.bin" --checkpoint-dir "$w/x" --save "$w/x" ;;
   flag_exit_interval_zero) run1 "--exit-interval 0 is out of range \[1, " --train "$w/train.bin" --exit-interval 0 ;;
+  # ---- every path checked at start, on 2 ranks, before the first step (train_gpt.cu's check_paths)
+  path_save_dir_under_file) run2 "--save .*train.bin/no: .*train.bin exists and is not a directory \(the directory of .*train.bin/no/model.bin\)" --train "$w/train.bin" --steps 300 --save "$w/train.bin/no/model.bin" ;;
+  path_save_is_directory) run2 "--save .*/ck is a directory, expected a file name" --train "$w/train.bin" --save "$w/ck" ;;
+  path_checkpoint_dir_under_file) run2 "--checkpoint-dir .*train.bin/x: .*train.bin exists and is not a directory" --train "$w/train.bin" --checkpoint-dir "$w/train.bin/x" --save-every 200 --steps 300 ;;
+  path_log_dir_under_file) run2 "--log .*train.bin: .*train.bin exists and is not a directory \(the directory of .*train.bin/log.jsonl\)" --train "$w/train.bin" --log "$w/train.bin/log.jsonl" ;;
+  path_val_missing) run2 "--val .*typo.bin: No such file or directory" --train "$w/train.bin" --val "$w/typo.bin" ;;
+  path_train_is_directory) run2 "--train .*/ck is a directory, expected a file" --train "$w/ck" ;;
+  path_train_pattern_directory) mkdir -p "$w/d/p_1.bin"; run2 "token shard .*/d/p_1.bin is a directory, expected a file" --train "$w/d/p_*.bin" ;;
+  path_init_is_directory) run2 "--init .*/ck is a directory, expected a file" --train "$w/train.bin" --init "$w/ck" ;;
+  path_tokenizer_missing) run2 "--tokenizer .*nope.bin: No such file or directory" --train "$w/train.bin" --tokenizer "$w/nope.bin" ;;
+  path_hellaswag_is_directory) run2 "--hellaswag .*/ck is a directory, expected a file" --train "$w/train.bin" --hellaswag "$w/ck" ;;
+  # ---- a shape flag against the checkpoint's shape (check_shape_flags)
+  shape_init_layers) run2 "--layers 8 contradicts --init .*model.bin, whose model has L = 2" --train "$w/train.bin" --init "$w/model.bin" --layers 8 ;;
+  shape_init_hidden_equals) run2 "--hidden 256 contradicts --init .*model.bin, whose model has C = 32" --train "$w/train.bin" --init "$w/model.bin" --hidden=256 ;;
+  shape_resume_heads) run2 "--heads 8 contradicts the checkpoint in --resume .*ck, whose model has NH = 4" --train "$w/train.bin" --resume "$w/ck" --heads 8 ;;
+  flag_val_every_val_none) run2 "--val-every 2 with --val none: there is no validation data" --train "$w/train.bin" --val-every 2 ;;
+  flag_log_over_input) run2 "--log .*train.bin is the --train file: the run would overwrite its input" --train "$w/train.bin" --log "$w/train.bin" ;;
+  flag_switch_with_value) run2 "--sp takes no value, got '--sp=1'" --train "$w/train.bin" --sp=1 ;;
   *) echo "unknown case $case"; exit 2 ;;
 esac

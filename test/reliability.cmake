@@ -29,6 +29,11 @@ foreach(where start model state latest)
   mm_reliability_test(crash_during_save_${where} test_crash_save.sh 1 ${where})
 endforeach()
 mm_reliability_test(crash_during_save_state_tp2 test_crash_save.sh 2 state --tp 2 --sp)
+# A save that fails late (its directory removed mid-run): the model and the checkpoint go to rescue paths.
+mm_reliability_test(save_fallback_tp2_sp test_save_fallback.sh 2 --tp 2 --sp)
+# The done line and the log after --exit-interval, a crash and --resume auto; peaks apart from validation.
+add_test(NAME summary_and_log COMMAND bash ${CMAKE_SOURCE_DIR}/test/test_summary.sh ${MM_REL_TOOLS} $<TARGET_FILE:plot_log>)
+set_tests_properties(summary_and_log PROPERTIES LABELS mpi TIMEOUT 300 ENVIRONMENT "${MM_REL_ENV}")
 # NaN in a gradient: stop naming the step and the first bad tensor, before any checkpoint; or skip.
 mm_reliability_test(nan_stops_tp1 test_nan.sh 1)
 mm_reliability_test(nan_stops_tp2_sp test_nan.sh 2 --tp 2 --sp)
@@ -52,7 +57,10 @@ set(MM_BAD_CASES
   resume_batch_mismatch resume_seq_mismatch resume_seed_mismatch resume_lr_mismatch resume_steps_cosine
   resume_shuffle_mismatch resume_other_data resume_mismatch_two_ranks
   flag_save_every_without_dir flag_save_every_zero flag_resume_auto_without_dir flag_resume_init_other_dir flag_checkpoint_dir_is_file
-  flag_save_is_checkpoint_dir flag_exit_interval_zero)
+  flag_save_is_checkpoint_dir flag_exit_interval_zero
+  path_save_dir_under_file path_save_is_directory path_checkpoint_dir_under_file path_log_dir_under_file path_val_missing
+  path_train_is_directory path_train_pattern_directory path_init_is_directory path_tokenizer_missing path_hellaswag_is_directory
+  shape_init_layers shape_init_hidden_equals shape_resume_heads flag_val_every_val_none flag_switch_with_value flag_log_over_input)
 foreach(c ${MM_BAD_CASES})
   add_test(NAME bad_${c} COMMAND bash ${MM_BAD} ${c})
   set_tests_properties(bad_${c} PROPERTIES LABELS mpi FIXTURES_REQUIRED bad_inputs TIMEOUT 120 ENVIRONMENT "${MM_REL_ENV}")

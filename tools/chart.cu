@@ -261,8 +261,15 @@ bool write_bar_chart_png(const BarChart& ch, const std::string& path, std::strin
     int tick_w = 0;
     for (double v = ch.y_min; v <= y_max + step * 1e-6; v += step)
         tick_w = std::max(tick_w, text_width(format_tick(v, step), 2));
+    // Group labels wider than their slot would run into their neighbours: then every other label goes on a
+    // second row. The slot's width does not depend on the rows (draw_frame's left and right margins).
+    const double plot_w = (ch.width - 30) - (16 + (ch.y_label.empty() ? 0 : 2 * 12) + tick_w + 10);
+    bool two_rows = false;
+    for (size_t g = 0; g + 1 < G; g++)
+        two_rows = two_rows || (text_width(ch.groups[g], 2) + text_width(ch.groups[g + 1], 2)) / 2.0 + 8 > plot_w / G;
+    const int row_h = 2 * 12;
     Layout L = draw_frame(cv, ch.title, ch.subtitle, ch.x_label, ch.y_label, legend_height(ch.series),
-                          tick_w + 10, 2 * 12 + 8);
+                          tick_w + 10, 2 * 12 + 8 + (two_rows ? row_h : 0));
     draw_legend(cv, ch.series, L.plot_y0 - legend_height(ch.series) - 6, false);
     auto ypix = [&](double v) {
         return L.plot_y1 - (v - ch.y_min) / (y_max - ch.y_min) * (L.plot_y1 - L.plot_y0);
@@ -328,8 +335,8 @@ bool write_bar_chart_png(const BarChart& ch, const std::string& path, std::strin
     cv.rect(L.plot_x0, L.plot_y0, L.plot_x0 + 2, L.plot_y1 + 1, kAxis);
     cv.rect(L.plot_x0, L.plot_y1, L.plot_x1, L.plot_y1 + 2, kAxis);
     for (size_t g = 0; g < G; g++)
-        draw_text(cv, ch.groups[g], (int)std::lround(L.plot_x0 + slot * (g + 0.5)), L.plot_y1 + 10, 2, kBlack,
-                  Align::Center);
+        draw_text(cv, ch.groups[g], (int)std::lround(L.plot_x0 + slot * (g + 0.5)),
+                  L.plot_y1 + 10 + (two_rows && g % 2 ? row_h : 0), 2, kBlack, Align::Center);
     return save_png(cv, path, error);
 }
 

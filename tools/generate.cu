@@ -1,6 +1,9 @@
 // generate.cu — sample text from a saved llm.c checkpoint (any tensor- and pipeline-parallel layout under mpirun).
 //   build/generate --init build/model.bin --prompt "// " --n 300 --temperature 0.8 --top-k 40
 #include <mpi.h>
+#include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,27 +29,48 @@ int main(int argc, char** argv) {
     int n = 200, top_k = 40, window = 0, tp = 0, pp = 1;
     float temperature = 0.8f;
     uint64_t seed = 1;
-    for (int i = 1; i < argc; i++) {
+    // Every value is checked before any work, and a bad one stops every rank with one message.
+    std::string bad_flag;
+    auto integer = [&](const std::string& flag, const char* v, long long lo, long long hi) {
+        char* end = nullptr;
+        errno = 0;
+        const long long x = strtoll(v, &end, 10);
+        if (bad_flag.empty() && (errno || end == v || *end || x < lo || x > hi))
+            bad_flag = flag + " " + v + ": expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+        return (int)std::min(std::max(x, lo), hi);
+    };
+    for (int i = 1; i < argc && bad_flag.empty(); i++) {
         std::string a = argv[i];
         if (a == "--help") { if (rank == 0) usage(); MPI_Finalize(); return 0; }
-        if (i + 1 >= argc) { if (rank == 0) fprintf(stderr, "error: %s needs a value (see --help)\n", a.c_str()); MPI_Finalize(); return 2; }
+        if (i + 1 >= argc) { bad_flag = a + " needs a value"; break; }
         const char* v = argv[++i];
         if (a == "--init") init = v;
         else if (a == "--prompt") prompt = v;
-        else if (a == "--n") n = atoi(v);
-        else if (a == "--temperature") temperature = (float)atof(v);
-        else if (a == "--top-k") top_k = atoi(v);
-        else if (a == "--window") window = atoi(v);
-        else if (a == "--seed") seed = strtoull(v, nullptr, 10);
-        else if (a == "--tp") tp = atoi(v);
-        else if (a == "--pp") pp = atoi(v);
-        else if (a == "--device") device = v;
+        else if (a == "--n") n = integer(a, v, 1, 1 << 20);
+        else if (a == "--temperature") {
+            char* end = nullptr;
+            temperature = strtof(v, &end);
+            if (end == v || *end || !(temperature > 0)) bad_flag = a + " " + v + ": expected a number > 0";
+        }
+        else if (a == "--top-k") top_k = integer(a, v, 0, 1 << 20);
+        else if (a == "--window") window = integer(a, v, 0, 1 << 20);
+        else if (a == "--seed") seed = (uint64_t)integer(a, v, 0, INT32_MAX);
+        else if (a == "--tp") tp = integer(a, v, 1, 4096);
+        else if (a == "--pp") pp = integer(a, v, 1, 4096);
+        else if (a == "--device") {
+            device = v;
+            if (device != "cpu" && device != "cuda") bad_flag = "--device must be cpu or cuda, got '" + device + "'";
+        }
         else if (a == "--tokenizer") tokenizer_file = v;
-        else { if (rank == 0) fprintf(stderr, "error: unknown flag %s (see --help)\n", a.c_str()); MPI_Finalize(); return 2; }
+        else bad_flag = "unknown flag " + a;
+    }
+    if (!bad_flag.empty()) {
+        if (rank == 0) fprintf(stderr, "error: %s (see --help)\n", bad_flag.c_str());
+        MPI_Finalize();
+        return 2;
     }
     if (tp == 0) tp = pp > 0 ? world / pp : 1;
     if (init.empty()) { if (rank == 0) fprintf(stderr, "error: --init FILE is required\n"); MPI_Finalize(); return 2; }
-    if (temperature <= 0) { if (rank == 0) fprintf(stderr, "error: --temperature must be > 0\n"); MPI_Finalize(); return 2; }
     GPTConfig cfg;
     std::vector<float> params;
     std::string err;
@@ -70,10 +94,12 @@ int main(int argc, char** argv) {
         gpt_create(model, cfg, grid, ctx, alloc, DType::F32, Recompute::None, 0.f, seed);
         gpt_load_full(model, params.data());
         std::vector<int> toks = text.encode(prompt);
-        size_t n0 = toks.size();
-        generate(model, toks, n, window, temperature, top_k, seed);
-        std::vector<int> out(toks.begin() + n0, toks.end());
-        if (rank == 0) printf("%s%s\n", prompt.c_str(), text.decode(out).c_str());
+        // The text as it grows, token by token: a long sample shows its progress.
+        if (rank == 0) printf("%s", prompt.c_str()), fflush(stdout);
+        generate(model, toks, n, window, temperature, top_k, seed, [&](int token) {
+            if (rank == 0) printf("%s", text.decode(std::vector<int>{token}).c_str()), fflush(stdout);
+        });
+        if (rank == 0) printf("\n");
         gpt_destroy(model);
         grid_destroy(grid);
         ctx_destroy(ctx);

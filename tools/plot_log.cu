@@ -3,7 +3,10 @@
 //   the memory report's per-tensor breakdown (one stacked bar per layer tensor group: measured bytes next to
 //   the paper's formula), if the log holds a "memory_report" line.
 //
-//   build/plot_log build/train.jsonl --out-dir docs     -> docs/loss.png, docs/memory.png
+//   build/plot_log build/train.jsonl --out-dir build/pictures   -> build/pictures/loss.png, memory.png
+//
+// A resumed run appends to its log, after a {"restart_after_step":N} line: the steps after N that the
+// interrupted run had logged are run again, and only their last record counts (each step is plotted once).
 //
 // The log is the trainer's own simple format, so a few string searches read it; no JSON library needed.
 #include <cmath>
@@ -15,6 +18,7 @@
 #include <string>
 #include <vector>
 #include "chart.h"
+#include "../data/paths.h"
 
 // The number after "key": in a JSON line, or NaN when the key is absent.
 static double number_after(const std::string& line, const std::string& key, size_t from = 0) {
@@ -58,19 +62,36 @@ int main(int argc, char** argv) {
         fprintf(stderr, "error: no log file given (the trainer writes one with --log FILE.jsonl)\n");
         return 2;
     }
+    // Both paths before any work: the log readable, the output directory made and writable.
+    std::string problem = input_file_problem("log", log);
+    if (problem.empty()) problem = output_dir_problem("--out-dir", out_dir);
+    if (!problem.empty()) {
+        fprintf(stderr, "error: %s\n", problem.c_str());
+        return 1;
+    }
     std::ifstream in(log);
     if (!in) {
         fprintf(stderr, "error: cannot read %s\n", log.c_str());
         return 1;
     }
-    LineSeries train{"train loss", {}, {}}, val{"val loss", {}, {}};
+    // By step, so that a record logged again after a restart replaces the one before it.
+    std::map<double, double> train_by_step, val_by_step;
     std::string memory_line, line;
+    int restarts = 0;
     while (std::getline(in, line)) {
         double step = number_after(line, "step");
-        if (line.find("\"memory_report\"") != std::string::npos) memory_line = line;
-        else if (!std::isnan(number_after(line, "train_loss"))) { train.x.push_back(step); train.y.push_back(number_after(line, "train_loss")); }
-        else if (!std::isnan(number_after(line, "val_loss"))) { val.x.push_back(step); val.y.push_back(number_after(line, "val_loss")); }
+        const double restart = number_after(line, "restart_after_step");
+        if (!std::isnan(restart)) {  // everything after the checkpoint's step is logged again
+            restarts++;
+            train_by_step.erase(train_by_step.upper_bound(restart), train_by_step.end());
+            val_by_step.erase(val_by_step.upper_bound(restart), val_by_step.end());
+        } else if (line.find("\"memory_report\"") != std::string::npos) memory_line = line;
+        else if (!std::isnan(number_after(line, "train_loss"))) train_by_step[step] = number_after(line, "train_loss");
+        else if (!std::isnan(number_after(line, "val_loss"))) val_by_step[step] = number_after(line, "val_loss");
     }
+    LineSeries train{"train loss", {}, {}}, val{"val loss", {}, {}};
+    for (const auto& kv : train_by_step) train.x.push_back(kv.first), train.y.push_back(kv.second);
+    for (const auto& kv : val_by_step) val.x.push_back(kv.first), val.y.push_back(kv.second);
     if (train.x.empty() && val.x.empty()) {
         fprintf(stderr, "error: %s has no train_loss or val_loss lines\n", log.c_str());
         return 1;
@@ -89,7 +110,8 @@ int main(int argc, char** argv) {
         fprintf(stderr, "error: %s\n", err.c_str());
         return 1;
     }
-    printf("wrote %s (%zu train points, %zu validation points)\n", loss_png.c_str(), train.x.size(), val.x.size());
+    printf("wrote %s (%zu train points, %zu validation points%s)\n", loss_png.c_str(), train.x.size(), val.x.size(),
+           restarts ? (", " + std::to_string(restarts) + " restart(s): steps logged again counted once").c_str() : "");
 
     if (!memory_line.empty()) {
         // Per saved tensor, a "measured" bar next to a "formula" bar: the picture of Table 2's terms.
