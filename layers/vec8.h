@@ -105,6 +105,21 @@ constexpr int kCpuPack = 16;
 #define MM_CPU_LOOP
 #endif
 
+// A row reduction in the fixed order: add(j, i) folds element i of the row into partial j, for every i in
+// [0, n), with j = i mod kCpuPack. Full packs go through one SIMD loop (the partials are independent, so
+// the lanes are), the row's last, partial pack through a scalar loop that does the same operations; either
+// way each partial sees its elements in increasing i. The caller starts the partials (0, or -inf for a
+// maximum) and combines them in a fixed order at the end (cpu_partials_total for a sum).
+template <class Add>
+inline void cpu_row_partials(int64_t n, Add&& add) {
+    const int64_t full = n - n % kCpuPack;  // elements in full packs
+    for (int64_t i0 = 0; i0 < full; i0 += kCpuPack) {
+#pragma omp simd
+        for (int j = 0; j < kCpuPack; j++) add(j, i0 + j);
+    }
+    for (int64_t i = full; i < n; i++) add((int)(i - full), i);
+}
+
 // The kCpuPack partial sums of a row added in their fixed order (partial 0 first).
 inline float cpu_partials_total(const float* acc) {
     float t = 0.0f;
