@@ -88,10 +88,10 @@ __device__ inline bool mask8_get(uint64_t bits, int k) { return ((bits >> (8 * k
 // is IEEE operations only, so a vector lane and the scalar tail give the same bits. A reduction over a row
 // (layernorm.cu, the softmax, the loss) keeps kCpuPack partial sums, partial j taking the elements ≡ j
 // (mod kCpuPack), added in a fixed order at the end: the loops over a pack vectorise, and the order depends
-// on the row's length only, never on the thread count. Full packs are read in place; only a row's partial
-// last pack goes through a float buffer (cpu_load_pack). Copying every pack through a buffer on the stack
-// is slow: the compiler splits the copy into accesses of unequal widths, which defeats store-to-load
-// forwarding.
+// on the row's length only, never on the thread count. Full packs are read in place; a row's partial last
+// pack goes through a scalar loop (cpu_row_partials) or, in the loss's chunked loop, through a float buffer
+// (cpu_load_pack). Copying every pack through a buffer on the stack is slow: the compiler splits the copy
+// into accesses of unequal widths, which defeats store-to-load forwarding.
 constexpr int kCpuPack = 16;
 
 // The CPU loops over packs are compiled twice, for AVX2 (8 floats per register) and for the x86-64 baseline

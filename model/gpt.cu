@@ -90,7 +90,8 @@ void gpt_init_full(const GPTConfig& cfg, uint64_t seed, std::vector<float>& full
 }
 
 void gpt_refresh_compute_weights(GPT& m) {
-    if (m.zero.on) return refresh_weights_from_shards(m.grid->dp_comm, *m.ctx, m.zero, gpt_model_states(m));  // collective over DP
+    // With the distributed optimizer the master is sharded: a collective over DP.
+    if (m.zero.on) return refresh_weights_from_shards(m.grid->dp_comm, *m.ctx, m.zero, gpt_model_states(m));
     if (m.weights.data != m.master.data) tensor_convert(*m.ctx, m.weights, m.master);
 }
 
@@ -118,7 +119,8 @@ void gpt_init_random(GPT& m, uint64_t seed) {
 // whole), then over the pipeline, each stage contributing the tensors it owns (the word embedding: the first
 // stage's copy, equal to the last's).
 static void gather_full(GPT& m, Tensor flat, std::vector<float>& full) {
-    std::vector<float> stage_local = local_values(m.grid->dp_comm, m.zero, gpt_model_states(m), flat);  // gathered over DP with the distributed optimizer
+    // Gathered over DP with the distributed optimizer.
+    std::vector<float> stage_local = local_values(m.grid->dp_comm, m.zero, gpt_model_states(m), flat);
     const int64_t n_slice = param_count_of(m.tp_sizes);
     std::vector<float> local((size_t)n_slice, 0.f);
     stage_insert(m.stage, m.cfg, m.tp_sizes, stage_local.data(), local.data(), false);
