@@ -1,7 +1,7 @@
 # Benchmarks (bench/): the paper's Table 4 on one layer (layer_bench) and Table 5-style end-to-end training
 # throughput with MFU / HFU (e2e_bench). Both binaries go to the top of the build folder, as train_gpt does,
 # so that bench/gpu_suite.sh and the Makefile find them at build-dir/layer_bench and build-dir/e2e_bench.
-mm_executable(layer_bench SOURCES ${CMAKE_SOURCE_DIR}/bench/layer_bench.cu)
+mm_executable(layer_bench SOURCES ${CMAKE_SOURCE_DIR}/bench/layer_bench.cu ${CMAKE_SOURCE_DIR}/bench/lt_survey.cu)
 mm_executable(e2e_bench SOURCES ${CMAKE_SOURCE_DIR}/bench/e2e_bench.cu)
 set_target_properties(layer_bench e2e_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 

@@ -40,8 +40,8 @@
 //   build/layer_bench --device cpu --hidden 64 --heads 8 --seq 64 --batch 2 --reps 3 --warmup 1
 #include <nccl.h>
 #include "bench_common.h"
+#include "lt_survey.h"
 
-#include "../layers/linear.h"
 #include "../layers/op_timer.h"
 #include "../model/gpt.h"
 #include "../model/transformer_layer.h"

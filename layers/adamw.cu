@@ -14,7 +14,7 @@
 #include <cmath>
 #include <vector>
 
-// ---- the update of one parameter, shared by the CPU reference and the CUDA kernel ---------------------
+// ---- the update of one parameter, shared by the fast CPU path and the CUDA kernel ---------------------
 
 __host__ __device__ inline void adamw_element(float* param, float* m, float* v, float grad, int64_t i, float lr,
                                               float beta1, float beta2, float eps, float weight_decay,
@@ -29,7 +29,7 @@ __host__ __device__ inline void adamw_element(float* param, float* m, float* v, 
     param[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + weight_decay * param[i]);
 }
 
-// ---- CPU reference -------------------------------------------------------------------------------------
+// ---- fast CPU path -------------------------------------------------------------------------------------
 
 // Fused: the update, then the new weight rounded once into the compute copy (the rounding of tensor_convert).
 template <class G>

@@ -97,9 +97,9 @@ struct SoftmaxBackArgs {
 };
 
 // ---------------------------------------------------------------------------------------------------------
-// CPU reference: one row (b, n, q) at a time, keys 0..q (causal), fp32 math. OpenMP splits the rows. Within a
+// Fast CPU path: one row (b, n, q) at a time, keys 0..q (causal), fp32 math. OpenMP splits the rows. Within a
 // row the loops over keys are vectorised: the maximum is exact in any order; the sums use kCpuPack partial
-// sums in a fixed order (partial j adds keys k ≡ j mod kCpuPack), as layernorm.cu does, so a row's bits depend
+// sums in a fixed order (partial j adds keys k ≡ j mod kCpuPack; cpu_row_partials, vec8.h), so a row's bits depend
 // only on S and q, never on the thread count. One exponential per key, fast_exp (fast_exp.h, within 2 ulp
 // of e^x): e_k = exp(x_k·scale − m) is kept in a row buffer between the sum and the output.
 // ---------------------------------------------------------------------------------------------------------
@@ -116,34 +116,20 @@ MM_CPU_LOOP static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_dr
             const int64_t bn = row / S;
             const int64_t n = bn % a.NH, b = bn / a.NH;
             T* x = probs + row * S;  // holds the raw scores Q·Kᵀ on entry, probs on exit
-            const int len = q + 1, full = len - len % kCpuPack;  // keys 0..q; those in full packs
+            const int len = q + 1;  // keys 0..q
             float acc[kCpuPack];
             for (int j = 0; j < kCpuPack; j++) acc[j] = -INFINITY;
-            for (int c0 = 0; c0 < full; c0 += kCpuPack) {
-#pragma omp simd
-                for (int j = 0; j < kCpuPack; j++) {
-                    const float v = to_f32(x[c0 + j]) * a.scale;
-                    acc[j] = select_f(v > acc[j], v, acc[j]);  // a bit-mask select: see fast_exp.h
-                }
-            }
-            for (int k = full; k < len; k++) {
+            cpu_row_partials(len, [&](int j, int64_t k) {
                 const float v = to_f32(x[k]) * a.scale;
-                acc[k - full] = select_f(v > acc[k - full], v, acc[k - full]);
-            }
+                acc[j] = select_f(v > acc[j], v, acc[j]);  // a bit-mask select: see fast_exp.h
+            });
             float m = -INFINITY;
             for (int j = 0; j < kCpuPack; j++) m = acc[j] > m ? acc[j] : m;
             for (int j = 0; j < kCpuPack; j++) acc[j] = 0.f;
-            for (int c0 = 0; c0 < full; c0 += kCpuPack) {
-#pragma omp simd
-                for (int j = 0; j < kCpuPack; j++) {
-                    e[c0 + j] = fast_exp(to_f32(x[c0 + j]) * a.scale - m);
-                    acc[j] += e[c0 + j];
-                }
-            }
-            for (int k = full; k < len; k++) {
+            cpu_row_partials(len, [&](int j, int64_t k) {
                 e[k] = fast_exp(to_f32(x[k]) * a.scale - m);
-                acc[k - full] += e[k];
-            }
+                acc[j] += e[k];
+            });
             const float inv_sum = 1.f / cpu_partials_total(acc);
             uint8_t* mr = mask + row * S;
             T* pd = probs_drop + row * S;
@@ -185,22 +171,14 @@ MM_CPU_LOOP static void softmax_dropout_backward_cpu(T* d, const T* probs, const
         T* dr = d + row * S;
         const T* pr = probs + row * S;
         const uint8_t* mr = mask + row * S;
-        const int len = q + 1, full = len - len % kCpuPack;
+        const int len = q + 1;
         // Every load is unconditional and the mask picks with a bit-mask select (fast_exp.h): with a load
         // under `mr[k] ? ... :`, or a `?:` the compiler threads into a branch, the loop would stay scalar.
         float acc[kCpuPack] = {0};
-        for (int c0 = 0; c0 < full; c0 += kCpuPack) {
-#pragma omp simd
-            for (int j = 0; j < kCpuPack; j++) {
-                const int k = c0 + j;
-                const float dv = to_f32(dr[k]) * a.inv_keep, pv = to_f32(pr[k]);
-                acc[j] += select_f(mr[k] != 0, dv, 0.f) * pv;
-            }
-        }
-        for (int k = full; k < len; k++) {
+        cpu_row_partials(len, [&](int j, int64_t k) {
             const float dv = to_f32(dr[k]) * a.inv_keep, pv = to_f32(pr[k]);
-            acc[k - full] += select_f(mr[k] != 0, dv, 0.f) * pv;
-        }
+            acc[j] += select_f(mr[k] != 0, dv, 0.f) * pv;
+        });
         const float dot = cpu_partials_total(acc);
         const int end = causal_row_end(q, a.block, S);
 #pragma omp simd
@@ -226,7 +204,7 @@ MM_CPU_LOOP static void softmax_dropout_backward_cpu(T* d, const T* probs, const
 // The sums run in a fixed order that depends only on S (each lane over its packs in order, then the xor
 // butterfly), so loading with vector or scalar accesses (vec false: S % 8 != 0 or misaligned) gives the same
 // bits. The keep bits come from the same Philox words as dropout_keep (philox.h: dropout_keep8), so the mask
-// equals the CPU reference's bit for bit.
+// equals the fast CPU path's bit for bit.
 // ---------------------------------------------------------------------------------------------------------
 
 constexpr int kRowsPerBlock = 4;  // warps per block

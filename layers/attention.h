@@ -6,6 +6,9 @@
 // wide, head n at columns n·HD of its block. probs, mask, probs_drop: [B, NH, S, S]. out: [S·B, NH·HD].
 // NH is the number of heads on this rank (tensor parallelism splits heads); dropout keys use the global
 // head and batch index so that any parallel layout reproduces the single-rank masks.
+//
+// The fast CPU path's plain reference: attention written out in double, masks from dropout_keep at the
+// documented index, and finite differences: `attention_ref` in test/layers/test_attention.cu.
 #pragma once
 #include "runtime.h"
 

@@ -61,7 +61,7 @@ __host__ __device__ inline int64_t owned_column(int32_t t, int64_t v_begin, int 
 __host__ __device__ inline float rescaled_sum(float s, float lm, float M) { return lm == M ? s : s * expf(lm - M); }
 
 // ---------------------------------------------------------------------------------------------------------
-// CPU reference, in the order the ops run: the row statistics (pass 1), the losses, the gradient (pass 2)
+// Fast CPU path, in the order the ops run: the row statistics (pass 1), the losses, the gradient (pass 2)
 // ---------------------------------------------------------------------------------------------------------
 
 // Pass 1 on the CPU walks a row in chunks of kCeChunk columns (8 KB of fp32, so the chunk is still in the L1

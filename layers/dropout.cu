@@ -4,7 +4,7 @@
 //   backward: dx   = dout ⊙ mask / (1 - p)
 //
 // The mask bit of an element is a pure function of (seed, stream, *global* element index) (philox.h), so:
-//  - the CPU reference and the CUDA kernel below write the same mask bytes;
+//  - the fast CPU path and the CUDA kernel below write the same mask bytes;
 //  - a sequence-parallel rank (s_offset = its shard start) or a data-parallel rank (b_offset) writes exactly
 //    the bytes a single-rank run writes for the same elements;
 //  - selective / full recomputation regenerates the mask without any RNG state (paper §5).
@@ -17,7 +17,7 @@
 #include "philox.h"
 #include "vec8.h"
 
-// ---- shared by the CPU reference and the CUDA kernel ---------------------------------------------------
+// ---- shared by the fast CPU path and the CUDA kernel ---------------------------------------------------
 
 // Global flat index of element (s, b, c) of this rank's [S_loc, B_loc, C] block in the global [S, B, C]
 // tensor (dropout.h). 64-bit: S·B·C exceeds 2^32 at paper scale.
@@ -42,7 +42,7 @@ __host__ __device__ inline void bias_dropout_residual_element(T* out, uint8_t* m
     out[i] = from_f32<T>(v);  // written last: out may alias x or resid, which were read above
 }
 
-// ---- CPU reference -------------------------------------------------------------------------------------
+// ---- fast CPU path -------------------------------------------------------------------------------------
 // Row by row, in two loops: the keep bits first (dropout_keep_run: Philox blocks in SIMD lanes, one per four
 // elements; no random numbers at p = 0),
 // then the arithmetic of bias_dropout_residual_element over the row as one SIMD loop. The operations and
@@ -93,7 +93,7 @@ MM_CPU_LOOP static void dropout_backward_cpu(T* dx, const T* dout, const uint8_t
 // one 8-byte store (vec); when C % 8 != 0 or a pointer is misaligned the same packs are moved element by
 // element. The mask bits are those of dropout_keep of each element's global index (dropout_keep8 draws them
 // one Philox block of four at a time): the mask bits
-// are exactly those of the CPU reference, whichever path ran.
+// are exactly those of the fast CPU path, whichever path ran.
 template <class T>
 __global__ void bias_dropout_residual_kernel(T* out, uint8_t* mask, const T* x, const T* bias, const T* resid,
                                              float scale, uint32_t threshold, uint64_t seed, uint32_t stream,
@@ -116,7 +116,7 @@ __global__ void bias_dropout_residual_kernel(T* out, uint8_t* mask, const T* x, 
             const uint32_t keep8 = dropout_keep8(seed, stream, g0, threshold);  // one Philox call per 4 elements
 #pragma unroll
             for (int k = 0; k < 8; k++) {
-                // The same arithmetic as bias_dropout_residual_element (the CPU reference).
+                // The same arithmetic as bias_dropout_residual_element (the fast CPU path).
                 const bool keep = (keep8 >> k) & 1u;
                 float v = to_f32(xv.v[k]);
                 if (bias) v += to_f32(bv.v[k]);

@@ -5,6 +5,9 @@
 // element ((s_offset + s) * B_total + (b_offset + b)) * C + c of the global [S, B, C] tensor; its mask bit
 // is dropout_keep(seed, stream, that global index) (philox.h). So TP, SP and DP ranks reproduce the masks
 // of a single-rank run exactly.
+//
+// The fast CPU path's plain reference: each element's value and mask bit recomputed from dropout_keep at
+// its global index, and finite differences: `test_dropout` in test/layers/test_dropout.cu.
 #pragma once
 #include "runtime.h"
 

@@ -16,7 +16,7 @@
 #include <cstring>
 
 // ---------------------------------------------------------------------------------------------------------
-// CPU reference
+// Fast CPU path
 // ---------------------------------------------------------------------------------------------------------
 
 // token embedding forward: out[r, :] = wte[token[r] - v_begin, :] for a token this rank owns, else 0.
@@ -74,7 +74,7 @@ static void pos_bwd_cpu(TG* dwpe, const TD* dout, int64_t s_offset, int S_loc, i
 
 // ---------------------------------------------------------------------------------------------------------
 // CUDA kernels: one thread per output element (forward) or per (token, channel) / (position, channel)
-// of the gradient, which sums its rows in the CPU reference's order
+// of the gradient, which sums its rows in the fast CPU path's order
 // ---------------------------------------------------------------------------------------------------------
 
 template <class TO, class TW>

@@ -3,7 +3,7 @@
 // Why not expf/tanhf: on the CPU the C library's versions are calls the compiler cannot vectorise, and they
 // made GeLU, an element-wise op that only has to stream its bytes, slower than the GEMMs around it. Written
 // with plain arithmetic, the same function runs in SIMD registers on the CPU (`#pragma omp simd` loops) and
-// as ordinary instructions on the GPU, so the CPU reference and the CUDA kernels share one definition.
+// as ordinary instructions on the GPU, so the fast CPU path and the CUDA kernels share one definition.
 // No branches and no table: every element takes the same instructions, so a value never depends on which
 // thread, vector lane or loop tail computed it (results are bitwise independent of the thread count).
 //

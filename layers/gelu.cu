@@ -15,7 +15,7 @@
 #include "op_timer.h"
 #include "vec8.h"
 
-// ---- the math, shared by the CPU reference and the CUDA kernels ----------------------------------------
+// ---- the math, shared by the fast CPU path and the CUDA kernels ----------------------------------------
 
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluA = 0.044715f;
@@ -34,7 +34,7 @@ __host__ __device__ inline float gelu_grad_f(float x) {
     return s + 2.0f * x * du_dx * s * (e * s);
 }
 
-// ---- CPU reference -------------------------------------------------------------------------------------
+// ---- fast CPU path -------------------------------------------------------------------------------------
 // One SIMD loop over the elements, split between the OpenMP threads: the element function has no library call
 // inside, so the compiler vectorises all of it (MM_CPU_LOOP, vec8.h: in AVX2 registers where the CPU has them).
 // The element function is made of IEEE operations only (no FMA is enabled, nothing is reassociated), so an
@@ -61,7 +61,7 @@ MM_CPU_LOOP static void gelu_backward_cpu(T* din, const T* __restrict__ in, cons
 // Grid-stride loops over packs of 8 elements (vec8.h): one 16-byte load per input and one 16-byte store per
 // pack in bf16, instead of eight 2-byte accesses. `vec` is false when a pointer is not 16-byte aligned; then
 // the same packs are moved element by element. The last pack may be partial (n % 8 != 0): `count` says how
-// many of its elements exist. Each element's math is the same as the CPU reference's.
+// many of its elements exist. Each element's math is the same as the fast CPU path's.
 
 template <class T>
 __global__ void gelu_forward_kernel(T* out, const T* in, int64_t n, bool vec) {

@@ -19,43 +19,31 @@
 #include "vec8.h"
 #include "warp_reduce.cuh"
 
-// ---- CPU reference -------------------------------------------------------------------------------------
+// ---- fast CPU path -------------------------------------------------------------------------------------
 // Rows are independent (OpenMP splits them). A row's sums use kCpuPack partial sums: partial k adds the
-// channels c ≡ k (mod kCpuPack) in increasing c, and the partials are then added in order 0, 1, ... This
-// order is written down, so the loop over a pack is element-wise and the compiler vectorises it, which it
-// may not do for one running sum (that would reorder the additions). The order depends only on C: the same
-// bits for any thread count, in every recompute policy. Full packs go through the SIMD loop and the last,
-// partial pack through a scalar loop that does the same additions.
+// channels c ≡ k (mod kCpuPack) in increasing c, and the partials are then added in order 0, 1, ...
+// (cpu_row_partials and cpu_partials_total, vec8.h). This order is written down, so the loop over a pack is
+// element-wise and the compiler vectorises it, which it may not do for one running sum (that would reorder
+// the additions). The order depends only on C: the same bits for any thread count, in every recompute
+// policy.
 
 template <class T>
 MM_CPU_LOOP static void layernorm_forward_cpu(T* out, float* mean, float* rstd, const T* in, const T* weight, const T* bias,
                                   int N, int C) {
-    const int full = C - C % kCpuPack;  // channels in full packs
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < N; r++) {
         const T* x = in + r * C;
         T* y = out + r * C;
         float acc[kCpuPack] = {0};
-        for (int c0 = 0; c0 < full; c0 += kCpuPack) {
-#pragma omp simd
-            for (int k = 0; k < kCpuPack; k++) acc[k] += to_f32(x[c0 + k]);
-        }
-        for (int c = full; c < C; c++) acc[c - full] += to_f32(x[c]);
+        cpu_row_partials(C, [&](int j, int64_t c) { acc[j] += to_f32(x[c]); });
         const float m = cpu_partials_total(acc) / C;
         // Two passes (mean first, then squared deviations): Σx² - mean² loses everything to cancellation
         // when |mean| >> std, which is common for the residual stream.
-        for (int k = 0; k < kCpuPack; k++) acc[k] = 0.0f;
-        for (int c0 = 0; c0 < full; c0 += kCpuPack) {
-#pragma omp simd
-            for (int k = 0; k < kCpuPack; k++) {
-                const float d = to_f32(x[c0 + k]) - m;
-                acc[k] += d * d;
-            }
-        }
-        for (int c = full; c < C; c++) {
+        for (int j = 0; j < kCpuPack; j++) acc[j] = 0.0f;
+        cpu_row_partials(C, [&](int j, int64_t c) {
             const float d = to_f32(x[c]) - m;
-            acc[c - full] += d * d;
-        }
+            acc[j] += d * d;
+        });
         const float s = 1.0f / sqrtf(cpu_partials_total(acc) / C + kLayerNormEps);
 #pragma omp simd
         for (int c = 0; c < C; c++) {
@@ -71,7 +59,6 @@ template <class T>
 MM_CPU_LOOP static void layernorm_backward_cpu(T* din, float* dweight, float* dbias, const T* dout, const T* in,
                                    const T* weight, const float* mean, const float* rstd, int N, int C,
                                    bool accumulate) {
-    const int full = C - C % kCpuPack;
     // din: rows are independent.
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < N; r++) {
@@ -80,22 +67,12 @@ MM_CPU_LOOP static void layernorm_backward_cpu(T* din, float* dweight, float* db
         T* dx = din + r * C;
         const float m = mean[r], s = rstd[r];
         float acc_g[kCpuPack] = {0}, acc_gn[kCpuPack] = {0};
-        for (int c0 = 0; c0 < full; c0 += kCpuPack) {
-#pragma omp simd
-            for (int k = 0; k < kCpuPack; k++) {
-                const int c = c0 + k;
-                const float n = (to_f32(x[c]) - m) * s;
-                const float g = to_f32(dy[c]) * to_f32(weight[c]);
-                acc_g[k] += g;
-                acc_gn[k] += g * n;
-            }
-        }
-        for (int c = full; c < C; c++) {
+        cpu_row_partials(C, [&](int j, int64_t c) {
             const float n = (to_f32(x[c]) - m) * s;
             const float g = to_f32(dy[c]) * to_f32(weight[c]);
-            acc_g[c - full] += g;
-            acc_gn[c - full] += g * n;
-        }
+            acc_g[j] += g;
+            acc_gn[j] += g * n;
+        });
         const float mean_g = cpu_partials_total(acc_g) / C, mean_gn = cpu_partials_total(acc_gn) / C;
 #pragma omp simd
         for (int c = 0; c < C; c++) {
@@ -168,7 +145,7 @@ __global__ void __launch_bounds__(kVecWarps * 32)
         }
     }
     const float m = warp_sum(sum) / C;
-    // Second pass (squared deviations, as the CPU reference) over the registers, not memory.
+    // Second pass (squared deviations, as the fast CPU path) over the registers, not memory.
     float sq = 0.0f;
 #pragma unroll
     for (int i = 0; i < kSlots; i++) {

@@ -1,5 +1,7 @@
 // linear.h — y = x Wᵀ + b with W stored (out, in) as in llm.c / PyTorch. N rows (tokens).
 // Column- and row-parallel versions (parallel/tensor_parallel.cu) call these on their weight shards.
+// The fast CPU path's plain reference: x·Wᵀ + b as a double loop, the backward by finite differences:
+// `test_linear` in test/layers/test_linear.cu.
 #pragma once
 #include "runtime.h"
 
@@ -17,9 +19,3 @@ void linear_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor 
 // dbias[C] += (or = with GradWrite::Overwrite) the sum over the N rows of dout[N×C] (f32 accumulation,
 // deterministic order).
 void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C, GradWrite grads = GradWrite::Accumulate);
-
-// Benchmarks only (layer_bench --lt-survey, on the GPU): for every shape the fused-bias forward GEMM has
-// planned in this process, print up to max_candidates algorithms of cuBLASLt's heuristic, each timed on
-// scratch operands, with the first (the one that runs) against the fastest. Changes no plan.
-void linear_lt_survey(Ctx& ctx, int max_candidates = 8);
-

@@ -1,7 +1,7 @@
 // philox.h — counter-based random numbers for dropout: Philox4x32-10 (Salmon et al., SC 2011).
 //
 // Why counter-based: a dropout mask bit is a pure function of (seed, stream, element index). So
-//  - the CPU reference and the CUDA kernel produce the same bits;
+//  - the fast CPU path and the CUDA kernel produce the same bits;
 //  - a tensor- or sequence-parallel rank evaluates the mask of the *global* element it holds, and so gets
 //    exactly the mask a single-rank run would use (Megatron instead seeds per rank and forks RNG state);
 //  - recomputation (selective or full) regenerates the same mask with no RNG state to save or restore.

@@ -1,7 +1,7 @@
 // runtime.h — the device context every op receives, error checking, and plain (uncounted) buffers.
 //
 // `Ctx` says where ops run (CPU or one CUDA device) and carries the CUDA stream and the cuBLAS/cuBLASLt
-// handles. Every op dispatches on ctx.device: the CPU reference (plain loops, OpenMP, OpenBLAS) and the CUDA
+// handles. Every op dispatches on ctx.device: the fast CPU path (SIMD loops, OpenMP, OpenBLAS) and the CUDA
 // kernels live side by side in the same layers/*.cu file.
 #pragma once
 #include <cuda_runtime.h>

@@ -1,7 +1,7 @@
 // tensor.h — the one data structure every op shares: a pointer, a shape, a dtype and a device.
 //
 // There is no autograd: forward and backward are explicit functions (as in llm.c). A Tensor does not own
-// its memory; whoever allocated it frees it (runtime.h for plain buffers, recompute/activation_allocator.h
+// its memory; whoever allocated it frees it (runtime.h for plain buffers, layers/activation_allocator.h
 // for activations saved for backward, so that they can be counted).
 //
 // Storage dtypes: f32, bf16 (2-byte activations as in the paper's accounting), u8 (1-byte dropout masks).

@@ -88,10 +88,10 @@ __device__ inline bool mask8_get(uint64_t bits, int k) { return ((bits >> (8 * k
 // is IEEE operations only, so a vector lane and the scalar tail give the same bits. A reduction over a row
 // (layernorm.cu, the softmax, the loss) keeps kCpuPack partial sums, partial j taking the elements ≡ j
 // (mod kCpuPack), added in a fixed order at the end: the loops over a pack vectorise, and the order depends
-// on the row's length only, never on the thread count. Full packs are read in place; only a row's partial
-// last pack goes through a float buffer (cpu_load_pack). Copying every pack through a buffer on the stack
-// is slow: the compiler splits the copy into accesses of unequal widths, which defeats store-to-load
-// forwarding.
+// on the row's length only, never on the thread count. Full packs are read in place; a row's partial last
+// pack goes through a scalar loop (cpu_row_partials) or, in the loss's chunked loop, through a float buffer
+// (cpu_load_pack). Copying every pack through a buffer on the stack is slow: the compiler splits the copy
+// into accesses of unequal widths, which defeats store-to-load forwarding.
 constexpr int kCpuPack = 16;
 
 // The CPU loops over packs are compiled twice, for AVX2 (8 floats per register) and for the x86-64 baseline
@@ -104,6 +104,21 @@ constexpr int kCpuPack = 16;
 #else
 #define MM_CPU_LOOP
 #endif
+
+// A row reduction in the fixed order: add(j, i) folds element i of the row into partial j, for every i in
+// [0, n), with j = i mod kCpuPack. Full packs go through one SIMD loop (the partials are independent, so
+// the lanes are), the row's last, partial pack through a scalar loop that does the same operations; either
+// way each partial sees its elements in increasing i. The caller starts the partials (0, or -inf for a
+// maximum) and combines them in a fixed order at the end (cpu_partials_total for a sum).
+template <class Add>
+inline void cpu_row_partials(int64_t n, Add&& add) {
+    const int64_t full = n - n % kCpuPack;  // elements in full packs
+    for (int64_t i0 = 0; i0 < full; i0 += kCpuPack) {
+#pragma omp simd
+        for (int j = 0; j < kCpuPack; j++) add(j, i0 + j);
+    }
+    for (int64_t i = full; i < n; i++) add((int)(i - full), i);
+}
 
 // The kCpuPack partial sums of a row added in their fixed order (partial 0 first).
 inline float cpu_partials_total(const float* acc) {

@@ -3,7 +3,7 @@
 // Layout (little-endian, as llm.c writes it):
 //   256 x int32 header: [0] = magic 20240326, [1] = version (3: fp32 parameters, 5: bf16 parameters),
 //                       [2] = maxT, [3] = V, [4] = L, [5] = NH, [6] = C, [7] = Vp, rest zero;
-//   then the 16 parameter tensors of the full model in llm.c order (model/config.h: wte, wpe, ln1w, ...,
+//   then the 16 parameter tensors of the full model in llm.c order (layers/model_shape.h: wte, wpe, ln1w, ...,
 //   lnfb), each row-major with weights in (out, in) layout, all fp32 (version 3) or all bf16 (version 5).
 // The file holds the whole (unsharded) model; under tensor parallelism each rank reads the full file and
 // keeps its shard, and saving gathers one consolidated file first.
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
+#include "../layers/model_shape.h"
 
 constexpr int kCheckpointHeaderInts = 256;
 constexpr int kCheckpointMagic = 20240326;

@@ -29,11 +29,16 @@ void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, Activ
         m.offsets[i] = m.n_params;
         m.n_params += m.sizes[i];
     }
-    model_states_allocate(m, distributed_optimizer);  // parallel/distributed_optimizer.cu: whole or sharded
+    // parallel/distributed_optimizer.cu: whole or sharded over DP.
+    m.zero = optimizer_shard_layout(m.n_params, m.offsets, m.sizes, grid.dp, grid.dp_rank, distributed_optimizer);
+    const ModelStates s = model_states_allocate(m.state_memory, m.zero, ctx.device, dtype);
+    m.master = s.master, m.weights = s.weights, m.grads = s.grads, m.adam_m = s.adam_m, m.adam_v = s.adam_v;
 }
 
 void gpt_destroy(GPT& m) {
-    model_states_free(m);
+    ModelStates s = gpt_model_states(m);
+    model_states_free(m.state_memory, s);
+    m.master = m.weights = m.grads = m.adam_m = m.adam_v = Tensor();
     for (MicroBatchState& f : m.flight) {
         tensor_free(f.tokens);
         tensor_free(f.targets);
@@ -85,7 +90,8 @@ void gpt_init_full(const GPTConfig& cfg, uint64_t seed, std::vector<float>& full
 }
 
 void gpt_refresh_compute_weights(GPT& m) {
-    if (m.zero.on) return refresh_weights_from_shards(m);  // collective over DP
+    // With the distributed optimizer the master is sharded: a collective over DP.
+    if (m.zero.on) return refresh_weights_from_shards(m.grid->dp_comm, *m.ctx, m.zero, gpt_model_states(m));
     if (m.weights.data != m.master.data) tensor_convert(*m.ctx, m.weights, m.master);
 }
 
@@ -98,7 +104,7 @@ static std::vector<float> local_part(const GPT& m, const float* full) {
 }
 
 void gpt_load_full(GPT& m, const float* full) {
-    load_local_values(m, m.master, local_part(m, full).data());  // the DP shard of it with the distributed optimizer
+    load_local_values(m.zero, m.master, local_part(m, full).data());  // the DP shard of it with the distributed optimizer
     gpt_refresh_compute_weights(m);
     ctx_sync(*m.ctx);
 }
@@ -113,7 +119,8 @@ void gpt_init_random(GPT& m, uint64_t seed) {
 // whole), then over the pipeline, each stage contributing the tensors it owns (the word embedding: the first
 // stage's copy, equal to the last's).
 static void gather_full(GPT& m, Tensor flat, std::vector<float>& full) {
-    std::vector<float> stage_local = local_values(m, flat);  // gathered over DP with the distributed optimizer
+    // Gathered over DP with the distributed optimizer.
+    std::vector<float> stage_local = local_values(m.grid->dp_comm, m.zero, gpt_model_states(m), flat);
     const int64_t n_slice = param_count_of(m.tp_sizes);
     std::vector<float> local((size_t)n_slice, 0.f);
     stage_insert(m.stage, m.cfg, m.tp_sizes, stage_local.data(), local.data(), false);
@@ -145,8 +152,8 @@ void gpt_gather_full_optimizer(GPT& m, std::vector<float>& adam_m, std::vector<f
     gather_full(m, m.adam_v, adam_v);
 }
 void gpt_load_full_optimizer(GPT& m, const float* adam_m, const float* adam_v) {
-    load_local_values(m, m.adam_m, local_part(m, adam_m).data());
-    load_local_values(m, m.adam_v, local_part(m, adam_v).data());
+    load_local_values(m.zero, m.adam_m, local_part(m, adam_m).data());
+    load_local_values(m.zero, m.adam_v, local_part(m, adam_v).data());
     ctx_sync(*m.ctx);
 }
 

@@ -6,8 +6,9 @@
 // its layers; the embeddings on the first stage, the final layer norm and the tied LM head on the last). With --dtype bf16 the forward and backward read a bf16
 // copy of the weights, refreshed after every optimizer step; gradients and optimizer state stay fp32.
 #pragma once
+#include <string>
 #include <vector>
-#include "config.h"
+#include "../layers/model_shape.h"
 #include "transformer_layer.h"
 #include "../layers/embedding.h"
 #include "../parallel/pipeline_schedule.h"
@@ -53,7 +54,8 @@ struct GPT {
     float dropout = 0.f;
     uint64_t seed = 1337;
     int64_t step = 0;  // the optimizer step in flight: dropout masks are keyed by (seed, step) (layers/philox.h)
-    // The micro-batch in flight (gradient accumulation, model/train_step.cu): micro-batch `index` of `count`
+    // The micro-batch in flight (gradient accumulation: forward_backward in model/pipeline_step.cu runs the
+    // micro-batches and their gradients add up in m.grads): micro-batch `index` of `count`
     // of this DP rank's sequences. It places the forward's sequences in the GLOBAL batch (dropout masks are
     // keyed by global coordinates, so any split draws the single-rank masks) and scales the loss gradient by
     // 1/count (the step's loss is the mean over all its tokens). {0, 1}: the whole batch at once.
@@ -144,6 +146,16 @@ LayerContext gpt_layer_context(GPT& m, int l);
 void gpt_refresh_compute_weights(GPT& m);
 // Release the activations of every micro-batch in flight without a backward (validation, sampling).
 void gpt_release_activations(GPT& m);
+
+// The model's states as the distributed optimizer takes them (parallel/distributed_optimizer.h works on the
+// buffers, the shard layout and the DP communicator, not on the model), and its two reports for this model.
+inline ModelStates gpt_model_states(const GPT& m) { return {m.master, m.weights, m.grads, m.adam_m, m.adam_v}; }
+inline std::string model_states_by_rank(const GPT& m, MPI_Comm world) {
+    return model_states_by_rank(m.state_memory, m.zero, m.grid->dp, m.weights.dtype, world);
+}
+inline std::string distributed_optimizer_comm_line(const GPT& m) {
+    return distributed_optimizer_comm_line(m.zero, m.weights.dtype);
+}
 
 // ---- tests only ----------------------------------------------------------------------------------------
 // gpt_gather_full for the gradients: the parallel-vs-single-rank tests compare them (test/model/).

@@ -28,7 +28,10 @@
 //     [24] lr schedule (0 constant, 1 cosine), [25..32] lr, min_lr_frac, beta1, beta2, eps, weight decay,
 //     grad clip, dropout (IEEE doubles, bit patterns), [33] training shard token count, [34] FNV-1a hash of
 //     the training tokens, [35] FNV-1a hash of model.bin's parameter bytes (ties the pair together),
-//     [36] FNV-1a hash of the payload, [37] steps skipped for non-finite gradients; the rest zero.
+//     [36] FNV-1a hash of the payload, [37] steps skipped for non-finite gradients, [38] pp,
+//     [39] micro-batches, [40] pipeline schedule (0 afab, 1 1f1b, 2 interleaved), [41] model chunks per
+//     pipeline rank (38..41 are 0 in a file written before pipelines existed: read as 1, 1, 1f1b, 1);
+//     the rest zero.
 //   payload: AdamW m (n fp32) then v (n fp32), full model, llm.c tensor order.
 // The reader checks every field's range, that the file length is exactly header + 8n bytes, the payload
 // hash, and that m is finite and v finite and non-negative, and names the file and the field when not.
@@ -38,7 +41,7 @@
 #include <string>
 #include <vector>
 
-#include "config.h"
+#include "../layers/model_shape.h"
 
 constexpr int kTrainStateHeaderInts = 128;
 constexpr int64_t kTrainStateMagic = 0x4554415453544d4dLL;  // "MMTSTATE" on disk

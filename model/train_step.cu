@@ -20,7 +20,7 @@ void sync_gradients(GPT& m) {
         sum_sequence_parallel_grads(m.grid->tp_comm, *m.ctx, m.grads, m.offsets, m.sizes);
     if (m.grid->pp > 1 && !g_test_hooks.skip_tied_embedding_sum) all_reduce(m.grid->emb_comm, *m.ctx, gpt_grad(m, P_WTE));
     // Then the mean over DP: all-reduced, or reduce-scattered to each shard's owner (distributed optimizer).
-    if (m.zero.on) reduce_scatter_gradients(m);
+    if (m.zero.on) reduce_scatter_gradients(m.grid->dp_comm, *m.ctx, m.zero, m.grads);
     else average_gradients(m.grid->dp_comm, *m.ctx, m.grads);
 }
 
@@ -28,7 +28,7 @@ double gradient_norm(GPT& m) {
     // All 16 sums are reduced on the device and come back together: one host synchronization per step. With
     // the distributed optimizer each rank holds the reduced gradient of its shard only: sum the shards over DP.
     std::vector<Tensor> grads;
-    for (int id = 0; id < NUM_PARAM_TENSORS; id++) grads.push_back(owned_part(m, gpt_grad(m, id)));
+    for (int id = 0; id < NUM_PARAM_TENSORS; id++) grads.push_back(owned_part(m.zero, m.grads, gpt_grad(m, id)));
     const std::vector<double> ss = sums_of_squares(*m.ctx, grads);
     double sums[2] = {0, 0};  // split over TP, replicated over TP
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
@@ -74,7 +74,8 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
     float scale = 1.0f;
     if (opt.grad_clip > 0 && norm > opt.grad_clip) scale = (float)(opt.grad_clip / (norm + 1e-6));
     if (m.zero.on) {  // AdamW on this rank's shard, then the weights all-gathered
-        sharded_optimizer_step(m, opt, step, lr, scale);
+        sharded_optimizer_step(m.grid->dp_comm, *m.ctx, m.zero, gpt_model_states(m),
+                               {lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step, scale});
         return st;
     }
     // AdamW on every tensor, the bf16 compute copy written in the same pass (fp32: the weights are the master).
@@ -97,7 +98,7 @@ std::string first_nonfinite_gradient(GPT& m) {
         for (int l = 0; l < (per_layer ? m.cfg.layers : 1); l++, ordinal++) {
             const bool held = per_layer ? m.stage.holds_layer(l) : m.stage.holds(id);
             // (with the distributed optimizer only the owned shard holds the reduced gradient: look there)
-            if (held && !std::isfinite(sum_of_squares(*m.ctx, owned_part(m, gpt_grad(m, id, per_layer ? l : -1))))) {
+            if (held && !std::isfinite(sum_of_squares(*m.ctx, owned_part(m.zero, m.grads, gpt_grad(m, id, per_layer ? l : -1))))) {
                 first = ordinal;
                 break;
             }

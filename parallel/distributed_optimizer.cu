@@ -1,16 +1,14 @@
 // distributed_optimizer.cu — ZeRO-1 over the data-parallel group (see the header for the design).
 //
-// Reading order: the shard layout, allocation, the three steps of an optimizer step (reduce-scatter, norm and
-// AdamW on the shard, all-gather), then consolidation for checkpoints and the communication line.
+// Reading order: the shard layout, allocation, the three steps of an optimizer step (reduce-scatter, AdamW on
+// the shard, all-gather; between them the trainer takes the norm of the owned parts), then consolidation for
+// checkpoints and the reports.
 #include "distributed_optimizer.h"
 
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include "comm.h"
 #include "../layers/adamw.h"
-#include "../model/gpt.h"
-#include "../model/train_step.h"
 
 // ---- the shard layout ----------------------------------------------------------------------------------
 OptimizerShard optimizer_shard_layout(int64_t n, const int64_t* offsets, const int64_t* sizes, int d, int rank,
@@ -33,97 +31,86 @@ OptimizerShard optimizer_shard_layout(int64_t n, const int64_t* offsets, const i
 }
 
 // ---- allocation ------------------------------------------------------------------------------------------
-void model_states_allocate(GPT& m, bool distributed) {
-    const ProcessGrid& g = *m.grid;
-    m.zero = optimizer_shard_layout(m.n_params, m.offsets, m.sizes, g.dp, g.dp_rank, distributed);
-    const OptimizerShard& z = m.zero;
-    const Device dev = m.ctx->device;
-    ModelStateMemory& mem = m.state_memory;
-    const bool bf16 = m.dtype != DType::F32;
+ModelStates model_states_allocate(ModelStateMemory& mem, const OptimizerShard& z, Device device, DType dtype) {
+    ModelStates s;
     // Weights and gradients are whole (padded to P, so that the collectives see d equal blocks in place).
     // The fp32 weights are the master weights in fp32 training; in bf16 the master exists as the shard only
     // (what Megatron-LM's distributed optimizer holds too: bf16 model weights and fp32 gradients whole, the
     // fp32 master copy and the moments of its shard; its gradient buffer is whole as well, ZeRO-1).
-    if (bf16) {
-        m.weights = mem.alloc(dev, m.dtype, z.padded, kStateWeights);
-        m.master = mem.alloc(dev, DType::F32, z.shard, kStateMaster);  // z.shard == n without sharding
+    if (dtype != DType::F32) {
+        s.weights = mem.alloc(device, dtype, z.padded, kStateWeights);
+        s.master = mem.alloc(device, DType::F32, z.shard, kStateMaster);  // z.shard == n without sharding
     } else {
-        m.master = mem.alloc(dev, DType::F32, z.padded, kStateMaster);
-        m.weights = m.master;
+        s.master = mem.alloc(device, DType::F32, z.padded, kStateMaster);
+        s.weights = s.master;
     }
-    m.grads = mem.alloc(dev, DType::F32, z.padded, kStateGrads);
-    m.adam_m = mem.alloc(dev, DType::F32, z.shard, kStateMomentM);
-    m.adam_v = mem.alloc(dev, DType::F32, z.shard, kStateMomentV);
+    s.grads = mem.alloc(device, DType::F32, z.padded, kStateGrads);
+    s.adam_m = mem.alloc(device, DType::F32, z.shard, kStateMomentM);
+    s.adam_v = mem.alloc(device, DType::F32, z.shard, kStateMomentV);
+    return s;
 }
 
-void model_states_free(GPT& m) {
-    ModelStateMemory& mem = m.state_memory;
-    if (m.weights.data != m.master.data) mem.free(m.weights, kStateWeights);
-    m.weights = Tensor();
-    mem.free(m.master, kStateMaster);
-    mem.free(m.grads, kStateGrads);
-    mem.free(m.adam_m, kStateMomentM);
-    mem.free(m.adam_v, kStateMomentV);
+void model_states_free(ModelStateMemory& mem, ModelStates& s) {
+    if (s.weights.data != s.master.data) mem.free(s.weights, kStateWeights);
+    s.weights = Tensor();
+    mem.free(s.master, kStateMaster);
+    mem.free(s.grads, kStateGrads);
+    mem.free(s.adam_m, kStateMomentM);
+    mem.free(s.adam_v, kStateMomentV);
 }
 
 // ---- step 1: the gradients reduce-scattered --------------------------------------------------------------
-static Tensor grad_shard(const GPT& m) { return m.grads.slice(m.zero.begin, m.zero.shard); }
+static Tensor grad_shard(const OptimizerShard& z, Tensor grads) { return grads.slice(z.begin, z.shard); }
 
-void reduce_scatter_gradients(GPT& m) {
-    Comm& dp = m.grid->dp_comm;
+void reduce_scatter_gradients(Comm& dp, Ctx& ctx, OptimizerShard& z, Tensor grads) {
     const uint64_t before = dp.counters.bytes[kReduceScatter];
     // In place: rank r's block of the summed buffer lands on its own block (both backends allow it).
-    Tensor mine = grad_shard(m);
-    reduce_scatter(dp, *m.ctx, mine, m.grads);
+    Tensor mine = grad_shard(z, grads);
+    reduce_scatter(dp, ctx, mine, grads);
     // The same float operation as average_gradients' all-reduce path: x · (1/d) after the sum.
-    scale_inplace(*m.ctx, mine, 1.0f / dp.size);
-    m.zero.step_reduce_scatter_bytes = dp.counters.bytes[kReduceScatter] - before;
+    scale_inplace(ctx, mine, 1.0f / dp.size);
+    z.step_reduce_scatter_bytes = dp.counters.bytes[kReduceScatter] - before;
 }
 
-Tensor owned_part(const GPT& m, Tensor grad_view) {
-    const OptimizerShard& z = m.zero;
+Tensor owned_part(const OptimizerShard& z, Tensor grads, Tensor grad_view) {
     if (!z.on) return grad_view;
-    const int64_t off = (const float*)grad_view.data - (const float*)m.grads.data;
+    const int64_t off = (const float*)grad_view.data - (const float*)grads.data;
     const int64_t lo = std::max(off, z.begin), hi = std::min(off + grad_view.n, z.begin + z.shard);
-    return m.grads.slice(hi > lo ? lo : z.begin, hi > lo ? hi - lo : 0);
+    return grads.slice(hi > lo ? lo : z.begin, hi > lo ? hi - lo : 0);
 }
 
-// ---- step 2: the norm and AdamW on the shard ---------------------------------------------------------------
-void sharded_optimizer_step(GPT& m, const OptimConfig& opt, int step, float lr, float grad_scale) {
-    const OptimizerShard& z = m.zero;
-    const bool bf16 = m.weights.data != m.master.data;
+// ---- step 2: AdamW on the shard ------------------------------------------------------------------------------
+void sharded_optimizer_step(Comm& dp, Ctx& ctx, OptimizerShard& z, const ModelStates& s, const AdamWStep& a) {
+    const bool bf16 = s.weights.data != s.master.data;
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
         const int64_t at = z.own_begin[id], k = z.own_n[id], in_shard = at - z.begin;
         if (k == 0) continue;
         // bf16: the master is the shard (index from its start) and the new weight is rounded into the compute
         // copy in the same pass; fp32: the master is whole (flat index), nothing to round.
-        Tensor master = bf16 ? m.master.slice(in_shard, k) : m.master.slice(at, k);
-        Tensor compute = bf16 ? m.weights.slice(at, k) : Tensor();
-        adamw_update_fused(*m.ctx, master, compute, m.grads.slice(at, k), m.adam_m.slice(in_shard, k),
-                           m.adam_v.slice(in_shard, k), k, lr, opt.beta1, opt.beta2, opt.eps,
-                           param_decays(id) ? opt.weight_decay : 0.f, step, grad_scale);
+        Tensor master = bf16 ? s.master.slice(in_shard, k) : s.master.slice(at, k);
+        Tensor compute = bf16 ? s.weights.slice(at, k) : Tensor();
+        adamw_update_fused(ctx, master, compute, s.grads.slice(at, k), s.adam_m.slice(in_shard, k),
+                           s.adam_v.slice(in_shard, k), k, a.lr, a.beta1, a.beta2, a.eps,
+                           param_decays(id) ? a.weight_decay : 0.f, a.t, a.grad_scale);
     }
     // Step 3: every rank's updated shard to every rank, in place.
-    Comm& dp = m.grid->dp_comm;
     const uint64_t before = dp.counters.bytes[kAllGather];
-    all_gather(dp, *m.ctx, m.weights, m.weights.slice(z.begin, z.shard));
-    m.zero.step_all_gather_bytes = dp.counters.bytes[kAllGather] - before;
+    all_gather(dp, ctx, s.weights, s.weights.slice(z.begin, z.shard));
+    z.step_all_gather_bytes = dp.counters.bytes[kAllGather] - before;
 }
 
-void refresh_weights_from_shards(GPT& m) {
-    const OptimizerShard& z = m.zero;
-    if (m.weights.data == m.master.data) return;  // fp32: the weights are the (whole) master
-    tensor_convert(*m.ctx, m.weights.slice(z.begin, z.shard), m.master);
-    all_gather(m.grid->dp_comm, *m.ctx, m.weights, m.weights.slice(z.begin, z.shard));
+void refresh_weights_from_shards(Comm& dp, Ctx& ctx, const OptimizerShard& z, const ModelStates& s) {
+    if (s.weights.data == s.master.data) return;  // fp32: the weights are the (whole) master
+    tensor_convert(ctx, s.weights.slice(z.begin, z.shard), s.master);
+    all_gather(dp, ctx, s.weights, s.weights.slice(z.begin, z.shard));
 }
 
 // ---- consolidation (checkpoints) ---------------------------------------------------------------------------
-std::vector<float> local_values(GPT& m, Tensor state) {
-    const OptimizerShard& z = m.zero;
+std::vector<float> local_values(Comm& dp, const OptimizerShard& z, const ModelStates& s, Tensor state) {
     if (!z.on) return tensor_to_host_f32(state);
     // A whole buffer (fp32 master) is already complete; the gradients are complete on the shard only (after
     // the reduce-scatter); the moments and the bf16 master are shards.
-    Tensor part = state.data == m.grads.data ? grad_shard(m) : state;
+    Tensor part = state.data == s.grads.data ? grad_shard(z, s.grads) : state;
     std::vector<float> all;
     if (part.n == z.padded) {
         all = tensor_to_host_f32(part);
@@ -133,15 +120,13 @@ std::vector<float> local_values(GPT& m, Tensor state) {
         if (z.shard > INT_MAX) mm_fatal("local_values: a shard of %lld elements exceeds one MPI call", (long long)z.shard);
         std::vector<float> mine = tensor_to_host_f32(part);
         all.resize((size_t)z.padded);
-        MPI_CHECK(MPI_Allgather(mine.data(), (int)z.shard, MPI_FLOAT, all.data(), (int)z.shard, MPI_FLOAT,
-                                m.grid->dp_comm.mpi));
+        MPI_CHECK(MPI_Allgather(mine.data(), (int)z.shard, MPI_FLOAT, all.data(), (int)z.shard, MPI_FLOAT, dp.mpi));
     }
     all.resize((size_t)z.n);  // the padding is not part of the model
     return all;
 }
 
-void load_local_values(GPT& m, Tensor state, const float* local) {
-    const OptimizerShard& z = m.zero;
+void load_local_values(const OptimizerShard& z, Tensor state, const float* local) {
     if (!z.on) return tensor_from_host_f32(state, local);
     std::vector<float> padded(local, local + z.n);
     padded.resize((size_t)z.padded, 0.f);
@@ -150,9 +135,10 @@ void load_local_values(GPT& m, Tensor state, const float* local) {
 }
 
 // ---- reports ------------------------------------------------------------------------------------------------
-std::string model_states_by_rank(const GPT& m, MPI_Comm world) {
-    const ModelStateFormula f = model_state_formula(m.n_params, m.grid->dp, m.zero.on, m.weights.dtype != DType::F32);
-    const int64_t mine[4] = {m.state_memory.total(), f.total, m.state_memory.optimizer(f.bf16), m.n_params};
+std::string model_states_by_rank(const ModelStateMemory& mem, const OptimizerShard& z, int dp, DType weights,
+                                 MPI_Comm world) {
+    const ModelStateFormula f = model_state_formula(z.n, dp, z.on, weights != DType::F32);
+    const int64_t mine[4] = {mem.total(), f.total, mem.optimizer(f.bf16), z.n};
     int rank = 0, size = 1;
     MPI_CHECK(MPI_Comm_rank(world, &rank));
     MPI_CHECK(MPI_Comm_size(world, &size));
@@ -171,8 +157,7 @@ std::string model_states_by_rank(const GPT& m, MPI_Comm world) {
 }
 
 // ---- the communication line ------------------------------------------------------------------------------
-std::string distributed_optimizer_comm_line(const GPT& m) {
-    const OptimizerShard& z = m.zero;
+std::string distributed_optimizer_comm_line(const OptimizerShard& z, DType weights) {
     if (!z.on) return "";
     // What the all-reduce of the ordinary path would move: the ring model's 2(d-1)/d of the fp32 gradients.
     const double allreduce = 2.0 * (z.d - 1) / z.d * 4.0 * (double)z.n;
@@ -180,7 +165,7 @@ std::string distributed_optimizer_comm_line(const GPT& m) {
     snprintf(b, sizeof b,
              "DP communication per step (distributed optimizer, bytes sent per rank): reduce-scatter %.2f MB + all-gather "
              "%.2f MB (%s) = %.2f MB | an all-reduce of the fp32 gradients would move %.2f MB",
-             z.step_reduce_scatter_bytes / 1e6, z.step_all_gather_bytes / 1e6, m.weights.dtype == DType::F32 ? "fp32" : "bf16",
+             z.step_reduce_scatter_bytes / 1e6, z.step_all_gather_bytes / 1e6, weights == DType::F32 ? "fp32" : "bf16",
              (z.step_reduce_scatter_bytes + z.step_all_gather_bytes) / 1e6, allreduce / 1e6);
     return b;
 }

@@ -4,8 +4,8 @@
 // parts v = c·p + r, c = 0..m−1 (its model chunks; m = 1 without interleaving: layers [r·L/p, (r+1)·L/p)).
 // The first stage (r = 0) also holds the embeddings, the last (r = p−1) the final layer norm and the LM head,
 // whose weight is the word embedding (GPT-2 ties them): the first and the last stage each keep a copy of
-// the word embedding, and the sum of their two gradients is the gradient of the tied weight
-// (sum_tied_embedding_grads in model/train_step.cu).
+// the word embedding, and the sum of their two gradients is the gradient of the tied weight (sync_gradients
+// in model/train_step.cu all-reduces it over the tied-embedding group).
 //
 // A stage's flat parameter buffer keeps llm.c's tensor order with only what it holds: a per-layer tensor
 // holds its layers in local order (chunk 0's, then chunk 1's, ...), a tensor it does not hold has size 0.
@@ -13,7 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <vector>
-#include "../model/config.h"
+#include "../layers/model_shape.h"
 
 struct PipelineStage {
     int pp = 1, rank = 0;  // p and this rank's place in the pipeline

@@ -10,7 +10,7 @@
 #pragma once
 #include <string>
 #include "comm.h"
-#include "../model/config.h"
+#include "../layers/model_shape.h"
 
 struct ProcessGrid {
     int rank = 0, world = 1;

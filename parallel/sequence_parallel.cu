@@ -18,7 +18,7 @@
 //   parallel/vocab_parallel.cu   vocab_parallel_embedding_*   ḡ / its backward instead of f̄ after the lookup
 //   model/gpt.cu                 gpt_step_shape               S_loc and s_offset of the step, from sp_shard
 //   model/train_step.cu          sync_gradients               calls sum_sequence_parallel_grads
-//   model/config.h               kParamTable                  its Replicated rows are the summed parameters
+//   layers/model_shape.h         kParamTable                  its Replicated rows are the summed parameters
 #include "sequence_parallel.h"
 
 #include "../layers/linear.h"

@@ -5,7 +5,7 @@
 #pragma once
 #include "comm.h"
 #include "tensor_parallel.h"  // Region
-#include "../model/config.h"
+#include "../layers/model_shape.h"
 
 // ---- g / ḡ (`full` is [S·B, C], `shard` is this rank's [S/t·B, C]; never in place) -----------------------
 // g: all-gather along the sequence forward (shard -> full), reduce-scatter backward.
@@ -49,7 +49,7 @@ SeqShard sp_shard(int S, int tp, int tp_rank, bool sp);
 
 // ---- the gradient sum over the TP group --------------------------------------------------------------------
 // True for the parameters that are replicated over the TP group (param_shard_kind == Replicated in
-// model/config.h: layer norms, row-parallel biases, position embeddings). Under SP each rank applies them
+// layers/model_shape.h: layer norms, row-parallel biases, position embeddings). Under SP each rank applies them
 // to its own shard of tokens only, so each rank's gradient is a partial sum over its tokens.
 bool is_sequence_parallel_param(int param_id);
 // Under SP: sum (not average) those gradients over the TP group, so every rank holds the gradient of the

@@ -14,8 +14,8 @@
 // paper's f̄, not this paper's g (which only exists with sequence parallelism).
 #pragma once
 #include "comm.h"
-#include "../model/config.h"
-#include "../recompute/activation_allocator.h"
+#include "../layers/model_shape.h"
+#include "../layers/activation_allocator.h"
 
 // ---- the conjugate pair f / f̄ (in place) -----------------------------------------------------------------
 // f where a TP region begins: the input is replicated and every rank uses all of it, so forward is the
@@ -58,7 +58,7 @@ void row_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor do
                            int N_full, int IC_local, int OC, GradWrite grads = GradWrite::Accumulate);
 
 // ---- which slice of each weight a rank holds ------------------------------------------------------------
-// The slice of each tensor is its row of kParamTable (model/config.h: ShardKind, param_shard_kind).
+// The slice of each tensor is its row of kParamTable (layers/model_shape.h: ShardKind, param_shard_kind).
 
 // Local element counts of the 16 tensors at tensor-parallel size tp.
 void local_param_sizes(const GPTConfig& cfg, int tp, int64_t out[NUM_PARAM_TENSORS]);

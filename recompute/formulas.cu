@@ -1,7 +1,7 @@
 // formulas.cu — the paper's memory and FLOPs formulas (see formulas.h). Host code only.
 #include "formulas.h"
 
-#include "model/config.h"  // padded_vocab_for: the trainer's vocabulary padding
+#include "../layers/model_shape.h"  // padded_vocab_for: the trainer's vocabulary padding
 
 #include <cctype>
 #include <cstring>

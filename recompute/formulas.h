@@ -142,7 +142,7 @@ double first_stage_extra_bytes(const ModelFormulaInput& in, int in_flight_microb
 double recompute_transient_bytes(const LayerFormulaInput& in);
 
 // ---- parameters, gradients, optimizer state -------------------------------------------------------------
-// Parameter count of a GPT (llm.c layout, the same as param_count() in model/config.h): per layer
+// Parameter count of a GPT (llm.c layout, the same as param_count() in layers/model_shape.h): per layer
 // 12h² + 13h (QKV, projection, fc1, fc2 with biases; two layer norms), plus token embedding v·h (tied LM head),
 // learned positions s·h, final layer norm 2h.
 double gpt_param_count(double L, double h, double v, double s);
@@ -166,9 +166,9 @@ double model_state_bytes_per_gpu(double params, int t, int p, double bytes_per_p
 double model_state_bytes_per_param(bool bf16_training, int dp, bool distributed_optimizer);
 
 // The parameters ONE tensor-parallel rank of pipeline stage `stage` (0..p−1) holds, as the trainer places
-// and shards them (model/config.h's kParamTable): stage r holds layers [r·L/p, (r+1)·L/p); the first stage
+// and shards them (layers/model_shape.h's kParamTable): stage r holds layers [r·L/p, (r+1)·L/p); the first stage
 // also the word embedding (its vocabulary-parallel slice, Vp/t rows, Vp = v rounded up to a multiple of 128
-// as model/config.h's padded_vocab_for) and the position embedding (s rows, replicated); the last stage the
+// as layers/model_shape.h's padded_vocab_for) and the position embedding (s rows, replicated); the last stage the
 // final layer norm and, when p > 1, its own copy of the word-embedding slice (the LM head is tied to it).
 // Per layer per rank: column-parallel QKV (3h² + 3h) and fc1 (4h² + 4h) and row-parallel projection (h²) and
 // fc2 (4h²) weights are split by t; the layer norms (4h) and the row-parallel biases (2h) are replicated:

@@ -10,7 +10,7 @@
 #include <map>
 #include <string>
 #include <vector>
-#include "activation_allocator.h"
+#include "../layers/activation_allocator.h"
 #include "formulas.h"
 #include "model_state_memory.h"
 

@@ -1,6 +1,9 @@
 // recompute.cu — none / selective / full activation recomputation (paper §5).
 #include "recompute.h"
 
+// The one include of model/ below model/: full recompute reruns the layer's forward (layer_forward), and
+// the layer's forward and backward call keep_for_backward / recompute_for_backward here. That recursion is
+// what full recomputation is (paper §5), so the two files depend on each other on purpose.
 #include "../model/transformer_layer.h"
 
 void keep_for_backward(SavedLayer& s, Recompute policy, ActivationAllocator& A) {

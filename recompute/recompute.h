@@ -10,7 +10,7 @@
 #pragma once
 #include "formulas.h"  // enum class Recompute
 #include "saved_layer.h"
-#include "activation_allocator.h"
+#include "../layers/activation_allocator.h"
 
 struct LayerContext;  // model/transformer_layer.h
 

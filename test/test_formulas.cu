@@ -10,13 +10,13 @@
 //  - the first stage counted from the pipeline schedule (parallel/pipeline_schedule.h, rank 0's peak in
 //    flight) equals the paper's statement: L layers' worth for 1F1B with M >= p, L·(1 + (p−1)/(pm))
 //    interleaved; model-state bytes per parameter (18, 6 + 12/d) and the first stage's parameters as the
-//    trainer shards them (against model/config.h's parameter table and hand-computed 530B numbers).
+//    trainer shards them (against layers/model_shape.h's parameter table and hand-computed 530B numbers).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
 
-#include "model/config.h"
+#include "layers/model_shape.h"
 #include "parallel/pipeline_schedule.h"
 #include "recompute/formulas.h"
 #include "test/test_util.h"
@@ -232,7 +232,7 @@ static void test_whole_model() {
 }
 
 static void test_params() {
-    // The same count as the trainer's llm.c layout (model/config.h), for GPT-2 small.
+    // The same count as the trainer's llm.c layout (layers/model_shape.h), for GPT-2 small.
     GPTConfig c;
     c.max_seq = 1024, c.vocab = 50257, c.padded_vocab = 50304, c.layers = 12, c.heads = 12, c.channels = 768;
     CHECK(gpt_param_count(12, 768, 50304, 1024) == (double)param_count(c), "GPT-2 small: %.0f vs %lld",
@@ -327,7 +327,7 @@ static void test_model_state() {
     StageParams mid = stage_params(105, 20480, 51200, 2048, 8, 35, 17);
     CHECK(mid.total() == 1887859200.0, "530B middle stage: layers only");
 
-    // Against the trainer's shard layout, derived here from model/config.h's table (a rank's slice: Rows /
+    // Against the trainer's shard layout, derived here from layers/model_shape.h's table (a rank's slice: Rows /
     // QKVRows split the rows by t, Cols the columns, Replicated all of it), with an unpadded vocabulary:
     // the sum of every tensor's slice is stage_params at p = 1.
     GPTConfig c;

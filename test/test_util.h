@@ -55,8 +55,8 @@ inline void require_gpu_or_skip(const char* name) {
 
 // An op test (test/layers/test_<op>.cu) has two halves in one executable, registered twice in
 // test/layers/layers.cmake:
-//   --cpu   the CPU reference against math done by hand (CTest label unit; what `make test-asan` runs);
-//   --gpu   every CUDA kernel against that CPU reference (label gpu; exits 77 when no GPU is visible).
+//   --cpu   the fast CPU path against a plain reference done by hand (CTest label unit; what `make test-asan` runs);
+//   --gpu   every CUDA kernel against that fast CPU path (label gpu; exits 77 when no GPU is visible).
 // With no flag both halves run, the GPU one only when a GPU is visible. `cpu` and `gpu` are the file's own
 // contexts, created here for the halves that run; gpu_checks may be null (an op with no CUDA code).
 inline int run_op_test(int argc, char** argv, const char* name, Ctx& cpu, Ctx& gpu, void (*cpu_checks)(),
@@ -218,7 +218,7 @@ inline Tensor poisoned_tensor(Device device, DType dtype, int64_t n) {
     tensor_fill_f32(t, dtype == DType::U8 ? 7.0f : NAN);
     return t;
 }
-// The same tensor on both devices: `c` the CPU reference's, `g` the GPU kernel's.
+// The same tensor on both devices: `c` the fast CPU path's, `g` the GPU kernel's.
 struct TensorPair {
     Tensor c, g;
 };
@@ -239,7 +239,7 @@ inline void free_all(std::initializer_list<TensorPair*> ps) {
 }
 
 // =========================================================================================================
-// GPU kernel vs CPU reference
+// GPU kernel vs fast CPU path
 // =========================================================================================================
 
 // Every element: |got - want| <= rtol·|want| + atol·rms(want), and no NaN anywhere. Prints the worst. The
@@ -276,7 +276,7 @@ inline ElementwiseTol elementwise_tol(DType dt) {
 // check_close_norm's default tolerance: fp32 ~1e-4 relative (cuBLAS sums in another order, but never in
 // TF32), bf16 ~2e-2.
 inline double norm_tol(DType dt) { return dt == DType::BF16 ? 2e-2 : 1e-4; }
-// GPU result vs CPU reference for the GEMM-based ops, whose outputs are long sums added in another order:
+// GPU result vs fast CPU path for the GEMM-based ops, whose outputs are long sums added in another order:
 // ‖g − c‖/‖c‖ < tol and max|g − c| / max|c| < 4·tol. NaN (a poisoned element never written) fails.
 inline void check_close_norm(const char* what, DType dt, const std::vector<float>& got, const std::vector<float>& ref,
                              double tol = -1) {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "layers/tensor.h"  // mm_fatal
-#include "model/config.h"    // padded_vocab_for
+#include "layers/model_shape.h"    // padded_vocab_for
 #include "parallel/pipeline_schedule.h"
 #include "recompute/formulas.h"
 #include "tools/chart.h"
@@ -356,7 +356,7 @@ struct Result {
 
 ModelFormulaInput model_input(const ModelSpec& m, const Layout& lay, int d) {
     ModelFormulaInput in;
-    // The logits are as wide as the trainer's padded vocabulary (model/config.h; 51200 is already padded).
+    // The logits are as wide as the trainer's padded vocabulary (layers/model_shape.h; 51200 is already padded).
     in.s = m.s, in.b = m.b, in.h = m.h, in.a = m.a, in.L = m.L, in.v = padded_vocab_for((int)m.v);
     in.t = m.t, in.p = m.p, in.m = m.m, in.sp = lay.sp, in.rc = lay.rc, in.d = d;
     return in;

@@ -1,6 +1,6 @@
 # One test per op file of layers/ (test/layers/test_<op>.cu), each registered twice from one executable:
-#   test_<op>      label unit: the CPU reference against math done by hand (--cpu; make test-asan runs these)
-#   test_gpu_<op>  label gpu:  every CUDA kernel of the op against the CPU reference (--gpu; exits 77, a skip,
+#   test_<op>      label unit: the fast CPU path against a plain reference done by hand (--cpu; make test-asan runs these)
+#   test_gpu_<op>  label gpu:  every CUDA kernel of the op against the fast CPU path (--gpu; exits 77, a skip,
 #                  when no GPU is visible)
 # MODULES: the op's own object library and what it calls, nothing else.
 mm_test(test_matmul SOURCES test/layers/test_matmul.cu MODULES matmul runtime LABELS unit ARGS --cpu)

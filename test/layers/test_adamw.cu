@@ -1,4 +1,4 @@
-// test_adamw.cu — the optimizer step and the gradient-norm reductions (layers/adamw.cu): the CPU reference
+// test_adamw.cu — the optimizer step and the gradient-norm reductions (layers/adamw.cu): the fast CPU path
 // (--cpu, label unit) and the CUDA kernels against it (--gpu, label gpu).
 //
 // CPU checks: AdamW against a hand-written double-precision reference for 3 steps, with f32 and bf16
@@ -158,7 +158,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the CPU reference
+// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
 // =========================================================================================================
 
 static void test_adamw_and_reductions(DType grad_dt, int64_t n, std::mt19937& rng) {

@@ -436,7 +436,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the CPU reference
+// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
 // =========================================================================================================
 
 struct AttnRunGpu {

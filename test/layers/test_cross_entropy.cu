@@ -1,5 +1,5 @@
 // test_cross_entropy.cu — the vocab-parallel cross-entropy and its gradient (layers/cross_entropy.cu): the
-// CPU reference (--cpu, label unit) and the CUDA kernels against it (--gpu, label gpu).
+// fast CPU path (--cpu, label unit) and the CUDA kernels against it (--gpu, label gpu).
 //
 // The loss is computed in two passes over the logits (the row statistics as online (max, sum) pairs plus the
 // target logit, then the gradient), so that under TP each rank works on its own vocabulary columns and only
@@ -266,7 +266,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the CPU reference
+// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
 // =========================================================================================================
 
 // One rank's slice [N, VL] of a vocabulary of V real ids starting at v_begin, on both devices.

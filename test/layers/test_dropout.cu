@@ -1,4 +1,4 @@
-// test_dropout.cu — bias + dropout + residual and the dropout backward (layers/dropout.cu): the CPU reference
+// test_dropout.cu — bias + dropout + residual and the dropout backward (layers/dropout.cu): the fast CPU path
 // (--cpu, label unit) and the CUDA kernels against it (--gpu, label gpu).
 //
 // A mask bit is a pure function of (seed, stream, the element's *global* coordinates) (layers/philox.h), so
@@ -166,7 +166,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the CPU reference
+// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
 // =========================================================================================================
 
 // Bias + dropout + residual on a block [S, B, C] placed at (s_offset, b_offset) of a global batch B_total.

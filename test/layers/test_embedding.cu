@@ -1,4 +1,4 @@
-// test_embedding.cu — token and position embeddings (layers/embedding.cu): the CPU reference (--cpu, label
+// test_embedding.cu — token and position embeddings (layers/embedding.cu): the fast CPU path (--cpu, label
 // unit) and the CUDA kernels against it (--gpu, label gpu).
 //
 // CPU checks: a vocabulary split into two ranges (vocab-parallel, as under TP): each rank looks up its own
@@ -148,7 +148,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the CPU reference
+// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
 // =========================================================================================================
 
 static void test_embedding_gpu() {

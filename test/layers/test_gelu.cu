@@ -1,4 +1,4 @@
-// test_gelu.cu — GeLU, tanh form (layers/gelu.cu): the CPU reference (--cpu, label unit) and the CUDA
+// test_gelu.cu — GeLU, tanh form (layers/gelu.cu): the fast CPU path (--cpu, label unit) and the CUDA
 // kernels against it (--gpu, label gpu).
 //
 // CPU checks: the forward against the formula in double (including |x| up to 100, where 1 + tanh cancels);
@@ -94,7 +94,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the CPU reference
+// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
 // =========================================================================================================
 
 static void test_gelu_gpu(DType dt, int N, int C, std::mt19937& rng) {

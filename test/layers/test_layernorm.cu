@@ -1,4 +1,4 @@
-// test_layernorm.cu — LayerNorm (layers/layernorm.cu): the CPU reference (--cpu, label unit) and the CUDA
+// test_layernorm.cu — LayerNorm (layers/layernorm.cu): the fast CPU path (--cpu, label unit) and the CUDA
 // kernels against it (--gpu, label gpu).
 //
 // CPU checks:
@@ -189,7 +189,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the CPU reference
+// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
 // =========================================================================================================
 
 static void test_layernorm_gpu(DType dt, int N, int C, std::mt19937& rng) {

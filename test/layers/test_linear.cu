@@ -1,4 +1,4 @@
-// test_linear.cu — the linear layer y = x·Wᵀ + b and its backward (layers/linear.cu): the CPU reference
+// test_linear.cu — the linear layer y = x·Wᵀ + b and its backward (layers/linear.cu): the fast CPU path
 // (--cpu, label unit) and the GPU path against it (--gpu, label gpu).
 //
 // CPU checks: the forward against a double reference with and without bias; the backward with prefilled
@@ -158,7 +158,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the CPU reference
+// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
 // =========================================================================================================
 
 struct LinearOut {

@@ -1,4 +1,4 @@
-// test_matmul.cu — the one GEMM every op calls (layers/matmul.cu): the CPU reference (OpenBLAS, --cpu, label
+// test_matmul.cu — the one GEMM every op calls (layers/matmul.cu): the fast CPU path (OpenBLAS, --cpu, label
 // unit) and cuBLAS/cuBLASLt against it (--gpu, label gpu).
 //
 // Every transpose combination, batched and not, leading dimensions and batch strides larger than the
@@ -227,7 +227,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the CPU reference
+// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
 // =========================================================================================================
 
 static void test_gemm_gpu() {

@@ -33,7 +33,11 @@ mm_test(test_equivalence_pp2_interleaved EXE test_equivalence LABELS mpi NP 2 AR
 mm_test(test_equivalence_pp2_afab EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --schedule afab --micro 4)
 mm_test(test_equivalence_pp2_bitwise EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --bitwise)
 mm_test(test_equivalence_pp2_interleaved_bitwise EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --chunks 2 --schedule interleaved --micro 2 --bitwise)
-mm_test(test_equivalence_pp1_bitwise EXE test_equivalence LABELS mpi NP 1 ARGS --tp 1 --micro 4 --bitwise)
+# One rank, 4 micro-batches: all forwards first (AFAB: four micro-batches' activations held at once, each in its
+# own MicroBatchState) against the plain accumulation loop (1F1B at pp 1: forward and backward of one, then the
+# next), bit for bit: the gradients add up in the same micro-batch order, so only a mix-up of the saved states
+# could change a bit.
+mm_test(test_equivalence_pp1_afab_bitwise EXE test_equivalence LABELS mpi NP 1 ARGS --tp 1 --micro 4 --schedule afab --bitwise)
 mm_test(test_equivalence_pp2_without_tied_sum EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 2 --expect-fail-without-tied-sum)
 mm_test(test_equivalence_pp2_without_scale EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --expect-fail-without-micro-scale)
 mm_test(test_equivalence_pp2_bf16 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 2 --dtype bf16 --steps 5)

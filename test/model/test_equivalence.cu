@@ -14,9 +14,11 @@
 //                                  world = tp × dp × pp
 //                    [--expect-fail-without-tied-sum]   (negative control: drop the tied embedding's gradient sum
 //                                  over the first and last stage, expect a mismatch)
-//                    [--bitwise]   tp 1: the reference also runs M micro-batches; everything but the tied word
-//                                  embedding must then be bitwise equal (its two uses' gradients are summed in
-//                                  another order: within float rounding)
+//                    [--bitwise]   tp 1: the reference also runs M micro-batches (one after another: 1F1B on
+//                                  one rank); everything but the tied word embedding must then be bitwise
+//                                  equal (its two uses' gradients are summed in another order: within float
+//                                  rounding). The run must differ from its reference (in pp, dp or the
+//                                  schedule): a configuration compared with itself proves nothing and fails.
 #include <cstring>
 #include "model_fixture.h"
 
@@ -68,6 +70,12 @@ int main(int argc, char** argv) {
     ref.chunks = 1;
     ref.schedule = PipeSchedule::OneFOneB;
     const int ref_micro = bitwise ? micro * dp : 1;  // bitwise: the same micro-batches, one after another
+    if (bitwise && par.tp == 1 && dp == 1 && par.pp == 1 && par.schedule == ref.schedule) {
+        if (rank == 0) printf("test_equivalence: --bitwise with tp 1, dp 1, pp 1 and the 1f1b schedule compares the "
+                              "reference with itself; give another layout or --schedule afab\n");
+        MPI_Finalize();
+        return 1;
+    }
     if (rank == 0)
         printf("test_equivalence: tp %d dp %d pp %d (%s, %d chunk%s) sp %s, %d micro-batch%s per rank, on %s/%s vs single rank%s, "
                "dropout %.2f%s\n", par.tp, dp, par.pp, pipe_schedule_name(par.schedule), par.chunks, par.chunks > 1 ? "s" : "",

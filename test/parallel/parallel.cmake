@@ -16,3 +16,6 @@ mm_test(test_sequence_parallel_np1 EXE test_sequence_parallel LABELS mpi NP 1)
 mm_executable(test_vocab_parallel SOURCES test/parallel/test_vocab_parallel.cu)
 mm_test(test_vocab_parallel_np2 EXE test_vocab_parallel LABELS mpi NP 2)
 mm_test(test_vocab_parallel_np4 EXE test_vocab_parallel LABELS mpi NP 4)
+# What a pipeline stage holds and owns, and the copies between the whole model's layout and a stage's
+# (parallel/pipeline_stage.cu): p = 1, 2, 4 stages, m = 1, 2 chunks, on the CPU without MPI.
+mm_test(test_pipeline_stage SOURCES test/parallel/test_pipeline_stage.cu MODULES pipeline_stage runtime LABELS unit)

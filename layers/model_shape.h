@@ -1,4 +1,4 @@
-// config.h — the GPT model's hyperparameters and the llm.c parameter layout (16 tensors, in file order).
+// model_shape.h — the GPT model's hyperparameters and the llm.c parameter layout (16 tensors, in file order).
 #pragma once
 #include <cstdint>
 

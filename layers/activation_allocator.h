@@ -8,7 +8,7 @@
 #include <map>
 #include <string>
 #include <vector>
-#include "../layers/runtime.h"
+#include "runtime.h"
 
 constexpr int kModelLevel = -1;  // tag layer for tensors outside the transformer layers
 
