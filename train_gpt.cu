@@ -172,7 +172,7 @@ struct Run {
     GPTConfig cfg;
     Ctx ctx;
     ProcessGrid grid;                            // parallel/process_grid.h: world = tp x dp x pp
-    std::unique_ptr<ActivationAllocator> alloc;  // recompute/activation_allocator.h: tagged, measured activations
+    std::unique_ptr<ActivationAllocator> alloc;  // layers/activation_allocator.h: tagged, measured activations
     GPT model;
     DataLoader train, val;
     bool have_val = false;
@@ -312,7 +312,7 @@ static void check_shape_flags(const TrainOptions& opt, const GPTConfig& cfg) {
 }
 
 // The model's shape and first weights: a checkpoint directory to resume (with its training state), an llm.c
-// file (--init, model/checkpoint.cu), or a fresh model of the flags' shape (model/config.h).
+// file (--init, model/checkpoint.cu), or a fresh model of the flags' shape (layers/model_shape.h).
 static GPTConfig read_model_config(const TrainOptions& opt, std::vector<float>& init_params, TrainState& resumed,
                                    std::string& resumed_dir) {
     GPTConfig cfg;
