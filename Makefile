@@ -66,21 +66,21 @@ build: deps
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # Only the programs a target runs (see "the build folder"): in the configured folder as it is, else in a new
-# one for this machine's GPU only. $(call programs,WHO,TARGETS...)
+# one for this machine's GPU only. $(call programs,TARGETS...)
 define programs
 	@if [ -f $(BUILD)/CMakeCache.txt ]; then \
-	  echo "make $(1): building $(2) in $(BUILD) (CUDA architectures" \
+	  echo "make $@: building $(1) in $(BUILD) (CUDA architectures" \
 	    "$$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' $(BUILD)/CMakeCache.txt))"; \
 	else archs='$(TRAIN_ARCHS)'; \
-	  echo "make $(1): building $(2) for CUDA architecture $$archs only (this machine's GPU;" \
+	  echo "make $@: building $(1) for CUDA architecture $$archs only (this machine's GPU;" \
 	    "90 without one): a minute or two the first time"; \
 	  $(CONFIGURE) $(NEW_FOLDER_GENERATOR) "-DCMAKE_CUDA_ARCHITECTURES=$$archs" >/dev/null || exit 1; fi
-	@cmake --build $(BUILD) -j $(JOBS) --target $(2)
+	@cmake --build $(BUILD) -j $(JOBS) --target $(1)
 endef
 
 # train_gpt and prepare_data only.
 trainer: deps
-	$(call programs,train,train_gpt prepare_data)
+	$(call programs,train_gpt prepare_data)
 
 # The default corpus is the project's own text (docs and sources): no network needed.
 data: trainer
@@ -101,7 +101,7 @@ bench: build
 	  bash bench/cpu_peer.sh $(BUILD); fi
 
 paper: deps
-	$(call programs,paper,memory_calculator)
+	$(call programs,memory_calculator)
 	@mkdir -p docs && $(BUILD)/memory_calculator --chart docs/figure7.png && echo "chart: docs/figure7.png"
 
 # One line per layout and kind of memory, in bytes on one rank: a layer's saved activations, the whole model's,
