@@ -330,20 +330,31 @@ static void launch_ln_forward_vec(Ctx& ctx, T* out, float* mean, float* rstd, co
     CUDA_CHECK_LAST();
 }
 
+int layernorm_forward_slots(int C, DType dtype) {
+    if (C <= 0) return 0;
+    const int slots = ((C + 7) / 8 + 31) / 32;  // packs per lane
+    if (slots <= 4) return 4;
+    if (slots <= 8) return 8;
+    if (slots <= 16) return 16;
+    if (dtype == DType::BF16 && slots <= 24) return 24;
+    return 0;
+}
+
 template <class T>
 static bool layernorm_forward_vec(Ctx& ctx, T* out, float* mean, float* rstd, const T* in, const T* weight,
                                   const T* bias, int N, int C) {
     // 16-byte accesses need every row start aligned: C % 8 == 0 and aligned base pointers.
     const bool vec = C % 8 == 0 && vec8_aligned(out) && vec8_aligned(in) && vec8_aligned(weight) &&
                      vec8_aligned(bias);
-    const int slots = ((C + 7) / 8 + 31) / 32;  // packs per lane
-    if (slots <= 4) launch_ln_forward_vec<T, 4>(ctx, out, mean, rstd, in, weight, bias, N, C, vec);
-    else if (slots <= 8) launch_ln_forward_vec<T, 8>(ctx, out, mean, rstd, in, weight, bias, N, C, vec);
-    else if (slots <= 16) launch_ln_forward_vec<T, 16>(ctx, out, mean, rstd, in, weight, bias, N, C, vec);
-    else if (sizeof(T) == 2 && slots <= 24)  // (the template argument only avoids instantiating <float, 24>)
-        launch_ln_forward_vec<T, sizeof(T) == 2 ? 24 : 16>(ctx, out, mean, rstd, in, weight, bias, N, C, vec);
-    else return false;
-    return true;
+    switch (layernorm_forward_slots(C, sizeof(T) == 2 ? DType::BF16 : DType::F32)) {
+        case 4: launch_ln_forward_vec<T, 4>(ctx, out, mean, rstd, in, weight, bias, N, C, vec); return true;
+        case 8: launch_ln_forward_vec<T, 8>(ctx, out, mean, rstd, in, weight, bias, N, C, vec); return true;
+        case 16: launch_ln_forward_vec<T, 16>(ctx, out, mean, rstd, in, weight, bias, N, C, vec); return true;
+        case 24:  // (the template argument only avoids instantiating <float, 24>, which the choice never gives)
+            launch_ln_forward_vec<T, sizeof(T) == 2 ? 24 : 16>(ctx, out, mean, rstd, in, weight, bias, N, C, vec);
+            return true;
+        default: return false;
+    }
 }
 
 void layernorm_forward(Ctx& ctx, Tensor out, Tensor mean, Tensor rstd, Tensor in, Tensor weight, Tensor bias,

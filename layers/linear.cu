@@ -317,6 +317,28 @@ __global__ void bias_finish_kernel(TG* dbias, const float* partial, int chunks, 
 template <class TO, class TB>
 __global__ void bias_broadcast_kernel(TO* out, const TB* bias, int64_t total, int C);
 
+// The tests' pin and the last path taken: process-wide on purpose (a test pins before it builds anything;
+// the trainer never pins).
+static LinearForwardPath g_linear_pin = LinearForwardPath::NoBias, g_linear_last = LinearForwardPath::NoBias;
+
+const char* linear_forward_path_name(LinearForwardPath p) {
+    switch (p) {
+        case LinearForwardPath::NoBias: return "no_bias";
+        case LinearForwardPath::FusedBias: return "fused_bias";
+        case LinearForwardPath::Broadcast: return "broadcast";
+    }
+    return "?";
+}
+
+LinearForwardPath linear_forward_path(DType in, DType out, bool has_bias) {
+    if (!has_bias) return LinearForwardPath::NoBias;
+    // linear_forward_lt takes only the same-dtype case; the LM head's bf16 -> f32 would need a mixed epilogue.
+    return in == out ? LinearForwardPath::FusedBias : LinearForwardPath::Broadcast;
+}
+
+void linear_forward_pin(LinearForwardPath p) { g_linear_pin = p; }
+LinearForwardPath linear_forward_last_path() { return g_linear_last; }
+
 void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias, int N, int IC, int OC) {
     if (in.n != (int64_t)N * IC || weight.n != (int64_t)OC * IC || out.n != (int64_t)N * OC ||
         (!bias.empty() && bias.n != OC))
@@ -325,8 +347,20 @@ void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias,
         mm_fatal("linear_forward: in, weight and bias must share a dtype");
     OpScope scope(ctx, "linear_forward", 2.0 * N * (double)IC * OC);
     // GPU with a bias: one cuBLASLt GEMM with the bias in its epilogue (when cuBLASLt has a kernel for it).
-    if (ctx.device == Device::CUDA && !bias.empty() && linear_forward_lt(ctx, out, in, weight, bias, N, IC, OC))
-        return;
+    if (ctx.device == Device::CUDA && !bias.empty()) {
+        const LinearForwardPath want =
+            g_linear_pin != LinearForwardPath::NoBias ? g_linear_pin : linear_forward_path(in.dtype, out.dtype, true);
+        if (want == LinearForwardPath::FusedBias) {
+            if (linear_forward_lt(ctx, out, in, weight, bias, N, IC, OC)) {
+                g_linear_last = LinearForwardPath::FusedBias;
+                return;
+            }
+            if (g_linear_pin == LinearForwardPath::FusedBias)
+                mm_fatal("linear_forward: pinned to the fused-bias GEMM, but cuBLASLt declines N=%d IC=%d OC=%d "
+                         "(%s -> %s)", N, IC, OC, dtype_name(in.dtype), dtype_name(out.dtype));
+        }
+        g_linear_last = LinearForwardPath::Broadcast;
+    }
     float beta = 0.f;
     if (!bias.empty()) {
         beta = 1.f;
