@@ -271,31 +271,41 @@ void linear_lt_survey(Ctx& ctx, int max_candidates) {
 // depend on the packing. One partial per (chunk, column).
 constexpr int kBiasThreadsX = 32, kBiasCols = 8 * kBiasThreadsX, kBiasLanes = 8, kBiasRowsPerChunk = 512;
 
+// gridDim.y is capped at 65535 (CUDA's limit; 65535 × 512 = 33,553,920 rows): a block strides over the row
+// chunks blockIdx.y, blockIdx.y + gridDim.y, ...; each chunk is summed exactly as by a block of its own, so
+// the bits do not depend on the cap.
+constexpr int kBiasMaxGridY = 65535;
+
 template <class TD>
 __global__ void bias_partial_kernel(float* partial, const TD* dout, int N, int C, bool vec) {
     __shared__ float sm[kBiasLanes][kBiasCols];
     const int c0 = blockIdx.x * kBiasCols + threadIdx.x * 8;  // this thread's 8 columns
     const int count = C - c0 < 8 ? (C - c0 > 0 ? C - c0 : 0) : 8;
-    const int r0 = blockIdx.y * kBiasRowsPerChunk;
-    const int r1 = min(N, r0 + kBiasRowsPerChunk);
-    float acc[8];
+    const int chunks = (N + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk;
+    // The loop bound is the same for every thread of the block, so all of them reach both barriers.
+    for (int chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
+        const int r0 = chunk * kBiasRowsPerChunk;
+        const int r1 = min(N, r0 + kBiasRowsPerChunk);
+        float acc[8];
 #pragma unroll
-    for (int k = 0; k < 8; k++) acc[k] = 0.f;
-    if (count > 0)
-        for (int r = r0 + threadIdx.y; r < r1; r += kBiasLanes) {
-            const Pack8<TD> d = load8(dout + (int64_t)r * C + c0, count, vec);
+        for (int k = 0; k < 8; k++) acc[k] = 0.f;
+        if (count > 0)
+            for (int r = r0 + threadIdx.y; r < r1; r += kBiasLanes) {
+                const Pack8<TD> d = load8(dout + (int64_t)r * C + c0, count, vec);
 #pragma unroll
-            for (int k = 0; k < 8; k++) acc[k] += to_f32(d.v[k]);
+                for (int k = 0; k < 8; k++) acc[k] += to_f32(d.v[k]);
+            }
+#pragma unroll
+        for (int k = 0; k < 8; k++) sm[threadIdx.y][threadIdx.x * 8 + k] = acc[k];
+        __syncthreads();
+        if (threadIdx.y == 0) {
+            for (int k = 0; k < count; k++) {
+                float s = 0.f;
+                for (int l = 0; l < kBiasLanes; l++) s += sm[l][threadIdx.x * 8 + k];
+                partial[(int64_t)chunk * C + c0 + k] = s;
+            }
         }
-#pragma unroll
-    for (int k = 0; k < 8; k++) sm[threadIdx.y][threadIdx.x * 8 + k] = acc[k];
-    __syncthreads();
-    if (threadIdx.y == 0) {
-        for (int k = 0; k < count; k++) {
-            float s = 0.f;
-            for (int l = 0; l < kBiasLanes; l++) s += sm[l][threadIdx.x * 8 + k];
-            partial[(int64_t)blockIdx.y * C + c0 + k] = s;
-        }
+        __syncthreads();  // the next chunk overwrites sm only after lane 0 has read it
     }
 }
 
