@@ -387,6 +387,25 @@ void layernorm_forward(Ctx& ctx, Tensor out, Tensor mean, Tensor rstd, Tensor in
     });
 }
 
+// How many row chunks the backward's partial sums use: enough blocks to keep ~4 MB of loads in flight
+// (~2048 blocks of 64 threads, 32 bytes each per row), derived only from N and C, so the same shapes always
+// reduce in the same order (bitwise reproducible).
+static int ln_partial_chunks(int N, int C, int* rows_per_chunk) {
+    const int col_blocks = ((C + 7) / 8 + kPartialThreads - 1) / kPartialThreads;
+    int chunks = 2048 / col_blocks;
+    if (chunks < 1) chunks = 1;
+    if (chunks > N) chunks = N;
+    if (chunks < 1) chunks = 1;  // N = 0: no rows (the backward returns before it needs a chunk)
+    const int rows = N > 0 ? (N + chunks - 1) / chunks : 1;
+    if (rows_per_chunk) *rows_per_chunk = rows;
+    return N > 0 ? (N + rows - 1) / rows : 1;  // no empty chunk at the end
+}
+
+size_t layernorm_backward_scratch_bytes(int N, int C) {
+    if (N <= 0 || C <= 0) return 0;
+    return 2 * sizeof(float) * (size_t)ln_partial_chunks(N, C, nullptr) * C;
+}
+
 void layernorm_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout, Tensor in,
                         Tensor weight, Tensor mean, Tensor rstd, int N, int C, GradWrite grads) {
     const char* op = "layernorm_backward";
@@ -424,16 +443,9 @@ void layernorm_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tens
                 vec);
             CUDA_CHECK_LAST();
 
-            // How many row chunks: enough blocks to keep ~4 MB of loads in flight (~2048 blocks of 64
-            // threads, 32 bytes each per row), derived only from N and C, so the same shapes always reduce
-            // in the same order (bitwise reproducible).
             const int col_blocks = ((C + 7) / 8 + kPartialThreads - 1) / kPartialThreads;
-            int chunks = 2048 / col_blocks;
-            if (chunks < 1) chunks = 1;
-            if (chunks > N) chunks = N;
-            const int rows_per_chunk = (N + chunks - 1) / chunks;
-            chunks = (N + rows_per_chunk - 1) / rows_per_chunk;  // no empty chunk at the end
-
+            int rows_per_chunk = 0;
+            const int chunks = ln_partial_chunks(N, C, &rows_per_chunk);
             float* partial_w = static_cast<float*>(ctx_scratch(ctx, 2 * sizeof(float) * (size_t)chunks * C));
             float* partial_b = partial_w + (size_t)chunks * C;
             layernorm_backward_partials_kernel<T><<<dim3(col_blocks, chunks), kPartialThreads, 0, ctx.stream>>>(

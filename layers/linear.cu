@@ -396,6 +396,11 @@ void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias,
          out.data, OC, 0, in.dtype, out.dtype);
 }
 
+size_t bias_backward_scratch_bytes(int N, int C) {
+    if (N <= 0 || C <= 0) return 0;
+    return (size_t)((N + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk) * C * sizeof(float);
+}
+
 void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C, GradWrite grads) {
     if (dbias.empty()) return;
     if (dbias.n != C || dout.n != (int64_t)N * C) mm_fatal("bias_backward: sizes do not match N=%d C=%d", N, C);
@@ -411,8 +416,9 @@ void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C, GradWrite 
         MM_DISPATCH_ACT(dbias.dtype, {
             if (ctx.device == Device::CUDA) {
                 int chunks = (N + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk;
-                float* partial = (float*)ctx_scratch(ctx, (size_t)chunks * C * sizeof(float));
-                dim3 grid((C + kBiasCols - 1) / kBiasCols, chunks), block(kBiasThreadsX, kBiasLanes);
+                float* partial = (float*)ctx_scratch(ctx, bias_backward_scratch_bytes(N, C));
+                dim3 grid((C + kBiasCols - 1) / kBiasCols, chunks < kBiasMaxGridY ? chunks : kBiasMaxGridY),
+                    block(kBiasThreadsX, kBiasLanes);
                 // 16-byte loads need every row start aligned: C % 8 == 0 and an aligned base pointer.
                 const bool vec = C % 8 == 0 && vec8_aligned(dout.data);
                 bias_partial_kernel<TD><<<grid, block, 0, ctx.stream>>>(partial, dout.as<TD>(), N, C, vec);
