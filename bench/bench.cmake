@@ -36,6 +36,10 @@ add_test(NAME bench_gpu_suite_dry_run
          COMMAND bash ${CMAKE_SOURCE_DIR}/bench/gpu_suite.sh --dry-run ${CMAKE_BINARY_DIR}/gpu_suite_dry)
 set_tests_properties(bench_gpu_suite_dry_run PROPERTIES LABELS unit TIMEOUT 60
                      PASS_REGULAR_EXPRESSION "layer_bench --device cuda.*plan printed")
+# The dry run lists every gpu-labelled CTest test (compared with ctest -N -L gpu) and each part's budget.
+add_test(NAME bench_gpu_suite_dry_run_lists_gpu_tests
+         COMMAND bash ${CMAKE_SOURCE_DIR}/bench/check_dry_run.sh ${CMAKE_BINARY_DIR} ${CMAKE_BINARY_DIR}/gpu_suite_dry2)
+set_tests_properties(bench_gpu_suite_dry_run_lists_gpu_tests PROPERTIES LABELS unit TIMEOUT 60)
 file(WRITE ${CMAKE_BINARY_DIR}/fake_gpu/nvidia-smi
      "#!/bin/sh\ncase \"$*\" in\n  -L) echo 'GPU 0: stand-in GPU (bench_gpu_suite_flow)' ;;\n  *) echo 'stand-in, 0' ;;\nesac\n")
 file(CHMOD ${CMAKE_BINARY_DIR}/fake_gpu/nvidia-smi PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ
@@ -45,5 +49,5 @@ string(REPLACE ";" " " MM_E2E_TINY_STR "${MM_E2E_TINY}")
 add_test(NAME bench_gpu_suite_flow
          COMMAND bash ${CMAKE_SOURCE_DIR}/bench/gpu_suite.sh ${CMAKE_BINARY_DIR}/gpu_suite_flow)
 set_tests_properties(bench_gpu_suite_flow PROPERTIES LABELS unit TIMEOUT 120
-  ENVIRONMENT "PATH=${CMAKE_BINARY_DIR}/fake_gpu:$ENV{PATH};PREBUILT=${CMAKE_BINARY_DIR};SUITE_SKIP_TESTS=1;OMP_NUM_THREADS=1;LAYER_ARGS=${MM_LAYER_TINY_STR};E2E_ARGS=${MM_E2E_TINY_STR}"
+  ENVIRONMENT "PATH=${CMAKE_BINARY_DIR}/fake_gpu:$ENV{PATH};PREBUILT=${CMAKE_BINARY_DIR};SUITE_SKIP_TESTS=1;SUITE_RESULTS_MD=${CMAKE_BINARY_DIR}/gpu_suite_flow_results;OMP_NUM_THREADS=1;LAYER_ARGS=${MM_LAYER_TINY_STR};E2E_ARGS=${MM_E2E_TINY_STR}"
   PASS_REGULAR_EXPRESSION "layer_bench.*: ok.*selective \\+ sequence parallel.*sum of ops.*XL layer.*: ok.*sum of ops.*e2e_bench.*: ok.*none .*22B layer shape.*: ok.*none ")

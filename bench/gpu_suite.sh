@@ -32,6 +32,8 @@ REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO" || exit 2
 
 BUDGET=${SUITE_BUDGET_S:-480}
+# Where the summary goes as the next run (SUITE_RESULTS_MD: elsewhere, e.g. for the CPU flow test).
+RESULTS_MD=${SUITE_RESULTS_MD:-$REPO/bench/RESULTS.md}
 T0=$SECONDS
 ENV_TXT=$OUT/env.txt BUILD_LOG=$OUT/build.log TESTS_LOG=$OUT/tests.log SUMMARY=$OUT/summary.txt
 LAYER_LOG=$OUT/layer_bench.log LAYER_JSON=$OUT/layer_bench.json E2E_LOG=$OUT/e2e_bench.log E2E_JSON=$OUT/e2e_bench.json
@@ -109,6 +111,17 @@ gpu_test_list() {
 import glob, re, sys
 for path in sorted(glob.glob(sys.argv[1] + "/test/*.cmake") + glob.glob(sys.argv[1] + "/test/*/*.cmake")):
     text = "\n".join(l.split("#", 1)[0] for l in open(path).read().splitlines())
+    # Plain add_test() registrations labelled gpu by set_tests_properties, and the calls of a fragment's own
+    # function whose body registers gpu tests (its first argument names the test): they need the CMake
+    # build's paths, so they run under ctest only.
+    for m in re.finditer(r"\badd_test\(\s*NAME\s+(\S+)", text):
+        if "${" in m.group(1): continue  # inside a function: its calls are found below
+        if re.search(r"set_tests_properties\(\s*" + re.escape(m.group(1)) + r"\s[^)]*LABELS\s+\"?gpu", text):
+            print(f"{m.group(1)}|SKIP|0|0|needs build paths (ctest only)")
+    for f in re.finditer(r"\bfunction\((\w+)\b(.*?)\bendfunction\(\)", text, re.S):
+        if f.group(1) == "mm_test" or not re.search(r"LABELS\s+\"?gpu", f.group(2)): continue
+        for c in re.finditer(r"^\s*" + f.group(1) + r"\(\s*(\S+)", text, re.M):
+            print(f"{c.group(1)}|SKIP|0|0|needs build paths (ctest only)")
     for m in re.finditer(r"\bmm_test\(([^)]*)\)", text):
         tok = m.group(1).split()
         name, fields, key = tok[0], {}, None
@@ -125,7 +138,7 @@ for path in sorted(glob.glob(sys.argv[1] + "/test/*.cmake") + glob.glob(sys.argv
         print(f"{name}|{exe}|{np}|{to}|{' '.join(args)}")
 PY
   else  # the list as of writing, when python3 is absent
-    for op in matmul linear attention embedding cross_entropy dropout layernorm gelu adamw; do
+    for op in matmul linear attention embedding cross_entropy dropout layernorm gelu adamw runtime; do
       echo "test_gpu_$op|test_$op|0|180|--gpu"; done
     printf '%s\n' "test_gpu_comm|test_gpu_comm|2|180|mpi" "test_gpu_comm_nccl|test_gpu_comm|1|180|nccl"
   fi
@@ -136,16 +149,20 @@ LAYER_XL_CMD="layer_bench --device cuda --dtype bf16 --hidden 1600 --heads 25 --
 E2E_CMD="e2e_bench --device cuda --dtype bf16 --layers 48 --hidden 1600 --heads 25 --seq 1024 --batch 8 --warmup 2 --steps 5 ${E2E_ARGS:-}"
 E2E_BIG_CMD="e2e_bench --device cuda --dtype bf16 --layers 6 --hidden 6144 --heads 64 --seq 2048 --batch 4 --warmup 2 --steps 4 --gemm-size 0 ${E2E_ARGS:-}"
 
+# Each part's time budget (seconds): what the part asks budget_for for, capped at run time by what is left of
+# SUITE_BUDGET_S, with the later parts' reserves kept (the numbers below are the ones the steps pass).
+BUDGET_BUILD=$((90 + 240)) BUDGET_TESTS=150 BUDGET_LAYER=120 BUDGET_LAYER_XL=60 BUDGET_E2E=300 BUDGET_E2E_BIG=180
 if [ $DRY = 1 ]; then
-  say "== dry run: the plan (nothing is built or run)"
+  say "== dry run: the plan (nothing is built or run); total budget ${BUDGET} s, each part capped by what is left"
   if [ -n "${PREBUILT:-}" ]; then say "binaries: prebuilt in $PREBUILT"
-  else say "build: cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build-gpu -j16"; fi
-  say "tests (label gpu): ctest --test-dir build-gpu -L gpu, or with prebuilt binaries:"
-  gpu_test_list | while IFS='|' read -r n e np to a; do say "  $n: ${e} np=$np timeout=${to}s args='$a'"; done
-  say "bench: $LAYER_CMD --json $LAYER_JSON"
-  say "bench: $LAYER_XL_CMD (log appended to layer_bench.log)"
-  say "bench: $E2E_CMD --json $E2E_JSON"
-  say "bench: $E2E_BIG_CMD (with time left; log appended to e2e_bench.log)"
+  else say "build (budget ${BUDGET_BUILD} s): cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build-gpu -j16"; fi
+  say "tests (budget ${BUDGET_TESTS} s, 240 s kept for the benchmarks) (label gpu): ctest --test-dir build-gpu -L gpu, or with prebuilt binaries:"
+  gpu_test_list | while IFS='|' read -r n e np to a; do say "  gpu test $n: ${e} np=$np timeout=${to}s args='$a'"; done
+  say "bench (budget ${BUDGET_LAYER} s): $LAYER_CMD --json $LAYER_JSON"
+  say "bench (budget ${BUDGET_LAYER_XL} s): $LAYER_XL_CMD (log appended to layer_bench.log)"
+  say "bench (budget ${BUDGET_E2E} s): $E2E_CMD --json $E2E_JSON"
+  say "bench (budget ${BUDGET_E2E_BIG} s): $E2E_BIG_CMD (with time left; log appended to e2e_bench.log)"
+  say "results: the summary table is written into ${RESULTS_MD} as the next run"
   echo "dry run: GPU $GPU_NAME, driver $DRIVER; plan printed (env.txt in $OUT)" | tee "$SUMMARY"
   exit 0
 fi
@@ -209,7 +226,7 @@ if [ -n "${SUITE_SKIP_TESTS:-}" ]; then
   TESTS_STATUS="skipped (SUITE_SKIP_TESTS set)"
 elif [ "$MODE" = ctest ]; then
   echo "== ctest -L gpu ($(elapsed) s)" | tee -a "$TESTS_LOG"
-  timeout "$(budget_for 150 240)" ctest --test-dir build-gpu -L gpu --output-on-failure --timeout 120 >>"$TESTS_LOG" 2>&1
+  timeout "$(budget_for "$BUDGET_TESTS" 240)" ctest --test-dir build-gpu -L gpu --output-on-failure --timeout 120 >>"$TESTS_LOG" 2>&1
   TESTS_STATUS=$(grep -E "tests passed" "$TESTS_LOG" | tail -1)
   FAILED=$(sed -n '/The following tests FAILED/,$p' "$TESTS_LOG" | grep -E "^\s+[0-9]+ - " | awk '{print $3 "(" $NF ")"}' | tr '\n' ' ')
   SKIPPED=$(grep -c "Skipped" "$TESTS_LOG")
@@ -261,7 +278,7 @@ run_bench() {  # log json("" = none) timeout reserve program flags...
 LAYER_STATUS="not run"
 if [ -x "$BIN/layer_bench" ]; then
   # shellcheck disable=SC2086
-  if run_bench "$LAYER_LOG" "$LAYER_JSON" 120 150 $LAYER_CMD; then LAYER_STATUS=ok
+  if run_bench "$LAYER_LOG" "$LAYER_JSON" "$BUDGET_LAYER" 150 $LAYER_CMD; then LAYER_STATUS=ok
   else
     # The fake-communicator emulation needs NCCL on one GPU; if that (or anything) failed, retry with the
     # emulation that needs no communicator at all.
@@ -278,7 +295,7 @@ XL_LOG=$OUT/layer_xl.tmp
 LAYER_XL_STATUS="not run"
 if [ -x "$BIN/layer_bench" ]; then
   # shellcheck disable=SC2086
-  if run_bench "$XL_LOG" "" 60 120 $LAYER_XL_CMD; then LAYER_XL_STATUS=ok; else LAYER_XL_STATUS="failed (rc $?)"; fi
+  if run_bench "$XL_LOG" "" "$BUDGET_LAYER_XL" 120 $LAYER_XL_CMD; then LAYER_XL_STATUS=ok; else LAYER_XL_STATUS="failed (rc $?)"; fi
 fi
 echo "layer_bench (XL layer): $LAYER_XL_STATUS"
 
@@ -287,7 +304,7 @@ echo "layer_bench (XL layer): $LAYER_XL_STATUS"
 E2E_STATUS="not run"
 if [ -x "$BIN/e2e_bench" ]; then
   # shellcheck disable=SC2086
-  if run_bench "$E2E_LOG" "$E2E_JSON" 300 0 $E2E_CMD; then E2E_STATUS=ok; else E2E_STATUS="failed (rc $?, see e2e_bench.log)"; fi
+  if run_bench "$E2E_LOG" "$E2E_JSON" "$BUDGET_E2E" 0 $E2E_CMD; then E2E_STATUS=ok; else E2E_STATUS="failed (rc $?, see e2e_bench.log)"; fi
 fi
 echo "e2e_bench: $E2E_STATUS"
 # A wider model with the paper's 22B layer shape (h 6144, 64 heads, s 2048), fewer layers so that it fits one
@@ -296,9 +313,9 @@ echo "e2e_bench: $E2E_STATUS"
 BIG_LOG=$OUT/e2e_big.tmp
 : >"$BIG_LOG"
 E2E_BIG_STATUS="not run"
-if [ -x "$BIN/e2e_bench" ] && [ "$(budget_for 180)" -ge 60 ]; then
+if [ -x "$BIN/e2e_bench" ] && [ "$(budget_for "$BUDGET_E2E_BIG")" -ge 60 ]; then
   # shellcheck disable=SC2086
-  if run_bench "$BIG_LOG" "" 180 0 $E2E_BIG_CMD; then E2E_BIG_STATUS=ok; else E2E_BIG_STATUS="failed (rc $?)"; fi
+  if run_bench "$BIG_LOG" "" "$BUDGET_E2E_BIG" 0 $E2E_BIG_CMD; then E2E_BIG_STATUS=ok; else E2E_BIG_STATUS="failed (rc $?)"; fi
 elif [ -x "$BIN/e2e_bench" ]; then
   E2E_BIG_STATUS="skipped (less than 60 s of the budget left)"
 fi
@@ -325,4 +342,23 @@ echo "e2e_bench (22B layer shape): $E2E_BIG_STATUS"
 cat "$XL_LOG" >>"$LAYER_LOG" && rm -f "$XL_LOG"
 cat "$BIG_LOG" >>"$E2E_LOG" && rm -f "$BIG_LOG"
 echo "files: $(cd "$OUT" && ls | tr '\n' ' ')" | tee -a "$SUMMARY"
+
+# ---- the table into RESULTS.md as the next run (newest first: before the first "## Run" heading) -----------
+if command -v python3 >/dev/null 2>&1; then
+  [ -f "$RESULTS_MD" ] || printf '# Benchmark results\n\n' >"$RESULTS_MD"
+  python3 - "$RESULTS_MD" "$SUMMARY" "$GPU_NAME" "$DRIVER" "$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'PY'
+import datetime, re, sys
+path, summary, gpu, driver, commit = sys.argv[1:6]
+text = open(path).read()
+runs = [int(n) for n in re.findall(r"^## Run (\d+)", text, re.M)]
+n = max(runs, default=0) + 1
+when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+section = (f"## Run {n} — {when}, {gpu}, driver {driver} (bench/gpu_suite.sh at {commit})\n\n"
+           "The suite's summary, as it printed it:\n\n```\n" + open(summary).read().rstrip() + "\n```\n\n")
+at = re.search(r"^## Run ", text, re.M)
+text = text[:at.start()] + section + text[at.start():] if at else text.rstrip() + "\n\n" + section
+open(path, "w").write(text)
+print(f"wrote run {n} into {path}")
+PY
+fi
 exit 0

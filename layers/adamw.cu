@@ -204,6 +204,13 @@ static int ssq_blocks(int64_t n) {
     return (int)(blocks < kSsqMaxBlocks ? blocks : kSsqMaxBlocks);
 }
 
+size_t sums_of_squares_scratch_bytes(const std::vector<int64_t>& sizes) {
+    size_t partial_count = 0;  // as sums_of_squares counts them: each tensor's partials, then one result each
+    for (int64_t n : sizes)
+        if (n > 0) partial_count += (size_t)ssq_blocks(n);
+    return sizeof(double) * (partial_count + sizes.size());
+}
+
 std::vector<double> sums_of_squares(Ctx& ctx, const std::vector<Tensor>& xs) {
     OpScope scope(ctx, "sums_of_squares");
     std::vector<double> result(xs.size(), 0.0);
@@ -221,6 +228,7 @@ std::vector<double> sums_of_squares(Ctx& ctx, const std::vector<Tensor>& xs) {
     // One scratch buffer: the per-block partials of every tensor, then one result slot per tensor. Every
     // reduction is queued on the stream; a single copy brings the results back.
     double* scratch = static_cast<double*>(ctx_scratch(ctx, sizeof(double) * (partial_count + xs.size())));
+    // (sums_of_squares_scratch_bytes counts the same for the model's reservation.)
     double* device_results = scratch + partial_count;
     CUDA_CHECK(cudaMemsetAsync(device_results, 0, sizeof(double) * xs.size(), ctx.stream));  // empty tensors: 0
     double* partial = scratch;

@@ -24,5 +24,8 @@ double sum_of_squares(Ctx& ctx, Tensor x);
 // The same sums for several tensors, each bit-identical to sum_of_squares of it alone, with ONE host
 // synchronization for all of them (the gradient norm of a step needs 16 tensors).
 std::vector<double> sums_of_squares(Ctx& ctx, const std::vector<Tensor>& xs);
+// Bytes of ctx_scratch (runtime.h) sums_of_squares takes on the GPU for tensors of these sizes: the model
+// reserves them before its first step, so the scratch never grows inside a step.
+size_t sums_of_squares_scratch_bytes(const std::vector<int64_t>& sizes);
 // x *= s (f32)
 void scale_inplace(Ctx& ctx, Tensor x, float s);

@@ -343,20 +343,21 @@ __global__ void softmax_dropout_backward_kernel(T* d, const T* probs, const uint
 
 // Packs of 8 keys per lane for a row of S keys, or 0 when the row is too long for the vectorized kernels
 // (the fallback kernels then run). Up to 8 packs (S <= 2048) in bf16; up to 4 (S <= 1024) in f32, where a
-// pack takes twice the registers. Depends only on S and the dtype, never on alignment.
-template <class T>
-static int softmax_slots(int S) {
+// pack takes twice the registers. Depends only on S and the dtype, never on alignment, so that the choice is
+// a plain host function the coverage test can call without a GPU (attention.h).
+int attention_softmax_slots(int S, DType dtype) {
+    if (S <= 0) return 0;
     const int slots = ((S + 7) / 8 + 31) / 32;
-    const int max_slots = sizeof(T) == 2 ? 8 : 4;
+    const int max_slots = dtype == DType::BF16 ? 8 : 4;
     if (slots > max_slots) return 0;
     return slots <= 1 ? 1 : slots <= 2 ? 2 : slots <= 4 ? 4 : 8;
 }
 
 // Call launch(std::integral_constant<int, kSlots>()) with the kSlots that holds a row of S keys, so that the
 // caller instantiates its vectorized kernel for exactly that bound. Returns false when no kSlots does.
-template <class T, class Launch>
-static bool launch_by_slots(int S, Launch&& launch) {
-    switch (softmax_slots<T>(S)) {
+template <class Launch>
+static bool launch_by_slots(int S, DType dtype, Launch&& launch) {
+    switch (attention_softmax_slots(S, dtype)) {
         case 1: launch(std::integral_constant<int, 1>()); return true;
         case 2: launch(std::integral_constant<int, 2>()); return true;
         case 4: launch(std::integral_constant<int, 4>()); return true;
@@ -452,7 +453,7 @@ void attention_probs_forward(Ctx& ctx, Tensor probs, Tensor mask, Tensor probs_d
             T* pp = probs.as<T>();
             T* pd = probs_drop.as<T>();
             uint8_t* pm = mask.as<uint8_t>();
-            const bool launched = launch_by_slots<T>(S, [&](auto slots) {
+            const bool launched = launch_by_slots(S, qkv.dtype, [&](auto slots) {
                 softmax_dropout_vec_kernel<T, decltype(slots)::value><<<blocks, threads, 0, ctx.stream>>>(pp, pm, pd, a,
                                                                                                         vec);
             });
@@ -522,7 +523,7 @@ void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor p
             T* d = scratch.as<T>();
             const T* pp = probs.as<T>();
             const uint8_t* pm = mask.as<uint8_t>();
-            const bool launched = launch_by_slots<T>(S, [&](auto slots) {
+            const bool launched = launch_by_slots(S, dt, [&](auto slots) {
                 softmax_dropout_backward_vec_kernel<T, decltype(slots)::value><<<blocks, threads, 0, ctx.stream>>>(
                     d, pp, pm, a, vec);
             });

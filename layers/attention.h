@@ -26,6 +26,12 @@ struct AttnShape {
 // values, keys q < k < end exactly 0 in all three, keys from end on never written (nor read by any op here).
 int attention_causal_block(const Ctx& ctx, int S);  // rows per causal block on ctx's device (S at most)
 
+// The softmax kernel a CUDA launch picks (forward and backward alike), decided on the host from S and the
+// dtype alone: the 8-key packs per lane of the row-in-registers kernels (1, 2, 4 or 8), or 0 for the general
+// kernel (S > 1024 in f32, S > 2048 in bf16). test/layers/test_kernel_coverage.cu lists every value against
+// the shapes the GPU tests run.
+int attention_softmax_slots(int S, DType dtype);
+
 void attention_probs_forward(Ctx& ctx, Tensor probs, Tensor mask, Tensor probs_drop, Tensor qkv,
                              const AttnShape& sh, float p, uint64_t seed, uint32_t stream);
 

@@ -131,16 +131,19 @@ static void ensure_capacity(Tensor& t, Device device, int64_t need) {
     t = tensor_alloc(device, DType::I32, need > 0 ? need : 1);
 }
 
-static void upload(Tensor& t, const std::vector<int32_t>& v) {
+// Queued on ctx.stream: after the previous step's backward, which may still be reading these buffers there,
+// and before this step's kernels that read them.
+static void upload(const Ctx& ctx, Tensor& t, const std::vector<int32_t>& v) {
     if (v.empty()) return;
     if (t.device == Device::CUDA)
-        CUDA_CHECK(cudaMemcpy(t.data, v.data(), v.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+        CUDA_CHECK(cudaMemcpyAsync(t.data, v.data(), v.size() * sizeof(int32_t), cudaMemcpyHostToDevice, ctx.stream));
     else
         memcpy(t.data, v.data(), v.size() * sizeof(int32_t));
 }
 
 void embedding_index_build(EmbeddingIndex& idx, const int32_t* tokens_host, int N, int64_t v_begin, int V_local,
-                           Device device) {
+                           const Ctx& ctx) {
+    const Device device = ctx.device;
     static thread_local std::vector<int32_t> count, token, row_ptr, rows;
     count.assign((size_t)V_local, 0);
     int64_t owned = 0;
@@ -166,19 +169,21 @@ void embedding_index_build(EmbeddingIndex& idx, const int32_t* tokens_host, int 
         int64_t local = (int64_t)tokens_host[r] - v_begin;
         if (local >= 0 && local < V_local) rows[(size_t)count[(size_t)local]++] = r;
     }
-    // The previous step's backward may still be reading these buffers on the compute stream, and a plain
-    // cudaMemcpy does not wait for non-blocking streams: wait for the device before overwriting them.
-    if (device == Device::CUDA && !idx.token.empty() && idx.token.device == Device::CUDA)
-        CUDA_CHECK(cudaDeviceSynchronize());
-    ensure_capacity(idx.token, device, (int64_t)token.size());
-    ensure_capacity(idx.row_ptr, device, (int64_t)row_ptr.size());
-    ensure_capacity(idx.rows, device, owned);
-    upload(idx.token, token);
-    upload(idx.row_ptr, row_ptr);
-    upload(idx.rows, rows);
-    // A cudaMemcpy from pageable memory may return before its DMA lands, and kernels on the (non-blocking)
-    // compute stream do not wait for the legacy stream that carried it: finish the upload here.
-    if (device == Device::CUDA) CUDA_CHECK(cudaDeviceSynchronize());
+    // Capacities for any batch of N rows (at most min(N, V_local) unique tokens, N owned rows): allocated on
+    // the first build, so a later step never frees (and so never synchronizes the device) here.
+    const int64_t max_unique = N < V_local ? N : V_local;
+    if (device == Device::CUDA && !idx.token.empty() &&
+        (idx.token.n < max_unique || idx.row_ptr.n < max_unique + 1 || idx.rows.n < N))
+        CUDA_CHECK(cudaStreamSynchronize(ctx.stream));  // a larger N: the old buffers may still be read there
+    ensure_capacity(idx.token, device, max_unique);
+    ensure_capacity(idx.row_ptr, device, max_unique + 1);
+    ensure_capacity(idx.rows, device, N);
+    upload(ctx, idx.token, token);
+    upload(ctx, idx.row_ptr, row_ptr);
+    upload(ctx, idx.rows, rows);
+    // The host vectors are pageable and reused by the next build: a pageable copy may return before its DMA
+    // lands, so wait for ctx's stream (only it: the communication streams go on overlapping).
+    if (device == Device::CUDA) CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
     idx.U = (int)token.size();
 }
 

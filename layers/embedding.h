@@ -22,8 +22,10 @@ struct EmbeddingIndex {
     Tensor token, row_ptr, rows;  // i32 on the target device, capacity reused across steps
     int U = 0;                    // unique tokens of this rank's range in this batch
 };
+// Built on the host, uploaded on ctx's stream (the index lives on ctx's device; the backward that reads it
+// runs on the same stream).
 void embedding_index_build(EmbeddingIndex& idx, const int32_t* tokens_host, int N, int64_t v_begin,
-                           int V_local, Device device);
+                           int V_local, const Ctx& ctx);
 void embedding_index_free(EmbeddingIndex& idx);
 
 // dwte_local[token] += sum of dout rows that used it (f32 accumulation, fixed order).

@@ -307,20 +307,31 @@ static void launch_ln_forward_vec(Ctx& ctx, T* out, float* mean, float* rstd, co
     CUDA_CHECK_LAST();
 }
 
+int layernorm_forward_slots(int C, DType dtype) {
+    if (C <= 0) return 0;
+    const int slots = ((C + 7) / 8 + 31) / 32;  // packs per lane
+    if (slots <= 4) return 4;
+    if (slots <= 8) return 8;
+    if (slots <= 16) return 16;
+    if (dtype == DType::BF16 && slots <= 24) return 24;
+    return 0;
+}
+
 template <class T>
 static bool layernorm_forward_vec(Ctx& ctx, T* out, float* mean, float* rstd, const T* in, const T* weight,
                                   const T* bias, int N, int C) {
     // 16-byte accesses need every row start aligned: C % 8 == 0 and aligned base pointers.
     const bool vec = C % 8 == 0 && vec8_aligned(out) && vec8_aligned(in) && vec8_aligned(weight) &&
                      vec8_aligned(bias);
-    const int slots = ((C + 7) / 8 + 31) / 32;  // packs per lane
-    if (slots <= 4) launch_ln_forward_vec<T, 4>(ctx, out, mean, rstd, in, weight, bias, N, C, vec);
-    else if (slots <= 8) launch_ln_forward_vec<T, 8>(ctx, out, mean, rstd, in, weight, bias, N, C, vec);
-    else if (slots <= 16) launch_ln_forward_vec<T, 16>(ctx, out, mean, rstd, in, weight, bias, N, C, vec);
-    else if (sizeof(T) == 2 && slots <= 24)  // (the template argument only avoids instantiating <float, 24>)
-        launch_ln_forward_vec<T, sizeof(T) == 2 ? 24 : 16>(ctx, out, mean, rstd, in, weight, bias, N, C, vec);
-    else return false;
-    return true;
+    switch (layernorm_forward_slots(C, sizeof(T) == 2 ? DType::BF16 : DType::F32)) {
+        case 4: launch_ln_forward_vec<T, 4>(ctx, out, mean, rstd, in, weight, bias, N, C, vec); return true;
+        case 8: launch_ln_forward_vec<T, 8>(ctx, out, mean, rstd, in, weight, bias, N, C, vec); return true;
+        case 16: launch_ln_forward_vec<T, 16>(ctx, out, mean, rstd, in, weight, bias, N, C, vec); return true;
+        case 24:  // (the template argument only avoids instantiating <float, 24>, which the choice never gives)
+            launch_ln_forward_vec<T, sizeof(T) == 2 ? 24 : 16>(ctx, out, mean, rstd, in, weight, bias, N, C, vec);
+            return true;
+        default: return false;
+    }
 }
 
 void layernorm_forward(Ctx& ctx, Tensor out, Tensor mean, Tensor rstd, Tensor in, Tensor weight, Tensor bias,
@@ -351,6 +362,25 @@ void layernorm_forward(Ctx& ctx, Tensor out, Tensor mean, Tensor rstd, Tensor in
             CUDA_CHECK_LAST();
         }
     });
+}
+
+// How many row chunks the backward's partial sums use: enough blocks to keep ~4 MB of loads in flight
+// (~2048 blocks of 64 threads, 32 bytes each per row), derived only from N and C, so the same shapes always
+// reduce in the same order (bitwise reproducible).
+static int ln_partial_chunks(int N, int C, int* rows_per_chunk) {
+    const int col_blocks = ((C + 7) / 8 + kPartialThreads - 1) / kPartialThreads;
+    int chunks = 2048 / col_blocks;
+    if (chunks < 1) chunks = 1;
+    if (chunks > N) chunks = N;
+    if (chunks < 1) chunks = 1;  // N = 0: no rows (the backward returns before it needs a chunk)
+    const int rows = N > 0 ? (N + chunks - 1) / chunks : 1;
+    if (rows_per_chunk) *rows_per_chunk = rows;
+    return N > 0 ? (N + rows - 1) / rows : 1;  // no empty chunk at the end
+}
+
+size_t layernorm_backward_scratch_bytes(int N, int C) {
+    if (N <= 0 || C <= 0) return 0;
+    return 2 * sizeof(float) * (size_t)ln_partial_chunks(N, C, nullptr) * C;
 }
 
 void layernorm_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout, Tensor in,
@@ -390,16 +420,9 @@ void layernorm_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tens
                 vec);
             CUDA_CHECK_LAST();
 
-            // How many row chunks: enough blocks to keep ~4 MB of loads in flight (~2048 blocks of 64
-            // threads, 32 bytes each per row), derived only from N and C, so the same shapes always reduce
-            // in the same order (bitwise reproducible).
             const int col_blocks = ((C + 7) / 8 + kPartialThreads - 1) / kPartialThreads;
-            int chunks = 2048 / col_blocks;
-            if (chunks < 1) chunks = 1;
-            if (chunks > N) chunks = N;
-            const int rows_per_chunk = (N + chunks - 1) / chunks;
-            chunks = (N + rows_per_chunk - 1) / rows_per_chunk;  // no empty chunk at the end
-
+            int rows_per_chunk = 0;
+            const int chunks = ln_partial_chunks(N, C, &rows_per_chunk);
             float* partial_w = static_cast<float*>(ctx_scratch(ctx, 2 * sizeof(float) * (size_t)chunks * C));
             float* partial_b = partial_w + (size_t)chunks * C;
             layernorm_backward_partials_kernel<T><<<dim3(col_blocks, chunks), kPartialThreads, 0, ctx.stream>>>(

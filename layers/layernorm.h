@@ -19,3 +19,13 @@ void layernorm_forward(Ctx& ctx, Tensor out, Tensor mean, Tensor rstd, Tensor in
 void layernorm_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout, Tensor in,
                         Tensor weight, Tensor mean, Tensor rstd, int N, int C,
                         GradWrite grads = GradWrite::Accumulate);
+
+// The forward kernel a CUDA launch picks, decided on the host from C and the dtype alone: the packs of 8
+// channels per lane of the row-in-registers kernel (4: C <= 1024, 8: <= 2048, 16: <= 4096, 24: <= 6144 in
+// bf16 only), or 0 for the general kernel. test/layers/test_kernel_coverage.cu lists every value against
+// the shapes the GPU tests run.
+int layernorm_forward_slots(int C, DType dtype);
+
+// Bytes of ctx_scratch (runtime.h) that layernorm_backward takes on the GPU for N rows of C channels: the
+// model reserves them before its first step, so the scratch never grows (cudaFree) inside a step.
+size_t layernorm_backward_scratch_bytes(int N, int C);

@@ -168,31 +168,41 @@ static bool linear_forward_lt(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Te
 // depend on the packing. One partial per (chunk, column).
 constexpr int kBiasThreadsX = 32, kBiasCols = 8 * kBiasThreadsX, kBiasLanes = 8, kBiasRowsPerChunk = 512;
 
+// gridDim.y is capped at 65535 (CUDA's limit; 65535 × 512 = 33,553,920 rows): a block strides over the row
+// chunks blockIdx.y, blockIdx.y + gridDim.y, ...; each chunk is summed exactly as by a block of its own, so
+// the bits do not depend on the cap.
+constexpr int kBiasMaxGridY = 65535;
+
 template <class TD>
 __global__ void bias_partial_kernel(float* partial, const TD* dout, int N, int C, bool vec) {
     __shared__ float sm[kBiasLanes][kBiasCols];
     const int c0 = blockIdx.x * kBiasCols + threadIdx.x * 8;  // this thread's 8 columns
     const int count = C - c0 < 8 ? (C - c0 > 0 ? C - c0 : 0) : 8;
-    const int r0 = blockIdx.y * kBiasRowsPerChunk;
-    const int r1 = min(N, r0 + kBiasRowsPerChunk);
-    float acc[8];
+    const int chunks = (N + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk;
+    // The loop bound is the same for every thread of the block, so all of them reach both barriers.
+    for (int chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {
+        const int r0 = chunk * kBiasRowsPerChunk;
+        const int r1 = min(N, r0 + kBiasRowsPerChunk);
+        float acc[8];
 #pragma unroll
-    for (int k = 0; k < 8; k++) acc[k] = 0.f;
-    if (count > 0)
-        for (int r = r0 + threadIdx.y; r < r1; r += kBiasLanes) {
-            const Pack8<TD> d = load8(dout + (int64_t)r * C + c0, count, vec);
+        for (int k = 0; k < 8; k++) acc[k] = 0.f;
+        if (count > 0)
+            for (int r = r0 + threadIdx.y; r < r1; r += kBiasLanes) {
+                const Pack8<TD> d = load8(dout + (int64_t)r * C + c0, count, vec);
 #pragma unroll
-            for (int k = 0; k < 8; k++) acc[k] += to_f32(d.v[k]);
+                for (int k = 0; k < 8; k++) acc[k] += to_f32(d.v[k]);
+            }
+#pragma unroll
+        for (int k = 0; k < 8; k++) sm[threadIdx.y][threadIdx.x * 8 + k] = acc[k];
+        __syncthreads();
+        if (threadIdx.y == 0) {
+            for (int k = 0; k < count; k++) {
+                float s = 0.f;
+                for (int l = 0; l < kBiasLanes; l++) s += sm[l][threadIdx.x * 8 + k];
+                partial[(int64_t)chunk * C + c0 + k] = s;
+            }
         }
-#pragma unroll
-    for (int k = 0; k < 8; k++) sm[threadIdx.y][threadIdx.x * 8 + k] = acc[k];
-    __syncthreads();
-    if (threadIdx.y == 0) {
-        for (int k = 0; k < count; k++) {
-            float s = 0.f;
-            for (int l = 0; l < kBiasLanes; l++) s += sm[l][threadIdx.x * 8 + k];
-            partial[(int64_t)blockIdx.y * C + c0 + k] = s;
-        }
+        __syncthreads();  // the next chunk overwrites sm only after lane 0 has read it
     }
 }
 
@@ -214,6 +224,28 @@ __global__ void bias_finish_kernel(TG* dbias, const float* partial, int chunks, 
 template <class TO, class TB>
 __global__ void bias_broadcast_kernel(TO* out, const TB* bias, int64_t total, int C);
 
+// The tests' pin and the last path taken: process-wide on purpose (a test pins before it builds anything;
+// the trainer never pins).
+static LinearForwardPath g_linear_pin = LinearForwardPath::NoBias, g_linear_last = LinearForwardPath::NoBias;
+
+const char* linear_forward_path_name(LinearForwardPath p) {
+    switch (p) {
+        case LinearForwardPath::NoBias: return "no_bias";
+        case LinearForwardPath::FusedBias: return "fused_bias";
+        case LinearForwardPath::Broadcast: return "broadcast";
+    }
+    return "?";
+}
+
+LinearForwardPath linear_forward_path(DType in, DType out, bool has_bias) {
+    if (!has_bias) return LinearForwardPath::NoBias;
+    // linear_forward_lt takes only the same-dtype case; the LM head's bf16 -> f32 would need a mixed epilogue.
+    return in == out ? LinearForwardPath::FusedBias : LinearForwardPath::Broadcast;
+}
+
+void linear_forward_pin(LinearForwardPath p) { g_linear_pin = p; }
+LinearForwardPath linear_forward_last_path() { return g_linear_last; }
+
 void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias, int N, int IC, int OC) {
     if (in.n != (int64_t)N * IC || weight.n != (int64_t)OC * IC || out.n != (int64_t)N * OC ||
         (!bias.empty() && bias.n != OC))
@@ -222,8 +254,20 @@ void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias,
         mm_fatal("linear_forward: in, weight and bias must share a dtype");
     OpScope scope(ctx, "linear_forward", 2.0 * N * (double)IC * OC);
     // GPU with a bias: one cuBLASLt GEMM with the bias in its epilogue (when cuBLASLt has a kernel for it).
-    if (ctx.device == Device::CUDA && !bias.empty() && linear_forward_lt(ctx, out, in, weight, bias, N, IC, OC))
-        return;
+    if (ctx.device == Device::CUDA && !bias.empty()) {
+        const LinearForwardPath want =
+            g_linear_pin != LinearForwardPath::NoBias ? g_linear_pin : linear_forward_path(in.dtype, out.dtype, true);
+        if (want == LinearForwardPath::FusedBias) {
+            if (linear_forward_lt(ctx, out, in, weight, bias, N, IC, OC)) {
+                g_linear_last = LinearForwardPath::FusedBias;
+                return;
+            }
+            if (g_linear_pin == LinearForwardPath::FusedBias)
+                mm_fatal("linear_forward: pinned to the fused-bias GEMM, but cuBLASLt declines N=%d IC=%d OC=%d "
+                         "(%s -> %s)", N, IC, OC, dtype_name(in.dtype), dtype_name(out.dtype));
+        }
+        g_linear_last = LinearForwardPath::Broadcast;
+    }
     float beta = 0.f;
     if (!bias.empty()) {
         beta = 1.f;
@@ -249,6 +293,11 @@ void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias,
          out.data, OC, 0, in.dtype, out.dtype);
 }
 
+size_t bias_backward_scratch_bytes(int N, int C) {
+    if (N <= 0 || C <= 0) return 0;
+    return (size_t)((N + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk) * C * sizeof(float);
+}
+
 void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C, GradWrite grads) {
     if (dbias.empty()) return;
     if (dbias.n != C || dout.n != (int64_t)N * C) mm_fatal("bias_backward: sizes do not match N=%d C=%d", N, C);
@@ -264,8 +313,9 @@ void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C, GradWrite 
         MM_DISPATCH_ACT(dbias.dtype, {
             if (ctx.device == Device::CUDA) {
                 int chunks = (N + kBiasRowsPerChunk - 1) / kBiasRowsPerChunk;
-                float* partial = (float*)ctx_scratch(ctx, (size_t)chunks * C * sizeof(float));
-                dim3 grid((C + kBiasCols - 1) / kBiasCols, chunks), block(kBiasThreadsX, kBiasLanes);
+                float* partial = (float*)ctx_scratch(ctx, bias_backward_scratch_bytes(N, C));
+                dim3 grid((C + kBiasCols - 1) / kBiasCols, chunks < kBiasMaxGridY ? chunks : kBiasMaxGridY),
+                    block(kBiasThreadsX, kBiasLanes);
                 // 16-byte loads need every row start aligned: C % 8 == 0 and an aligned base pointer.
                 const bool vec = C % 8 == 0 && vec8_aligned(dout.data);
                 bias_partial_kernel<TD><<<grid, block, 0, ctx.stream>>>(partial, dout.as<TD>(), N, C, vec);

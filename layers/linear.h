@@ -19,3 +19,25 @@ void linear_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor 
 // dbias[C] += (or = with GradWrite::Overwrite) the sum over the N rows of dout[N×C] (f32 accumulation,
 // deterministic order).
 void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C, GradWrite grads = GradWrite::Accumulate);
+
+// Which GPU forward runs for a call with a bias. FusedBias: one cuBLASLt GEMM with the bias in its epilogue
+// (same input and output dtype, a 16-byte aligned bias, and only when cuBLASLt offers a kernel for the shape:
+// otherwise Broadcast). Broadcast: bias_broadcast_kernel<out dtype, bias dtype> writes the bias into every
+// row, then the GEMM adds the product with beta = 1. NoBias: the plain GEMM.
+enum class LinearForwardPath : uint8_t { NoBias, FusedBias, Broadcast };
+const char* linear_forward_path_name(LinearForwardPath p);
+// The path the host picks before asking cuBLASLt (a plain host function: test/layers/test_kernel_coverage.cu
+// lists every one against the GPU tests' shapes). FusedBias here still falls back to Broadcast at run time
+// when cuBLASLt declines the shape, unless a test pinned the path (below).
+LinearForwardPath linear_forward_path(DType in, DType out, bool has_bias);
+// Tests only: pin every later GPU forward with a bias to one path, so that each is tested whatever cuBLASLt
+// takes. Pinned to FusedBias, a call cuBLASLt declines stops with an error instead of falling back; pinned
+// to Broadcast, cuBLASLt is not asked. NoBias (the default) unpins.
+void linear_forward_pin(LinearForwardPath p);
+// The path the last GPU forward with a bias took in this process (tests check that a pin held).
+LinearForwardPath linear_forward_last_path();
+
+// Bytes of ctx_scratch (runtime.h) that bias_backward takes on the GPU for N rows of C columns: the model
+// reserves them before its first step, so the scratch never grows (cudaFree) inside a step.
+size_t bias_backward_scratch_bytes(int N, int C);
+

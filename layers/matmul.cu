@@ -147,6 +147,12 @@ __global__ void gemm_pointers_kernel(const void** ptrs, GemmPtrArgs g) {
     ptrs[2 * g.n + idx] = g.c + o * g.c_outer + i * g.c_inner;
 }
 
+size_t gemm_batched_scratch_bytes(int64_t outer, int64_t inner) {
+    // One constant stride (or one matrix) needs no pointer arrays: strided-batched cuBLAS, no scratch.
+    if (outer <= 1 || inner <= 1) return 0;
+    return 3 * (size_t)(outer * inner) * sizeof(void*);
+}
+
 static void gemm_cuda(Ctx& ctx, bool transA, bool transB, int M, int N, int K, float alpha, GemmBatchOperand A,
                       GemmBatchOperand B, float beta, GemmBatchOperand C, DType ab_dtype, DType c_dtype, int outer,
                       int inner) {
@@ -170,7 +176,7 @@ static void gemm_cuda(Ctx& ctx, bool transA, bool transB, int M, int N, int K, f
         if (n > INT32_MAX) mm_fatal("gemm_batched: %lld matrices in one call (cuBLAS takes at most 2^31 - 1)", (long long)n);
         // The arrays live in the context's scratch: this kernel and the cuBLAS call run in order on ctx.stream,
         // so the next call's kernel overwrites them only after this GEMM has read them.
-        const void** ptrs = static_cast<const void**>(ctx_scratch(ctx, 3 * (size_t)n * sizeof(void*)));
+        const void** ptrs = static_cast<const void**>(ctx_scratch(ctx, gemm_batched_scratch_bytes(outer, inner)));
         const int64_t ea = dtype_size(ab_dtype), ec = dtype_size(c_dtype);
         GemmPtrArgs g{static_cast<const char*>(A.ptr), static_cast<const char*>(B.ptr), static_cast<const char*>(C.ptr),
                       A.outer_stride * ea, A.stride * ea, B.outer_stride * ea, B.stride * ea, C.outer_stride * ec,

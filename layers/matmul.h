@@ -38,3 +38,6 @@ struct GemmBatchOperand {
 void gemm_batched(Ctx& ctx, bool transA, bool transB, int M, int N, int K, float alpha, GemmBatchOperand A,
                   GemmBatchOperand B, float beta, GemmBatchOperand C, DType ab_dtype, DType c_dtype, int outer,
                   int inner);
+// Bytes of ctx_scratch (runtime.h) gemm_batched takes on the GPU for outer × inner matrices (the pointer
+// arrays): the model reserves them before its first step, so the scratch never grows inside a step.
+size_t gemm_batched_scratch_bytes(int64_t outer, int64_t inner);

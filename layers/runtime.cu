@@ -175,44 +175,45 @@ static void convert_typed(const Ctx& ctx, Tensor dst, Tensor src) {
     }
 }
 
+ConvertKernel tensor_convert_kernel(DType dst, DType src) {
+    if (dst == src) return ConvertKernel::Copy;
+    if (dst == DType::BF16 && src == DType::F32) return ConvertKernel::F32ToBF16;
+    if (dst == DType::F32 && src == DType::BF16) return ConvertKernel::BF16ToF32;
+    return ConvertKernel::Unsupported;
+}
+
 void tensor_convert(const Ctx& ctx, Tensor dst, Tensor src) {
     if (dst.n != src.n || dst.device != src.device)
         mm_fatal("tensor_convert: size or device mismatch (%lld vs %lld)", (long long)dst.n, (long long)src.n);
     if (src.n == 0) return;
-    if (dst.dtype == src.dtype) {
-        if (dst.data == src.data) return;
-        if (dst.device == Device::CPU) memcpy(dst.data, src.data, src.bytes());
-        else CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDeviceToDevice, ctx.stream));
-        return;
+    switch (tensor_convert_kernel(dst.dtype, src.dtype)) {
+        case ConvertKernel::Copy:
+            if (dst.data == src.data) return;
+            if (dst.device == Device::CPU) memcpy(dst.data, src.data, src.bytes());
+            else CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, src.bytes(), cudaMemcpyDeviceToDevice, ctx.stream));
+            return;
+        case ConvertKernel::F32ToBF16: convert_typed<bf16, float>(ctx, dst, src); return;
+        case ConvertKernel::BF16ToF32: convert_typed<float, bf16>(ctx, dst, src); return;
+        case ConvertKernel::Unsupported: break;
     }
-    if (dst.dtype == DType::BF16 && src.dtype == DType::F32) convert_typed<bf16, float>(ctx, dst, src);
-    else if (dst.dtype == DType::F32 && src.dtype == DType::BF16) convert_typed<float, bf16>(ctx, dst, src);
-    else mm_fatal("tensor_convert: unsupported %s -> %s", dtype_name(src.dtype), dtype_name(dst.dtype));
+    mm_fatal("tensor_convert: unsupported %s -> %s", dtype_name(src.dtype), dtype_name(dst.dtype));
 }
 
-std::vector<float> tensor_to_host_f32(Tensor t) {
+// Host-side encoding between t's dtype and floats, shared by both kinds of round trip.
+static std::vector<float> decode_f32(const Tensor& t, const std::vector<char>& raw) {
     std::vector<float> out((size_t)t.n);
-    if (t.n == 0) return out;
-    std::vector<char> raw(t.bytes());
-    if (t.device == Device::CUDA) {
-        CUDA_CHECK(cudaDeviceSynchronize());
-        CUDA_CHECK(cudaMemcpy(raw.data(), t.data, t.bytes(), cudaMemcpyDeviceToHost));
-    } else {
-        memcpy(raw.data(), t.data, t.bytes());
-    }
     for (int64_t i = 0; i < t.n; i++) {
         switch (t.dtype) {
-            case DType::F32: out[i] = reinterpret_cast<float*>(raw.data())[i]; break;
-            case DType::BF16: out[i] = to_f32(reinterpret_cast<bf16*>(raw.data())[i]); break;
-            case DType::U8: out[i] = (float)reinterpret_cast<uint8_t*>(raw.data())[i]; break;
-            case DType::I32: out[i] = (float)reinterpret_cast<int32_t*>(raw.data())[i]; break;
+            case DType::F32: out[i] = reinterpret_cast<const float*>(raw.data())[i]; break;
+            case DType::BF16: out[i] = to_f32(reinterpret_cast<const bf16*>(raw.data())[i]); break;
+            case DType::U8: out[i] = (float)reinterpret_cast<const uint8_t*>(raw.data())[i]; break;
+            case DType::I32: out[i] = (float)reinterpret_cast<const int32_t*>(raw.data())[i]; break;
         }
     }
     return out;
 }
 
-void tensor_from_host_f32(Tensor t, const float* src) {
-    if (t.n == 0) return;
+static std::vector<char> encode_f32(const Tensor& t, const float* src) {
     std::vector<char> raw(t.bytes());
     for (int64_t i = 0; i < t.n; i++) {
         switch (t.dtype) {
@@ -222,6 +223,42 @@ void tensor_from_host_f32(Tensor t, const float* src) {
             case DType::I32: reinterpret_cast<int32_t*>(raw.data())[i] = (int32_t)src[i]; break;
         }
     }
+    return raw;
+}
+
+std::vector<float> tensor_to_host_f32(Tensor t) {
+    if (t.n == 0) return {};
+    std::vector<char> raw(t.bytes());
+    if (t.device == Device::CUDA) {
+        // Outside a step (tests, checkpoints): t may come from any stream, and the work streams are
+        // non-blocking (a plain cudaMemcpy is not ordered after them): wait for the whole device.
+        CUDA_CHECK(cudaDeviceSynchronize());
+        CUDA_CHECK(cudaMemcpy(raw.data(), t.data, t.bytes(), cudaMemcpyDeviceToHost));
+    } else {
+        memcpy(raw.data(), t.data, t.bytes());
+    }
+    return decode_f32(t, raw);
+}
+
+std::vector<float> tensor_to_host_f32(const Ctx& ctx, Tensor t) {
+    if (t.n == 0) return {};
+    if (t.device != ctx.device) mm_fatal("tensor_to_host_f32: tensor on %s, context on %s", device_name(t.device),
+                                         device_name(ctx.device));
+    std::vector<char> raw(t.bytes());
+    if (t.device == Device::CUDA) {
+        // Queued on ctx.stream, so it runs after the kernels there that wrote t. The destination is pageable:
+        // the copy may be staged, so wait for this stream (not the device: the communication streams go on).
+        CUDA_CHECK(cudaMemcpyAsync(raw.data(), t.data, t.bytes(), cudaMemcpyDeviceToHost, ctx.stream));
+        CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    } else {
+        memcpy(raw.data(), t.data, t.bytes());
+    }
+    return decode_f32(t, raw);
+}
+
+void tensor_from_host_f32(Tensor t, const float* src) {
+    if (t.n == 0) return;
+    std::vector<char> raw = encode_f32(t, src);
     if (t.device == Device::CUDA) {
         CUDA_CHECK(cudaDeviceSynchronize());
         CUDA_CHECK(cudaMemcpy(t.data, raw.data(), t.bytes(), cudaMemcpyHostToDevice));
@@ -233,7 +270,28 @@ void tensor_from_host_f32(Tensor t, const float* src) {
     }
 }
 
+void tensor_from_host_f32(const Ctx& ctx, Tensor t, const float* src) {
+    if (t.n == 0) return;
+    if (t.device != ctx.device) mm_fatal("tensor_from_host_f32: tensor on %s, context on %s",
+                                         device_name(t.device), device_name(ctx.device));
+    std::vector<char> raw = encode_f32(t, src);
+    if (t.device == Device::CUDA) {
+        // Queued on ctx.stream: after the kernels there that still read t, before those that read it next.
+        // The source is pageable and local: wait for this stream before `raw` goes away (a pageable copy may
+        // return before its DMA lands), and only for this stream.
+        CUDA_CHECK(cudaMemcpyAsync(t.data, raw.data(), t.bytes(), cudaMemcpyHostToDevice, ctx.stream));
+        CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    } else {
+        memcpy(t.data, raw.data(), t.bytes());
+    }
+}
+
 void tensor_fill_f32(Tensor t, float value) {
     std::vector<float> v((size_t)t.n, value);
     tensor_from_host_f32(t, v.data());
+}
+
+void tensor_fill_f32(const Ctx& ctx, Tensor t, float value) {
+    std::vector<float> v((size_t)t.n, value);
+    tensor_from_host_f32(ctx, t, v.data());
 }

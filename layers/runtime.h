@@ -77,7 +77,18 @@ void tensor_zero(const Ctx& ctx, Tensor t);                  // async on ctx's s
 void tensor_copy(const Ctx& ctx, Tensor dst, Tensor src);    // same dtype; any devices; synchronous
 // Convert element-wise between f32 and bf16 (or copy when equal) on the tensors' (shared) device.
 void tensor_convert(const Ctx& ctx, Tensor dst, Tensor src);
-// Host round trips (tests, checkpoints, reports): any dtype of f32/bf16 <-> std::vector<float>.
+// The GPU kernel tensor_convert runs for a pair of dtypes, decided on the host (the coverage test,
+// test/layers/test_kernel_coverage.cu, lists them against the GPU tests' shapes).
+enum class ConvertKernel : uint8_t { Copy, F32ToBF16, BF16ToF32, Unsupported };
+ConvertKernel tensor_convert_kernel(DType dst, DType src);
+// Host round trips (tests, checkpoints, reports): any dtype of f32/bf16 <-> std::vector<float>. These wait
+// for the whole device (cudaDeviceSynchronize), so that work on any stream is seen: setup, teardown and tests.
 std::vector<float> tensor_to_host_f32(Tensor t);
 void tensor_from_host_f32(Tensor t, const float* src);       // converts to t's dtype
+// The same, ordered on ctx's stream: for a training step's path. They wait for ctx.stream only (never for
+// the communication streams, which keep overlapping); the caller's data must come from (or go to) work on
+// ctx.stream.
+std::vector<float> tensor_to_host_f32(const Ctx& ctx, Tensor t);
+void tensor_from_host_f32(const Ctx& ctx, Tensor t, const float* src);
 void tensor_fill_f32(Tensor t, float value);                  // host-driven fill (tests: poisoning)
+void tensor_fill_f32(const Ctx& ctx, Tensor t, float value);  // the same on ctx's stream (a step's test hooks)

@@ -2,11 +2,15 @@
 #include "gpt.h"
 #include "test_hooks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include "../layers/adamw.h"
 #include "../layers/cross_entropy.h"
 #include "../layers/dropout.h"
 #include "../layers/layernorm.h"
+#include "../layers/linear.h"
+#include "../layers/matmul.h"
 #include "../layers/philox.h"
 #include "../parallel/sequence_parallel.h"
 #include "../parallel/vocab_parallel.h"
@@ -260,6 +264,22 @@ void gpt_release_activations(GPT& m) {
     }
 }
 
+// The device scratch the ops of a step take (ctx_scratch, runtime.h), reserved before the step's first kernel:
+// grown later, it would free its old block inside the step (cudaFree waits for the whole device, streams
+// of communication included), in step 1's backward. Each size is the op's own count (layers/*.h) at this
+// shape's rows (N_shard outside the TP regions, N_full inside) and widths (C, 3C/t, 4C/t).
+static void reserve_step_scratch(GPT& m, const StepShape& sh) {
+    if (m.ctx->device != Device::CUDA) return;
+    const int C = m.cfg.channels, t = m.grid->tp;
+    size_t bytes = gemm_batched_scratch_bytes(sh.B, m.cfg.heads / t);  // core attention's batched GEMMs
+    for (int rows : {sh.N_shard, sh.N_full}) {
+        bytes = std::max(bytes, layernorm_backward_scratch_bytes(rows, C));
+        for (int cols : {C, 3 * C / t, 4 * C / t}) bytes = std::max(bytes, bias_backward_scratch_bytes(rows, cols));
+    }
+    bytes = std::max(bytes, sums_of_squares_scratch_bytes(std::vector<int64_t>(m.sizes, m.sizes + NUM_PARAM_TENSORS)));
+    ctx_scratch(*m.ctx, bytes);  // a no-op once it is large enough (every later micro-batch and step)
+}
+
 void gpt_begin_microbatch(GPT& m, int j, int M, const int32_t* inputs, const int32_t* targets, int B_local, int S,
                           bool keep) {
     if ((int)m.flight.size() <= j) m.flight.resize((size_t)j + 1);
@@ -268,6 +288,7 @@ void gpt_begin_microbatch(GPT& m, int j, int M, const int32_t* inputs, const int
     m.micro = {j, M};
     f.shape = gpt_step_shape(m, B_local, S);
     m.shape = f.shape;
+    reserve_step_scratch(m, f.shape);
     const int N_full = f.shape.N_full;
     // The tokens feed the first stage, the targets the last. The loader gives [B, S]; the activations are
     // [S, B, C] (sequence-major), so transpose the tokens once.
@@ -279,7 +300,7 @@ void gpt_begin_microbatch(GPT& m, int j, int M, const int32_t* inputs, const int
         }
     if (m.stage.first()) {
         upload_i32(*m.ctx, f.tokens, tok);
-        if (keep) embedding_index_build(f.emb_index, tok.data(), N_full, f.shape.v_begin, f.shape.V_local, m.ctx->device);
+        if (keep) embedding_index_build(f.emb_index, tok.data(), N_full, f.shape.v_begin, f.shape.V_local, *m.ctx);
     }
     if (m.stage.last()) upload_i32(*m.ctx, f.targets, tgt);
 }

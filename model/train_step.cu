@@ -57,7 +57,7 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
     st.recv_wait_seconds = m.grid->pp_comm.counters.recv_wait_s - wait0;
     sync_gradients(m);
     if (step == g_test_hooks.inject_nan_at_step && m.cfg.layers > 0 && m.stage.holds_layer(m.cfg.layers - 1))
-        tensor_fill_f32(gpt_grad(m, P_ATTPROJW, m.cfg.layers - 1).slice(0, 1), NAN);
+        tensor_fill_f32(*m.ctx, gpt_grad(m, P_ATTPROJW, m.cfg.layers - 1).slice(0, 1), NAN);
     st.loss = (float)average_scalar(m.grid->dp_comm, local_loss);
     double norm = gradient_norm(m);
     st.grad_norm = (float)norm;

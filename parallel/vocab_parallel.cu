@@ -53,7 +53,8 @@ float vocab_parallel_cross_entropy(Comm& tp, Ctx& ctx, Tensor logits, Tensor tar
     all_reduce(tp, ctx, sumexp, ReduceOp::SUM);
     all_reduce(tp, ctx, target_logit, ReduceOp::SUM);
     ce_losses(ctx, losses, rowmax, sumexp, target_logit, N);
-    std::vector<float> l = tensor_to_host_f32(losses);
+    // Read back on ctx's stream (ce_losses ran there): no device-wide wait in the step (layers/runtime.h).
+    std::vector<float> l = tensor_to_host_f32(ctx, losses);
     double s = 0;
     for (float x : l) s += x;
     if (host_losses) *host_losses = std::move(l);

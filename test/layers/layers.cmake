@@ -25,3 +25,10 @@ mm_test(test_gpu_adamw EXE test_adamw LABELS gpu ARGS --gpu)
 # Philox is header-only host/device code; the GPU kernels' masks are compared bit for bit in test_gpu_dropout
 # and test_gpu_attention, so this one has CPU checks only.
 mm_test(test_philox SOURCES test/layers/test_philox.cu MODULES runtime LABELS unit ARGS --cpu)
+# The runtime's buffers: tensor_convert and the host round trips (the stream-ordered ones of a step's path).
+mm_test(test_runtime SOURCES test/layers/test_runtime.cu MODULES runtime LABELS unit ARGS --cpu)
+mm_test(test_gpu_runtime EXE test_runtime LABELS gpu ARGS --gpu)
+# Every kernel instantiation the trainer can pick is reached by a gpu test's shape (test/layers/gpu_shapes.h);
+# the choices are host functions, so this runs without a GPU.
+mm_test(test_kernel_coverage SOURCES test/layers/test_kernel_coverage.cu MODULES attention layernorm linear matmul
+        runtime LABELS unit)

@@ -9,8 +9,9 @@
 // 37 (the CPU softmax's packs of 16 keys, full and partial); the same bits with 1, 2 and 3 threads; the
 // blocks above the diagonal, which the GEMMs and the softmax kernels skip, poisoned with NaN in every s×s
 // buffer (S = 37, 64, 133, 1024) are never read and never written.
-// GPU checks, f32 and bf16, p = 0 and 0.1, sizes that are no multiple of any tile (S = 37, 133, 64, 1024,
-// 2100; sub-ranges of heads and batches): masks bit-identical to the CPU's, probs, probs_drop, out, dqkv
+// GPU checks, f32 and bf16, p = 0 and 0.1, the shapes of test/layers/gpu_shapes.h (sizes that are no multiple
+// of any tile, every softmax kernel instantiation, several causal blocks with a partial last one; sub-ranges
+// of heads and batches): masks bit-identical to the CPU's, probs, probs_drop, out, dqkv
 // against the CPU (outputs poisoned first), exactly 0 above the diagonal within each device's causal blocks
 // and the poison untouched above them, the backward twice and the forward twice give identical bits
 // (selective recompute relies on it).
@@ -19,6 +20,7 @@
 #include <functional>
 #include "layers/attention.h"
 #include "layers/philox.h"
+#include "test/layers/gpu_shapes.h"
 #include "test/test_util.h"
 
 static std::mt19937 g_rng;  // reseeded by each half: --cpu or --gpu alone draws what a run of both draws
@@ -475,18 +477,13 @@ static AttnRunGpu attention_run_gpu(Device dev, DType dt, const std::vector<floa
 }
 
 static void test_attention_gpu() {
-    struct Case {
-        int S, B, NH, HD;
-        int64_t b_offset, B_total, head_offset, NH_total;
-    };
-    // The second case is a sub-range (a TP rank's heads of a DP rank's batches) with S > 32 * 4.
-    // S = 64 and 1024 take the aligned 16-byte paths of the row-in-registers softmax kernels; S = 2100 is
-    // longer than those kernels hold (2048 in bf16) and takes the general kernel.
-    const Case cases[] = {{37, 3, 3, 24, 0, 3, 0, 3}, {133, 2, 3, 24, 1, 5, 2, 6}, {64, 2, 2, 32, 0, 2, 0, 2},
-                          {1024, 1, 2, 16, 1, 2, 0, 2}, {2100, 1, 1, 16, 0, 1, 1, 2}};
-    for (const Case& cs : cases)
+    // The shapes (test/layers/gpu_shapes.h, where test_kernel_coverage reads them too): sub-ranges (a TP rank's
+    // heads of a DP rank's batches), every softmax kernel instantiation, several causal blocks with a partial
+    // last one.
+    for (const AttnGpuCase& cs : kAttnGpuCases)
         for (DType dt : {DType::F32, DType::BF16})
             for (float p : {0.f, 0.1f}) {
+                if (!runs_in(cs.dtypes, dt)) continue;
                 AttnShape sh;
                 sh.S = cs.S;
                 sh.B = cs.B;

@@ -49,7 +49,7 @@ static void test_embedding(Ctx& ctx) {
         CHECK(ok, "token embedding rank %d: own rows looked up, foreign rows exactly 0", rank);
         // Backward: dwte_local[t] += Σ of the rows that used t (prefilled gradient).
         std::vector<float> dw0 = random_vec((size_t)half * C, g_rng), dw = dw0;
-        embedding_index_build(idx, tokens.data(), N, v_begin, half, Device::CPU);
+        embedding_index_build(idx, tokens.data(), N, v_begin, half, g_cpu);
         token_embedding_backward(ctx, cpu_view(dw), cpu_view(G), idx, C);
         std::vector<double> ref(dw0.begin(), dw0.end());
         for (int r = 0; r < N; r++)
@@ -67,7 +67,7 @@ static void test_embedding(Ctx& ctx) {
         std::vector<int32_t> t2(N);
         for (auto& t : t2) t = std::uniform_int_distribution<int>(0, V - 1)(g_rng);
         void* before = idx.rows.data;
-        embedding_index_build(idx, t2.data(), N, 0, Vp, Device::CPU);
+        embedding_index_build(idx, t2.data(), N, 0, Vp, g_cpu);
         CHECK(idx.rows.data == before || idx.rows.n >= N, "index capacity reused or grown");
         std::vector<float> dw(Vp * C, 0.f);
         token_embedding_backward(ctx, cpu_view(dw), cpu_view(G), idx, C);
@@ -76,7 +76,7 @@ static void test_embedding(Ctx& ctx) {
             for (int c = 0; c < C; c++) ref[t2[r] * C + c] += G[r * C + c];
         CHECK(max_rel_err(dw, to_float(ref)) < 1e-6, "token embedding backward after rebuild");
         std::vector<int32_t> foreign(N, V + 100);
-        embedding_index_build(idx, foreign.data(), N, 0, Vp, Device::CPU);
+        embedding_index_build(idx, foreign.data(), N, 0, Vp, g_cpu);
         CHECK(idx.U == 0, "no owned tokens: U=%d", idx.U);
     }
     embedding_index_free(idx);
@@ -119,7 +119,7 @@ static void test_embedding_bf16(Ctx& ctx) {
     for (auto& t : tokens) t = std::uniform_int_distribution<int>(0, V - 1)(g_rng);
     std::vector<float> G = round_bf16(random_vec((size_t)N * C, g_rng));
     EmbeddingIndex idx;
-    embedding_index_build(idx, tokens.data(), N, 0, V, Device::CPU);
+    embedding_index_build(idx, tokens.data(), N, 0, V, g_cpu);
     std::vector<float> res[2][3];
     for (int k = 0; k < 2; k++) {
         DType dt = k ? DType::BF16 : DType::F32;
@@ -173,7 +173,7 @@ static void test_embedding_gpu() {
                 EmbeddingIndex idx;
                 for (int rep = 0; rep < (dev == Device::CUDA ? 2 : 1); rep++) {
                     // Built again each time, as each training step does (the second build reuses the buffers).
-                    embedding_index_build(idx, tokens.data(), N, v_begin, VL, dev);
+                    embedding_index_build(idx, tokens.data(), N, v_begin, VL, ctx);
                     Tensor dw = make_tensor(dev, DType::F32, dw0);
                     token_embedding_backward(ctx, dw, tg, idx, C);
                     (rep ? again : res[dev == Device::CUDA][1]) = to_host(dw);

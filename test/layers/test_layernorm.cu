@@ -10,12 +10,14 @@
 //  * bf16 storage against fp32 storage (same values) within bf16 tolerance;
 //  * the backward's reductions give the same bits with 1 and 3 OpenMP threads (fixed order);
 //  * GradWrite::Overwrite into NaN-filled dweight / dbias gives the bits of accumulating into zeros.
-// GPU checks, f32 and bf16, shapes that are not multiples of any block size: forward (out, mean, rstd; the
+// GPU checks, f32 and bf16, the shapes of test/layers/gpu_shapes.h (not multiples of any block size; every
+// forward kernel instantiation): forward (out, mean, rstd; the
 // same output bits without mean/rstd) and backward (accumulated din, dweight, dbias) against the CPU, outputs
 // poisoned with NaN first; the backward twice gives bitwise identical results; GradWrite::Overwrite into
 // poisoned dweight / dbias against the CPU's accumulation into zeros.
 #include <omp.h>
 #include "layers/layernorm.h"
+#include "test/layers/gpu_shapes.h"
 #include "test/test_util.h"
 
 typedef std::vector<float> vf;
@@ -252,11 +254,11 @@ static void test_layernorm_gpu(DType dt, int N, int C, std::mt19937& rng) {
 
 static void gpu_checks() {
     std::mt19937 rng(4321);
-    // The last two are wider than the row-in-registers forward holds (4096 f32, 6144 bf16): the fallback kernel,
-    // with 16-byte packs (C % 8 == 0) and element by element (C = 6403, a partial last pack).
-    const int shapes[][2] = {{37, 129}, {1000, 768}, {5, 1}, {3, 2500}, {4, 6400}, {3, 6403}};
+    // The shapes (test/layers/gpu_shapes.h, where test_kernel_coverage reads them too): every forward kernel
+    // instantiation, and the fallback kernel with 16-byte packs and element by element.
     for (DType dt : {DType::F32, DType::BF16})
-        for (auto& s : shapes) test_layernorm_gpu(dt, s[0], s[1], rng);
+        for (const LnGpuCase& s : kLayerNormGpuCases)
+            if (runs_in(s.dtypes, dt)) test_layernorm_gpu(dt, s.N, s.C, rng);
 }
 
 int main(int argc, char** argv) {

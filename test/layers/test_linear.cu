@@ -6,13 +6,17 @@
 // L = Σ G ⊙ linear(x, W, b); empty gradients skipped; bf16 storage against fp32 within bf16 precision;
 // GradWrite::Overwrite into NaN-filled dweight / dbias gives the bits of accumulating into zeros (the first
 // write of a step), for dW GEMMs of one and of several output tiles, and zeros for zero rows.
-// GPU checks, f32 and bf16, N=37, IC=129, OC=67, with and without bias and din accumulation: out, din,
-// dweight, dbias against the CPU (outputs poisoned first), the backward twice gives identical bits;
-// GradWrite::Overwrite into poisoned dweight / dbias against the CPU's accumulation into zeros; the LM
-// head's bf16 -> f32 logits; bias_backward over 1500 rows (the two-stage GPU reduction; C = 67 and 776: the
-// element-by-element and the 16-byte paths), twice bitwise.
+// GPU checks, f32 and bf16, the shapes of test/layers/gpu_shapes.h (N=37, IC=129, OC=67 unpinned and pinned
+// to the broadcast path; 64×128×256 pinned to cuBLASLt's fused bias), with and without bias and din
+// accumulation: out, din, dweight, dbias against the CPU (outputs poisoned first), the path a pin names is
+// the one taken, the backward twice gives identical bits; GradWrite::Overwrite into poisoned dweight / dbias
+// against the CPU's accumulation into zeros; the LM head's bf16 -> f32 logits, with a bias (the broadcast
+// path) and without; bias_backward over 1500 rows (the two-stage GPU reduction; C = 67 and 776: the
+// element-by-element and the 16-byte paths), twice bitwise; over 33,554,432 rows (more row chunks than a
+// grid's y dimension holds: the capped grid's stride loop) against the CPU.
 #include <algorithm>
 #include "layers/linear.h"
+#include "test/layers/gpu_shapes.h"
 #include "test/test_util.h"
 
 static std::mt19937 g_rng;  // reseeded by each half: --cpu or --gpu alone draws what a run of both draws
@@ -200,11 +204,21 @@ static LinearOut linear_run(Device dev, DType dt, DType out_dt, const std::vecto
     return r;
 }
 
-static void test_linear_gpu() {
-    const int N = 37, IC = 129, OC = 67;
+// The forward path a pinned case must have taken (linear_forward_pin; NoBias: not pinned, nothing to check).
+static void check_pinned_path(const LinearGpuCase& cs, bool with_bias, DType dt) {
+    if (cs.pin == LinearForwardPath::NoBias || !with_bias) return;
+    CHECK(linear_forward_last_path() == cs.pin, "linear N=%d IC=%d OC=%d pinned to %s ran %s [%s]", cs.N, cs.IC,
+          cs.OC, linear_forward_path_name(cs.pin), linear_forward_path_name(linear_forward_last_path()),
+          dtype_name(dt));
+}
+
+static void test_linear_gpu_case(const LinearGpuCase& cs) {
+    const int N = cs.N, IC = cs.IC, OC = cs.OC;
+    linear_forward_pin(cs.pin);
     for (DType dt : {DType::F32, DType::BF16})
         for (int with_bias = 0; with_bias < 2; with_bias++)
             for (int acc = 0; acc < 2; acc++) {
+                if (!runs_in(cs.dtypes, dt)) continue;
                 std::vector<float> x = round_to(dt, random_vec(N * IC, g_rng)), W = round_to(dt, random_vec(OC * IC, g_rng)),
                                    b = with_bias ? round_to(dt, random_vec(OC, g_rng)) : std::vector<float>(),
                                    G = round_to(dt, random_vec(N * OC, g_rng)),
@@ -213,8 +227,10 @@ static void test_linear_gpu() {
                 bool bitwise = true;
                 LinearOut c = linear_run(Device::CPU, dt, dt, x, W, b, G, din0, dW0, db0, N, IC, OC, acc);
                 LinearOut g = linear_run(Device::CUDA, dt, dt, x, W, b, G, din0, dW0, db0, N, IC, OC, acc, 2, &bitwise);
-                char what[96];
-                snprintf(what, sizeof what, "linear bias=%d acc_din=%d", with_bias, acc);
+                check_pinned_path(cs, with_bias, dt);
+                char what[160];
+                snprintf(what, sizeof what, "linear N=%d IC=%d OC=%d path=%s bias=%d acc_din=%d", N, IC, OC,
+                         linear_forward_path_name(cs.pin), with_bias, acc);
                 std::string w(what);
                 check_close_norm((w + " out").c_str(), dt, g.out, c.out);
                 check_close_norm((w + " din").c_str(), dt, g.din, c.din);
@@ -223,6 +239,35 @@ static void test_linear_gpu() {
                 if (with_bias) check_close_norm((w + " dbias").c_str(), dt, g.db, c.db);
                 CHECK(bitwise, "%s: backward twice gives identical bits [%s]", what, dtype_name(dt));
             }
+    linear_forward_pin(LinearForwardPath::NoBias);
+}
+
+// The LM head's dtypes: bf16 input and weight, f32 output; with a bias (the broadcast kernel <f32, bf16>: the
+// fused GEMM takes one dtype only) and without.
+static void test_linear_gpu_f32_out(const LinearGpuCase& cs) {
+    const int N = cs.N, IC = cs.IC, OC = cs.OC;
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        std::vector<float> x = round_bf16(random_vec(N * IC, g_rng)), W = round_bf16(random_vec(OC * IC, g_rng));
+        std::vector<float> b = with_bias ? round_bf16(random_vec(OC, g_rng)) : std::vector<float>();
+        std::vector<float> G(N * OC, 0.f), zW(OC * IC, 0.f), zb(OC, 0.f);
+        LinearOut c = linear_run(Device::CPU, DType::BF16, DType::F32, x, W, b, G, {}, zW, zb, N, IC, OC, false);
+        LinearOut g = linear_run(Device::CUDA, DType::BF16, DType::F32, x, W, b, G, {}, zW, zb, N, IC, OC, false);
+        if (with_bias)
+            CHECK(linear_forward_last_path() == LinearForwardPath::Broadcast, "linear bf16 -> f32 with a bias ran %s",
+                  linear_forward_path_name(linear_forward_last_path()));
+        check_close_norm(with_bias ? "linear bf16 -> f32 logits, bias" : "linear bf16 -> f32 logits", DType::F32,
+                         g.out, c.out, 1e-5);
+    }
+}
+
+static void test_linear_gpu() {
+    // The shapes (test/layers/gpu_shapes.h, where test_kernel_coverage reads them too): each forward path
+    // pinned, and the trainer's own choice at an odd shape.
+    for (const LinearGpuCase& cs : kLinearGpuCases) {
+        if (cs.out_f32) test_linear_gpu_f32_out(cs);
+        else test_linear_gpu_case(cs);
+    }
+    const int N = 37, IC = 129, OC = 67;
     // The first write of a step: the GPU overwriting poisoned gradients against the CPU accumulating into zeros.
     for (DType dt : {DType::F32, DType::BF16}) {
         std::vector<float> x = round_to(dt, random_vec(N * IC, g_rng)), W = round_to(dt, random_vec(OC * IC, g_rng)),
@@ -235,16 +280,6 @@ static void test_linear_gpu() {
         check_close_norm("linear Overwrite dweight", dt, g.dW, c.dW);
         check_close_norm("linear Overwrite dbias", dt, g.db, c.db);
         CHECK(bitwise, "linear Overwrite: backward twice gives identical bits [%s]", dtype_name(dt));
-    }
-    // The LM head: bf16 input and weight, f32 logits.
-    {
-        std::vector<float> x = round_bf16(random_vec(N * IC, g_rng)), W = round_bf16(random_vec(OC * IC, g_rng));
-        std::vector<float> G(N * OC, 0.f);
-        LinearOut c = linear_run(Device::CPU, DType::BF16, DType::F32, x, W, {}, G, {}, std::vector<float>(OC * IC, 0.f),
-                                 std::vector<float>(OC, 0.f), N, IC, OC, false);
-        LinearOut g = linear_run(Device::CUDA, DType::BF16, DType::F32, x, W, {}, G, {}, std::vector<float>(OC * IC, 0.f),
-                                 std::vector<float>(OC, 0.f), N, IC, OC, false);
-        check_close_norm("linear bf16 -> f32 logits", DType::F32, g.out, c.out, 1e-5);
     }
     // bias_backward over many rows (several row chunks in the two-stage GPU reduction), twice: same bits.
     // C = 67: packs of 8 columns loaded element by element (rows not 16-byte aligned), a partial last pack;
@@ -265,6 +300,24 @@ static void test_linear_gpu() {
         }
         check_close_norm(C == 67 ? "bias_backward N=1500 C=67" : "bias_backward N=1500 C=776", dt, res[1], res[0], 1e-5);
         CHECK(bitwise_equal(res[1], again), "bias_backward twice: identical bits [%s C=%d]", dtype_name(dt), C);
+    }
+    // More row chunks (of 512) than a grid's y dimension takes (65535): the capped grid strides over them.
+    // Rows hold r % 3 - 1 (exact in bf16), so every partial sum is an integer below 2^24, exact in fp32 in any
+    // order: the GPU and the CPU must give the same bits, and 2^25 rows sum to -1.
+    {
+        const int NR = 1 << 25;
+        std::vector<float> dout((size_t)NR);
+        for (int r = 0; r < NR; r++) dout[(size_t)r] = (float)(r % 3 - 1);
+        std::vector<float> res[2];
+        for (Device dev : {Device::CPU, Device::CUDA}) {
+            Tensor td = make_tensor(dev, DType::BF16, dout), db = make_tensor(dev, DType::F32, {0.f});
+            bias_backward(ctx_of(dev), db, td, NR, 1);
+            res[dev == Device::CUDA] = to_host(db);
+            tensor_free(td);
+            tensor_free(db);
+        }
+        CHECK(res[0][0] == -1.f && res[1][0] == -1.f, "bias_backward over %d rows (65536 chunks): CPU %g, GPU %g, want -1",
+              NR, res[0][0], res[1][0]);
     }
 }
 

@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
         Tensor wte_full = make_tensor(Device::CPU, DType::F32, wte), out_ref = tensor_zeros(Device::CPU, DType::F32, (int64_t)N * C);
         vocab_parallel_embedding_forward(ref_region, ctx, out_ref, tokens, wte_full, 0, Vp, N, C);
         EmbeddingIndex idx_ref;
-        embedding_index_build(idx_ref, tok.data(), N, 0, Vp, Device::CPU);
+        embedding_index_build(idx_ref, tok.data(), N, 0, Vp, ctx);
         Tensor dY_full = make_tensor(Device::CPU, DType::F32, dY), dwte_ref = tensor_zeros(Device::CPU, DType::F32, (int64_t)Vp * C);
         vocab_parallel_embedding_backward(ref_region, ctx, dwte_ref, dY_full, idx_ref, N, C);
         std::vector<float> out_ref_v = tensor_to_host_f32(out_ref), dwte_ref_v = tensor_to_host_f32(dwte_ref);
@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
         // ---- this rank's vocabulary slice, plain TP (f̄) and SP (ḡ) ----
         Tensor wte_local = make_tensor(Device::CPU, DType::F32, block(wte, C, (int)v_begin, V_local, 0, C));
         EmbeddingIndex idx;
-        embedding_index_build(idx, tok.data(), N, v_begin, V_local, Device::CPU);
+        embedding_index_build(idx, tok.data(), N, v_begin, V_local, ctx);
         for (int sp = 0; sp < 2; sp++) {
             Region region{&tp, sp == 1, &alloc, kModelLevel};
             const int rows = sp ? N / t : N, r0 = sp ? rank * rows : 0;  // this rank's rows of [N, C]

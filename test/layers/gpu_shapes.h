@@ -1,0 +1,70 @@
+// gpu_shapes.h — the shapes the GPU op tests run, as data: the gpu tests (test_attention, test_layernorm,
+// test_linear, test_runtime --gpu) iterate over these tables, and test_kernel_coverage (label unit, no GPU
+// needed) reads the same tables to prove that every kernel instantiation the trainer can pick is reached by
+// some GPU test shape. A shape added for coverage goes here, never into a test's own list: that is what makes
+// the coverage claim checkable on a machine without a GPU.
+#pragma once
+#include <cstdint>
+#include "layers/linear.h"
+
+// Which dtypes a case runs in (each GPU test loops over the dtypes of its case).
+enum GpuDtypes : uint8_t { kF32Only = 1, kBF16Only = 2, kBothDtypes = 3 };
+inline bool runs_in(GpuDtypes d, DType dt) { return (d & (dt == DType::BF16 ? kBF16Only : kF32Only)) != 0; }
+
+// Core attention (test_attention --gpu): probs, mask, out and dqkv against the CPU, p = 0 and 0.1.
+struct AttnGpuCase {
+    int S, B, NH, HD;
+    int64_t b_offset, B_total, head_offset, NH_total;  // a TP rank's heads of a DP rank's batches
+    GpuDtypes dtypes;
+};
+// Softmax kernels (attention_softmax_slots): S <= 256 one pack of 8 keys per lane (37, 133, 64), <= 512 two
+// (300), <= 1024 four (600, 1024), <= 2048 eight in bf16 (2048), longer the general kernel (2100; and f32
+// above 1024). 300 and 600 also run several causal blocks of 256 with a partial last one (S % 256 != 0):
+// 300 with element-by-element loads (S % 8 != 0), 600 with 16-byte loads.
+inline constexpr AttnGpuCase kAttnGpuCases[] = {
+    {37, 3, 3, 24, 0, 3, 0, 3, kBothDtypes},    {133, 2, 3, 24, 1, 5, 2, 6, kBothDtypes},
+    {64, 2, 2, 32, 0, 2, 0, 2, kBothDtypes},    {1024, 1, 2, 16, 1, 2, 0, 2, kBothDtypes},
+    {2100, 1, 1, 16, 0, 1, 1, 2, kBothDtypes},  {300, 2, 2, 16, 1, 3, 0, 2, kBothDtypes},
+    {600, 1, 2, 16, 0, 1, 2, 4, kBothDtypes},   {2048, 1, 1, 16, 0, 1, 0, 1, kBF16Only},
+};
+
+// LayerNorm (test_layernorm --gpu): forward and backward against the CPU. Forward kernels
+// (layernorm_forward_slots): C <= 1024 four packs per lane (129, 768, 1), <= 2048 eight (1600, GPT-2 XL),
+// <= 4096 sixteen (2500), <= 6144 twenty-four in bf16 (6144, the 22B model), wider the general kernel
+// (6400 with 16-byte packs, 6403 element by element; and f32 above 4096).
+struct LnGpuCase {
+    int N, C;
+    GpuDtypes dtypes;
+};
+inline constexpr LnGpuCase kLayerNormGpuCases[] = {
+    {37, 129, kBothDtypes}, {1000, 768, kBothDtypes}, {5, 1, kBothDtypes},   {3, 2500, kBothDtypes},
+    {4, 6400, kBothDtypes}, {3, 6403, kBothDtypes},   {64, 1600, kBothDtypes}, {16, 6144, kBF16Only},
+};
+
+// Linear (test_linear --gpu): forward with a bias, backward, against the CPU. The forward path is pinned
+// (linear_forward_pin) where the case names one, so that each path is tested whatever cuBLASLt takes;
+// `pin` NoBias means "not pinned" (the trainer's choice, which at odd shapes may be either path).
+// out_f32: bf16 input and weight with f32 output (the LM head's logits): always the broadcast path.
+struct LinearGpuCase {
+    int N, IC, OC;
+    LinearForwardPath pin;
+    GpuDtypes dtypes;
+    bool out_f32;
+};
+inline constexpr LinearGpuCase kLinearGpuCases[] = {
+    {37, 129, 67, LinearForwardPath::NoBias, kBothDtypes, false},
+    {37, 129, 67, LinearForwardPath::Broadcast, kBothDtypes, false},
+    {64, 128, 256, LinearForwardPath::FusedBias, kBothDtypes, false},
+    {37, 129, 67, LinearForwardPath::NoBias, kBF16Only, true},
+};
+
+// tensor_convert (test_runtime --gpu): the GPU conversion against the CPU's, bit for bit, both directions
+// and the same-dtype copy; n = 1, a partial last block of 256 threads, and a few million elements.
+struct ConvertGpuCase {
+    DType dst, src;
+    int64_t n;
+};
+inline constexpr ConvertGpuCase kConvertGpuCases[] = {
+    {DType::BF16, DType::F32, 1},       {DType::BF16, DType::F32, 1000003}, {DType::F32, DType::BF16, 1},
+    {DType::F32, DType::BF16, 1000003}, {DType::F32, DType::F32, 4099},     {DType::BF16, DType::BF16, 4099},
+};
