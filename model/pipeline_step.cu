@@ -1,16 +1,39 @@
 // pipeline_step.cu — runs a pipeline schedule's ops (see the header).
 #include "pipeline_step.h"
 
-#include <mpi.h>
+#include "test_hooks.h"
 
+// "F3.0 B1.0": a unit's ops, for messages.
+static std::string unit_name(const std::vector<PipeOp>& unit) {
+    std::string s;
+    for (const PipeOp& op : unit)
+        s += (s.empty() ? "" : " ") + std::string(op.kind == PipeOp::Forward ? "F" : "B") + std::to_string(op.microbatch) + "." +
+             std::to_string(op.chunk);
+    return s;
+}
+
+// The schedule unit by unit. Each unit starts with one exchange (parallel/comm.h) that sends what the
+// previous unit produced and receives what this unit consumes (Megatron-LM's send_forward_recv_backward
+// and its siblings for 1F1B, send_forward_backward_recv_forward_backward in the interleaved steady state);
+// then the unit's forward and/or backward run on what arrived. The last unit's sends go in a final exchange.
+//
+// Why this order cannot deadlock, under NCCL's rules (rendezvous sends, matching by issue order, a group
+// completing as a unit): an exchange waits only for messages of the neighbouring stages' current exchanges,
+// never for work that comes after them; every directed pair of stages issues its sends and its receives in
+// the same order; and the warm-up forwards put enough micro-batches in flight that each unit's inputs were
+// produced by units its neighbours run before their own exchange that waits on this one.
+// test_pipeline_schedule checks all three by simulating every rank for every schedule at p 2..8, M 1..16,
+// m 2..4; the ungrouped order (receive before each op, send after it) deadlocks there for 1F1B at M >= 2
+// and for every interleaved layout, which is what --comm mpi-strict reproduces on CPUs.
 float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches,
                        const std::function<void()>& at_peak) {
     const int M = micro_batches, b = B_local / M;
     if (M < 1 || b * M != B_local) mm_fatal("forward_backward: %d sequences do not split into %d micro-batches", B_local, M);
     const PipelineStage& st = m.stage;
     Comm& pp = m.grid->pp_comm;
-    const std::vector<PipeOp> ops = pipe_schedule(m.schedule, st.pp, st.rank, M, st.chunks);
-    const int peak = pipe_peak_in_flight(ops);
+    const std::vector<std::vector<PipeOp>> units = pipe_units(m.schedule, st.pp, st.rank, M, st.chunks);
+    const int peak = pipe_peak_in_flight(pipe_schedule(m.schedule, st.pp, st.rank, M, st.chunks));
+    const std::string stage = "stage " + std::to_string(st.rank);
 
     gpt_zero_grad(m);
     for (int j = 0; j < M; j++)  // every micro-batch's tokens and coordinates (dropout keyed globally)
@@ -18,22 +41,47 @@ float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, in
     double loss = 0;
     int in_flight = 0;
     bool peak_reported = false;
-    for (const PipeOp& op : ops) {
+    auto run = [&](const PipeOp& op, Tensor received) {
         if (op.kind == PipeOp::Forward) {
-            loss += gpt_pipeline_forward(m, op.microbatch, op.chunk);  // the last stage: micro-batches 0, 1, ... in order
+            loss += gpt_pipeline_forward(m, op.microbatch, op.chunk, received);  // the last stage: micro-batches in order
             if (++in_flight == peak && !peak_reported && at_peak) {
                 peak_reported = true;
                 at_peak();
             }
         } else {
-            gpt_pipeline_backward(m, op.microbatch, op.chunk);
+            gpt_pipeline_backward(m, op.microbatch, op.chunk, received);
             in_flight--;
         }
+    };
+    for (const std::vector<PipeOp>& unit : units) {
+        const std::string doing = stage + ", unit " + unit_name(unit);
+        comm_set_activity(doing);
+        std::vector<P2PMessage> recvs;
+        std::vector<Tensor> in(unit.size());
+        for (size_t i = 0; i < unit.size(); i++) {
+            P2PMessage r;
+            if (gpt_pipeline_receive(m, unit[i], &r)) in[i] = r.t, recvs.push_back(r);
+        }
+        if (!g_test_hooks.ungrouped_p2p) {
+            exchange(pp, *m.ctx, recvs, "before " + doing);
+            for (size_t i = 0; i < unit.size(); i++) run(unit[i], in[i]);
+            continue;
+        }
+        // Negative control (test only): the order before grouping. Each op receives alone right before it
+        // runs and sends alone right after; under NCCL's rules (--comm mpi-strict) this deadlocks.
+        for (size_t i = 0, k = 0; i < unit.size(); i++) {
+            const bool receives = in[i].data != nullptr;
+            exchange(pp, *m.ctx, receives ? std::vector<P2PMessage>{recvs[k++]} : std::vector<P2PMessage>{},
+                     "(ungrouped) before " + stage + " " + unit_name({unit[i]}));
+            run(unit[i], in[i]);
+            exchange(pp, *m.ctx, {}, "(ungrouped) after " + stage + " " + unit_name({unit[i]}));
+        }
     }
-    wait_sends(pp);
-    m.micro = {};
+    exchange(pp, *m.ctx, {}, "after the last unit of " + stage);
+    comm_set_activity(stage + ", the end of the step");
     float mean = (float)(loss / M);  // each micro-batch's loss is a mean over the same number of targets
-    if (st.pp > 1) MPI_CHECK(MPI_Bcast(&mean, 1, MPI_FLOAT, st.pp - 1, pp.mpi));
+    if (st.pp > 1) broadcast_host(pp, &mean, (int)sizeof mean, st.pp - 1, "the step's loss");
+    comm_set_activity("");
     return mean;
 }
 

@@ -123,7 +123,6 @@ float eval_loss(GPT& m, const int32_t* inputs, const int32_t* targets, int B_loc
     // Evaluation runs the model without dropout (a deterministic estimate of the loss).
     float dropout = m.dropout;
     m.dropout = 0.f;
-    m.micro = {};
     float local = gpt_forward(m, inputs, targets, B_local, S, false);
     m.dropout = dropout;
     return (float)average_scalar(m.grid->dp_comm, local);
