@@ -1,10 +1,13 @@
 // test_comm.cu — the MPI backend on CPU tensors, run under mpirun with 2 and 4 ranks: every collective
 // against values computed locally, the byte counters' ring model, sub-communicators (TP groups of
 // consecutive ranks, DP groups striding, as docs/design.md's process grid), a 1-rank group's no-ops, barrier,
-// local_rank, and the pure "two ranks on one GPU" check that guards NCCL (parallel/gpu_identity.cu).
+// local_rank, and the pure "two ranks on one GPU" check that guards NCCL (parallel/gpu_identity.cu). Point
+// to point: a ring exchange, plain and under NCCL's rules (--comm mpi-strict), and every pipeline schedule's
+// exchanges under those rules; with an argument, the expected failures (expected_failure below).
 #include <unistd.h>
 #include <sys/stat.h>
 #include "comm_checks.h"
+#include "pipeline_exchange_checks.h"
 #include "../../parallel/gpu_identity.h"
 
 static int g_world_rank = 0, g_world_size = 1;
@@ -235,6 +238,7 @@ int main(int argc, char** argv) {
         strict.timeout_s = 60;
         Comm s = comm_create(MPI_COMM_WORLD, 0, g_world_rank, CommBackend::MPI, ctx, strict);
         check_point_to_point(s, ctx);
+        check_pipeline_schedules(s, ctx, 4096);  // every schedule's exchanges, on the ranks of the world
         check_collectives(s, ctx);  // the collectives polled against the timeout
         comm_destroy(s);
     }

@@ -4,11 +4,13 @@
 //   test_gpu_comm nccl  (mpirun -np 1): a 1-rank NCCL communicator created anyway (comm_create_exercised)
 //                       so that every NCCL call and the two-stream all_gather_async run on one GPU. With
 //                       more ranks on distinct GPUs it runs the same checks on a real NCCL group, and a ring
-//                       exchange (grouped ncclSend / ncclRecv of 16 MB, the order check on).
+//                       exchange (grouped ncclSend / ncclRecv of 16 MB, the order check on), and every
+//                       pipeline schedule's exchanges with 16 MB messages (pipeline_exchange_checks.h).
 //   test_gpu_comm nccl_shared  (manual, not in CTest: it is meant to stop the job) with 2 ranks on one GPU:
 //                       comm_create(NCCL) must stop with "NCCL cannot run two ranks on one GPU; use --comm mpi".
 // Without a GPU every rank exits 77 (CTest: skipped); mpirun passes 77 on when all ranks return it.
 #include "comm_checks.h"
+#include "pipeline_exchange_checks.h"
 #include "../../parallel/gpu_identity.h"
 
 static int g_rank = 0, g_size = 1;
@@ -102,6 +104,7 @@ static void run_mpi(const Ctx& ctx) {
         strict.strict = true;
         Comm s = comm_create(MPI_COMM_WORLD, 0, g_rank, CommBackend::MPI, ctx, strict);
         check_ring_exchange(s, ctx);  // staged through pinned host buffers, one per receive
+        check_pipeline_schedules(s, ctx, 1 << 18);
         comm_destroy(s);
     }
 
@@ -134,6 +137,7 @@ static void run_nccl(const Ctx& ctx) {
     // With a GPU per rank: a real NCCL group of sends and receives on the compute stream, the order check on.
     Comm p2p = comm_create(MPI_COMM_WORLD, 0, g_rank, CommBackend::NCCL, ctx, checked_rules());
     check_ring_exchange(p2p, ctx);
+    check_pipeline_schedules(p2p, ctx, 4 << 20);  // 16 MB messages: NCCL's sends wait for their receives
     comm_destroy(p2p);
     // ... so the test asks for one anyway, and runs every collective through NCCL.
     Comm c = comm_create_exercised(MPI_COMM_WORLD, 0, g_rank, CommBackend::NCCL, ctx);
