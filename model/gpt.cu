@@ -278,7 +278,6 @@ void gpt_begin_microbatch(GPT& m, int j, int M, const int32_t* inputs, const int
     if (m.stage.last()) upload_i32(*m.ctx, f.targets, tgt);
 }
 
-
 // The embeddings (first virtual stage): vocab-parallel lookup, summed over TP (f̄) or reduce-scattered into
 // sequence shards (ḡ); position embeddings of the global positions of this shard; dropout with its mask saved.
 // The result is the first layer's input.

@@ -13,18 +13,26 @@ static std::string unit_name(const std::vector<PipeOp>& unit) {
 }
 
 // The schedule unit by unit. Each unit starts with one exchange (parallel/comm.h) that sends what the
-// previous unit produced and receives what this unit consumes (Megatron-LM's send_forward_recv_backward
-// and its siblings for 1F1B, send_forward_backward_recv_forward_backward in the interleaved steady state);
-// then the unit's forward and/or backward run on what arrived. The last unit's sends go in a final exchange.
+// previous unit produced and receives what this unit consumes, then runs its forward and/or backward on what
+// arrived; the last unit's sends go in a final exchange. This is the pairing of Megatron-LM's
+// send_forward_recv_backward and its siblings, taken a whole unit at a time, which in the interleaved
+// steady state is its send_forward_backward_recv_forward_backward.
 //
-// Why this order cannot deadlock, under NCCL's rules (rendezvous sends, matching by issue order, a group
-// completing as a unit): an exchange waits only for messages of the neighbouring stages' current exchanges,
-// never for work that comes after them; every directed pair of stages issues its sends and its receives in
-// the same order; and the warm-up forwards put enough micro-batches in flight that each unit's inputs were
-// produced by units its neighbours run before their own exchange that waits on this one.
-// test_pipeline_schedule checks all three by simulating every rank for every schedule at p 2..8, M 1..16,
-// m 2..4; the ungrouped order (receive before each op, send after it) deadlocks there for 1F1B at M >= 2
-// and for every interleaved layout, which is what --comm mpi-strict reproduces on CPUs.
+// Why this order cannot deadlock under NCCL's rules (a send completes only once its receive is posted,
+// messages between two stages match in issue order, a group completes as a unit):
+//  1. every directed pair of stages issues its sends and its receives in the same order, so each message
+//     meets its own counterpart;
+//  2. an exchange waits only for its neighbours to reach the exchanges that hold the other side of its
+//     messages, and those never wait, directly or through other stages, for anything after this one: a
+//     receive's data was produced in a unit the sender runs earlier, and the warm-up forwards (pipe_warmup)
+//     put enough micro-batches in flight that a backward's gradient is on its way before the unit that
+//     needs it.
+// test_pipeline_schedule checks both by simulating every rank under these rules for every schedule at
+// p 2..8, M 1..16, m 2..4. The ungrouped order (each receive alone before its op, each send alone after it)
+// deadlocks there for 1F1B at M >= 2 and for every interleaved layout; --comm mpi-strict reproduces that on
+// CPUs (test_equivalence_strict_ungrouped_deadlocks). The price of whole-unit groups: a forward's output
+// leaves with the next unit's exchange, so in 1F1B stage p - 2 may wait one backward longer than with
+// Megatron-LM's finer pairing (at p = 2 or M = 2 in the schedule test's timing model).
 float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches,
                        const std::function<void()>& at_peak) {
     const int M = micro_batches, b = B_local / M;

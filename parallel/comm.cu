@@ -566,7 +566,9 @@ static void nccl_watch(Comm& c) {
     for (;;) {
         cudaError_t e = cudaEventQuery(c.exchanged);
         if (e == cudaSuccess) break;
-        if (e != cudaErrorNotReady) CUDA_CHECK(e);
+        if (e != cudaErrorNotReady)
+            mm_fatal("CUDA error in cudaEventQuery(c.exchanged) at %s:%d (the exchange %s): %s", __FILE__, __LINE__,
+                     c.exchanged_what.c_str(), cudaGetErrorString(e));
         ncclResult_t async = ncclSuccess;
         NCCL_CHECK(ncclCommGetAsyncError(nccl_of(c), &async));
         if (async != ncclSuccess) mm_fatal("NCCL error during the exchange %s: %s", c.exchanged_what.c_str(), ncclGetErrorString(async));
@@ -610,7 +612,11 @@ static void nccl_exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>
     }
     NCCL_CHECK(ncclGroupEnd());
     CUDA_CHECK(cudaEventRecord(c.exchanged, ctx.stream));
-    c.exchanged_what = what;
+    // For the timeout's message: the exchange and every message in it (their peers).
+    c.exchanged_what = what + " (";
+    for (const P2PMessage& r : recvs) c.exchanged_what += r.what + "; ";
+    for (const Comm::PendingSend& p : c.sends) c.exchanged_what += p.what + "; ";
+    c.exchanged_what.replace(c.exchanged_what.size() - 2, 2, ")");
     if (check && !host_hdr.empty()) {
         nccl_watch(c);
         CUDA_CHECK(cudaMemcpyAsync(host_hdr.data(), hdr.data, host_hdr.size() * sizeof(P2PHeader), cudaMemcpyDeviceToHost, ctx.stream));

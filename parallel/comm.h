@@ -29,10 +29,13 @@ enum class CommBackend { MPI, NCCL };
 //               CPU run then deadlocks exactly where NCCL would, instead of getting by on MPI's buffering.
 //  timeout_s:   > 0: an exchange or collective that waits longer prints what it waited for (this rank, the
 //               operation, the peer, what the caller was doing) and aborts every rank. 0: wait forever.
+//               MPI backend: every wait polls against the deadline. NCCL backend: each exchange's end is
+//               watched before the next is issued (ncclCommAbort, then MPI_Abort); NCCL collectives are not
+//               watched. MPI calls made outside this file (scalars in model/train_step.cu) are not either.
 //  check_order: every message is preceded by a small header (tag, bytes, sequence number per peer), checked
 //               on arrival: a stage whose k-th message to a peer is not the peer's k-th expected one stops
 //               with both descriptions (NCCL would silently deliver it into the wrong buffer). On by default
-//               in debug builds.
+//               in debug builds; on NCCL it reads the headers back, a host synchronization per exchange.
 struct CommRules {
     bool strict = false;
     double timeout_s = 0;
