@@ -466,6 +466,14 @@ void gpt_pipeline_backward(GPT& m, int j, int chunk, Tensor dout) {
     send_output(m, PipeOp{PipeOp::Backward, j, chunk}, din);
 }
 
+Tensor gpt_pipeline_receive_alone(GPT& m, const PipeOp& op, const std::string& what) {
+    P2PMessage in;
+    const bool receives = gpt_pipeline_receive(m, op, &in);
+    exchange(m.grid->pp_comm, *m.ctx, receives ? std::vector<P2PMessage>{in} : std::vector<P2PMessage>{},
+             what + " on stage " + std::to_string(m.stage.rank));
+    return in.t;
+}
+
 // One micro-batch through every stage, chunk by chunk: each op's receive is an exchange of its own together
 // with the previous op's send. A single chain (only one message in flight at a time) cannot deadlock.
 float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, bool keep,
@@ -475,12 +483,8 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
     gpt_begin_microbatch(m, 0, 1, inputs, targets, B_local, S, keep);
     float loss = 0;
     for (int c = 0; c < st.chunks; c++) {
-        const PipeOp op{PipeOp::Forward, 0, c};
-        P2PMessage in;
-        const bool receives = gpt_pipeline_receive(m, op, &in);
-        exchange(pp, *m.ctx, receives ? std::vector<P2PMessage>{in} : std::vector<P2PMessage>{},
-                 "before the forward of chunk " + std::to_string(c) + " on stage " + std::to_string(st.rank));
-        loss += gpt_pipeline_forward(m, 0, c, in.t, token_losses);  // the last chunk's
+        Tensor in = gpt_pipeline_receive_alone(m, PipeOp{PipeOp::Forward, 0, c}, "before the forward of chunk " + std::to_string(c));
+        loss += gpt_pipeline_forward(m, 0, c, in, token_losses);  // the last chunk's
     }
     exchange(pp, *m.ctx, {}, "after the forward on stage " + std::to_string(st.rank));
     if (st.pp > 1) {  // every stage returns the last stage's loss (and token losses)
@@ -498,12 +502,8 @@ void gpt_backward(GPT& m) {
     const PipelineStage& st = m.stage;
     Comm& pp = m.grid->pp_comm;
     for (int c = st.chunks - 1; c >= 0; c--) {
-        const PipeOp op{PipeOp::Backward, 0, c};
-        P2PMessage in;
-        const bool receives = gpt_pipeline_receive(m, op, &in);
-        exchange(pp, *m.ctx, receives ? std::vector<P2PMessage>{in} : std::vector<P2PMessage>{},
-                 "before the backward of chunk " + std::to_string(c) + " on stage " + std::to_string(st.rank));
-        gpt_pipeline_backward(m, 0, c, in.t);
+        Tensor in = gpt_pipeline_receive_alone(m, PipeOp{PipeOp::Backward, 0, c}, "before the backward of chunk " + std::to_string(c));
+        gpt_pipeline_backward(m, 0, c, in);
     }
     exchange(pp, *m.ctx, {}, "after the backward on stage " + std::to_string(st.rank));
 }

@@ -123,6 +123,9 @@ void gpt_begin_microbatch(GPT& m, int j, int M, const int32_t* inputs, const int
 // the next. Allocates the buffer; false (nothing allocated) when the op receives nothing (the first
 // virtual stage's forward embeds the tokens, the last's backward starts from the loss).
 bool gpt_pipeline_receive(GPT& m, const PipeOp& op, P2PMessage* recv);
+// The same as an exchange of its own (with the sends queued before it), returning what arrived (an empty
+// tensor when the op receives nothing): one micro-batch's chain through the stages (gpt_forward).
+Tensor gpt_pipeline_receive_alone(GPT& m, const PipeOp& op, const std::string& what);
 // One op of a schedule for micro-batch j and model chunk `chunk` of this stage (paper §2), with what it
 // received (an empty tensor when it receives nothing): the forward runs the chunk's layers (the first
 // virtual stage embeds the tokens first); on the last virtual stage the output goes through the final norm,

@@ -64,26 +64,23 @@ float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, in
     for (const std::vector<PipeOp>& unit : units) {
         const std::string doing = stage + ", unit " + unit_name(unit);
         comm_set_activity(doing);
+        if (g_test_hooks.ungrouped_p2p) {
+            // Negative control (test only): the order before grouping. Each op receives alone right before it
+            // runs and sends alone right after; under NCCL's rules (--comm mpi-strict) this deadlocks.
+            for (const PipeOp& op : unit) {
+                run(op, gpt_pipeline_receive_alone(m, op, "(ungrouped) before " + unit_name({op})));
+                exchange(pp, *m.ctx, {}, "(ungrouped) after " + unit_name({op}) + " on " + stage);
+            }
+            continue;
+        }
         std::vector<P2PMessage> recvs;
         std::vector<Tensor> in(unit.size());
         for (size_t i = 0; i < unit.size(); i++) {
             P2PMessage r;
             if (gpt_pipeline_receive(m, unit[i], &r)) in[i] = r.t, recvs.push_back(r);
         }
-        if (!g_test_hooks.ungrouped_p2p) {
-            exchange(pp, *m.ctx, recvs, "before " + doing);
-            for (size_t i = 0; i < unit.size(); i++) run(unit[i], in[i]);
-            continue;
-        }
-        // Negative control (test only): the order before grouping. Each op receives alone right before it
-        // runs and sends alone right after; under NCCL's rules (--comm mpi-strict) this deadlocks.
-        for (size_t i = 0, k = 0; i < unit.size(); i++) {
-            const bool receives = in[i].data != nullptr;
-            exchange(pp, *m.ctx, receives ? std::vector<P2PMessage>{recvs[k++]} : std::vector<P2PMessage>{},
-                     "(ungrouped) before " + stage + " " + unit_name({unit[i]}));
-            run(unit[i], in[i]);
-            exchange(pp, *m.ctx, {}, "(ungrouped) after " + stage + " " + unit_name({unit[i]}));
-        }
+        exchange(pp, *m.ctx, recvs, "before " + doing);
+        for (size_t i = 0; i < unit.size(); i++) run(unit[i], in[i]);
     }
     exchange(pp, *m.ctx, {}, "after the last unit of " + stage);
     comm_set_activity(stage + ", the end of the step");

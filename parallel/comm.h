@@ -6,6 +6,8 @@
 //          one GPU). bf16 sums are done in fp32.
 //  - NCCL: CUDA tensors, one GPU per rank; the unique id is broadcast over MPI. NCCL refuses two ranks on
 //          one GPU: comm_create detects that and stops with a message pointing to --comm mpi.
+//  - MPI under strict rules (--comm mpi-strict, CommRules below): NCCL's point-to-point semantics on CPUs,
+//          so that a test without a GPU fails where NCCL would hang.
 //  - A group of one rank is a no-op for every collective (and counts no bytes).
 //
 // Byte counters follow the ring algorithm's per-rank traffic, the model the paper reasons with

@@ -37,7 +37,7 @@ endforeach()
 # deadlocks under the strict rules; the 2 s timeout stops every rank with a message naming this stage, the
 # operation, the peer and the micro-batch.
 add_test(NAME test_equivalence_strict_ungrouped_deadlocks COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh
-         "comm timeout: rank [01] of a group of 2 waited 2.0 s .--comm-timeout. for the (send|receive) of the (activation|gradient) of micro-batch [0-9]+ .chunk 0. (to|from) stage [01] in the exchange .ungrouped. (before|after) stage [01] "
+         "comm timeout: rank [01] of a group of 2 waited 2.0 s .--comm-timeout. for the (send|receive) of the (activation|gradient) of micro-batch [0-9]+ .chunk 0. (to|from) stage [01] in the exchange .ungrouped. (before|after) [FB][0-9]+[.]0 on stage [01]"
          ${MM_MPIRUN} -np 2 $<TARGET_FILE:test_equivalence> --tp 1 --pp 2 --micro 4 --comm mpi-strict --comm-timeout 2 --ungrouped-p2p --steps 0)
 set_tests_properties(test_equivalence_strict_ungrouped_deadlocks PROPERTIES LABELS mpi TIMEOUT 90
                      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
