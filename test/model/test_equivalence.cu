@@ -14,20 +14,22 @@
 //                                  world = tp × dp × pp
 //                    [--expect-fail-without-tied-sum]   (negative control: drop the tied embedding's gradient sum
 //                                  over the first and last stage, expect a mismatch)
-//                    [--comm nccl]   the parallel run on NCCL (--device cuda, one GPU per rank; skipped when
-//                                  the ranks would share a GPU)
-//                    [--comm mpi-strict] [--comm-timeout S]   the parallel run's MPI backend with NCCL's point-to-point
-//                                  rules (parallel/comm.h), the order check on, and a timeout (default 60 s)
-//                    [--ungrouped-p2p]   (negative control, with --comm mpi-strict: the pipeline's messages in
-//                                  the order before grouping; expected to time out, test/expect_error.sh)
-//                    [--distributed-optimizer]   ZeRO-1 over the DP group
-//                    [--batch B]   global batch (default 4; 8 gives 8 micro-batches to --pp 4)
 //                    [--bitwise]   tp 1: the reference also runs M micro-batches; everything but the tied word
 //                                  embedding must then be bitwise equal (its two uses' gradients are summed in
 //                                  another order: within float rounding)
 #include <cstring>
 #include "model_fixture.h"
 #include "../../parallel/gpu_identity.h"
+
+// Flags for the communication layer (parallel/comm.h) and larger pipelines:
+//   [--comm nccl]   the parallel run on NCCL (--device cuda, one GPU per rank; skipped when the ranks would
+//                   share a GPU), the order check on
+//   [--comm mpi-strict] [--comm-timeout S]   the parallel run's MPI backend with NCCL's point-to-point rules,
+//                   the order check on, and a timeout (default 60 s)
+//   [--ungrouped-p2p]   (negative control, with --comm mpi-strict: the pipeline's messages in the order before
+//                   grouping; expected to time out, under test/expect_error.sh)
+//   [--distributed-optimizer]   ZeRO-1 over the DP group
+//   [--batch B]     global batch (default 4; 8 gives --pp 4 eight micro-batches)
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
