@@ -64,7 +64,8 @@ bool pipe_op_sends(const PipeOp& op, int p, int rank, int m, PipeMessage* msg);
 // A message's name, the same on both sides: (micro-batch, boundary, direction) in one int (MPI tags go up to
 // 32767 at least, hence the modulo; a tag only names a message, comm.h).
 int pipe_message_tag(const PipeMessage& msg, int p, int m);
-// The number of forwards rank `rank` runs before its first backward (its warm-up).
+// The number of forwards rank `rank` runs before its steady state (its warm-up); the steady state's first unit
+// runs one more forward before the first backward.
 int pipe_warmup(PipeSchedule s, int p, int rank, int M, int m);
 // The most (micro-batch, chunk) pairs whose forward has run and backward has not, over the ops: what the
 // stage holds at its peak, in units of one chunk's activations of one micro-batch.
