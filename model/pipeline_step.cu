@@ -3,6 +3,25 @@
 
 #include "test_hooks.h"
 
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+// ---- fault injection: MM_STOP_STAGE_AT=S:N ---------------------------------------------------------------
+// Pipeline stage S stops itself (SIGSTOP) in its N-th forward_backward, before its second unit's exchange:
+// alive, holding its sockets, answering nothing, as a hung GPU or a swapped-out node would be. The other
+// stages must then stop within --comm-timeout, naming it (test/model/pipeline_peer_stopped.sh).
+static void maybe_stop(int stage, int unit) {
+    static int calls = 0;
+    if (unit == 0) calls++;
+    const char* s = getenv("MM_STOP_STAGE_AT");
+    int at_stage = -1, at_call = 0;
+    if (unit != 1 || !s || sscanf(s, "%d:%d", &at_stage, &at_call) != 2 || at_stage != stage || at_call != calls) return;
+    fprintf(stderr, "fault injection: stage %d stops itself (SIGSTOP) in step call %d\n", stage, calls);
+    fflush(stderr);
+    raise(SIGSTOP);
+}
+
 // "F3.0 B1.0": a unit's ops, for messages.
 static std::string unit_name(const std::vector<PipeOp>& unit) {
     std::string s;
@@ -61,7 +80,9 @@ float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, in
             in_flight--;
         }
     };
-    for (const std::vector<PipeOp>& unit : units) {
+    for (size_t u = 0; u < units.size(); u++) {
+        const std::vector<PipeOp>& unit = units[u];
+        maybe_stop(st.rank, (int)u);
         const std::string doing = stage + ", unit " + unit_name(unit);
         comm_set_activity(doing);
         if (g_test_hooks.ungrouped_p2p) {

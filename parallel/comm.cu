@@ -643,6 +643,13 @@ void exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, con
     c.counters.recv_wait_s += MPI_Wtime() - t0;
 }
 
+void all_reduce_host(Comm& c, void* data, int count, MPI_Datatype type, MPI_Op op, const char* what) {
+    if (c.size == 1) return;
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, count, type, op, c.mpi, &req));
+    mpi_wait_one(c, req, what);
+}
+
 void broadcast_host(Comm& c, void* data, int bytes, int root, const std::string& what) {
     if (c.size == 1) return;
     if (c.backend == CommBackend::NCCL) nccl_watch(c);

@@ -166,6 +166,9 @@ void exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, con
 // Bytes of host memory `bytes` from rank `root` to every rank of the group, under the communicator's rules
 // (timeout): the pipeline's loss, which the last stage computes.
 void broadcast_host(Comm& c, void* data, int bytes, int root, const std::string& what);
+// An all-reduce of `count` host values in place (the step's scalars: loss, norm, verdicts), under the
+// communicator's rules (timeout; `what` names it in the message). A group of one rank is a no-op.
+void all_reduce_host(Comm& c, void* data, int count, MPI_Datatype type, MPI_Op op, const char* what);
 // What this rank is doing, named in a timeout's message when a collective waits too long (the pipeline
 // sets it per schedule unit: stage, forward or backward, micro-batch). Diagnostics only.
 void comm_set_activity(const std::string& doing);
