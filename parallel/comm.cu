@@ -142,11 +142,12 @@ static void store_f32(Comm& c, const Ctx& ctx, Tensor t, const float* src) {
 static std::string g_activity;
 void comm_set_activity(const std::string& doing) { g_activity = doing; }
 
-static void mpi_wait(const Comm& c, std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& statuses,
+// `who` names this rank in its group ("rank 1 of a group of 2").
+static void wait_all(double timeout_s, const std::string& who, std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& statuses,
                      const std::function<std::string(size_t)>& pending) {
     const int n = (int)reqs.size();
     statuses.resize(reqs.size());
-    if (c.rules.timeout_s <= 0) {
+    if (timeout_s <= 0) {
         MPI_CHECK(MPI_Waitall(n, reqs.data(), statuses.data()));
         return;
     }
@@ -155,7 +156,7 @@ static void mpi_wait(const Comm& c, std::vector<MPI_Request>& reqs, std::vector<
         int done = 0;
         MPI_CHECK(MPI_Testall(n, reqs.data(), &done, statuses.data()));
         if (done) return;
-        if (MPI_Wtime() - t0 > c.rules.timeout_s) break;
+        if (MPI_Wtime() - t0 > timeout_s) break;
         if (polls > 1000) {
             const timespec pause{0, 20000};
             nanosleep(&pause, nullptr);
@@ -167,9 +168,19 @@ static void mpi_wait(const Comm& c, std::vector<MPI_Request>& reqs, std::vector<
     MPI_CHECK(MPI_Testsome(n, reqs.data(), &outcount, idx.data(), statuses.data()));
     size_t first = 0;
     while (first + 1 < reqs.size() && reqs[first] == MPI_REQUEST_NULL) first++;
-    mm_fatal("comm timeout: rank %d of a group of %d waited %.1f s (--comm-timeout) for %s%s%s; stopping every rank",
-             c.rank, c.size, c.rules.timeout_s, pending(first).c_str(), g_activity.empty() ? "" : "; this rank was running ",
-             g_activity.c_str());
+    mm_fatal("comm timeout: %s waited %.1f s (--comm-timeout) for %s%s%s; stopping every rank", who.c_str(), timeout_s,
+             pending(first).c_str(), g_activity.empty() ? "" : "; this rank was running ", g_activity.c_str());
+}
+static void mpi_wait(const Comm& c, std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& statuses,
+                     const std::function<std::string(size_t)>& pending) {
+    const std::string who = c.rules.timeout_s > 0 ? "rank " + std::to_string(c.rank) + " of a group of " + std::to_string(c.size) : "";
+    wait_all(c.rules.timeout_s, who, reqs, statuses, pending);
+}
+
+void comm_wait_request(MPI_Request req, double timeout_s, const std::string& what) {
+    std::vector<MPI_Request> reqs{req};
+    std::vector<MPI_Status> st;
+    wait_all(timeout_s, "this rank", reqs, st, [&](size_t) { return what; });
 }
 // The group's members as world ranks ("world ranks 0 2"), for a collective's timeout message: one of them
 // is the rank that does not answer.

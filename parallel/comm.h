@@ -33,7 +33,7 @@ enum class CommBackend { MPI, NCCL };
 //               operation, the peer, what the caller was doing) and aborts every rank. 0: wait forever.
 //               MPI backend: every wait polls against the deadline. NCCL backend: each exchange's end is
 //               watched before the next is issued (ncclCommAbort, then MPI_Abort); NCCL collectives are not
-//               watched. MPI calls made outside this file (scalars in model/train_step.cu) are not either.
+//               watched. Nor are MPI calls made outside this file, unless they wait with comm_wait_request.
 //  check_order: every message is preceded by a small header (tag, bytes, sequence number per peer), checked
 //               on arrival: a stage whose k-th message to a peer is not the peer's k-th expected one stops
 //               with both descriptions (NCCL would silently deliver it into the wrong buffer). On by default
@@ -169,6 +169,9 @@ void broadcast_host(Comm& c, void* data, int bytes, int root, const std::string&
 // An all-reduce of `count` host values in place (the step's scalars: loss, norm, verdicts), under the
 // communicator's rules (timeout; `what` names it in the message). A group of one rank is a no-op.
 void all_reduce_host(Comm& c, void* data, int count, MPI_Datatype type, MPI_Op op, const char* what);
+// Wait for one MPI request (e.g. an MPI_Iallreduce on MPI_COMM_WORLD, outside any Comm) as the communicators
+// wait: timeout_s > 0 stops every rank after that long with a message naming `what`; 0 waits forever.
+void comm_wait_request(MPI_Request req, double timeout_s, const std::string& what);
 // What this rank is doing, named in a timeout's message when a collective waits too long (the pipeline
 // sets it per schedule unit: stage, forward or backward, micro-batch). Diagnostics only.
 void comm_set_activity(const std::string& doing);

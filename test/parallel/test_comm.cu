@@ -243,6 +243,12 @@ int main(int argc, char** argv) {
         comm_destroy(s);
     }
     check_barrier(world);
+    {
+        // A request outside any Comm waited on under a timeout (what train_gpt's collective refusals can use).
+        MPI_Request req;
+        MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+        comm_wait_request(req, 30, "a barrier on MPI_COMM_WORLD");
+    }
     check_shared_gpu_detection();
     // One node here: the node-local rank is the world rank, and every rank is on the node.
     LocalRank local = local_rank(MPI_COMM_WORLD);
