@@ -355,7 +355,7 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
     run.micro_batches = micro_batch_count(opt, dp);
     pipeline_layout(run);
     run.ctx = ctx_create(run.device, gpu);
-    run.grid = grid_create(MPI_COMM_WORLD, opt.tp, opt.sp, run.backend, run.ctx, opt.pp);
+    run.grid = grid_create(MPI_COMM_WORLD, opt.tp, opt.sp, run.backend, run.ctx, opt.pp, CommRules{opt.comm == "mpi-strict", opt.comm_timeout});
     if (opt.sp && opt.tp == 1) LOG0("note: --sp with --tp 1 changes nothing (one rank holds the whole sequence)\n");
     std::string err;
 

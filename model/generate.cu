@@ -18,7 +18,6 @@ void generate(GPT& m, std::vector<int>& tokens, int n, int window, float tempera
         int len = std::min((int)tokens.size(), window);
         int start = (int)tokens.size() - len;
         for (int i = 0; i < window; i++) in[i] = i < len ? tokens[start + i] : 0;
-        m.micro = {};
         gpt_forward(m, in.data(), tg.data(), 1, window, true);
         // On the last pipeline stage: row (len-1) of this rank's logits [S·B, V_local] (B = 1), then the
         // slices of the whole TP group; then to every stage.

@@ -172,7 +172,7 @@ void gpt_zero_grad(GPT& m) {
 }
 
 // ---- the step's shapes and one layer's context ---------------------------------------------------------
-StepShape gpt_step_shape(const GPT& m, int B_local, int S) {
+StepShape gpt_step_shape(const GPT& m, int B_local, int S, int j, int M) {
     const ProcessGrid& g = *m.grid;
     StepShape sh;
     sh.S = S;
@@ -185,24 +185,25 @@ StepShape gpt_step_shape(const GPT& m, int B_local, int S) {
     sh.V_local = m.cfg.padded_vocab / g.tp;
     sh.v_begin = (int64_t)g.tp_rank * sh.V_local;
     // DP rank r holds sequences [r·M·B, (r+1)·M·B) of the global batch; micro-batch j of them starts at j·B.
-    sh.b_first = ((int64_t)g.dp_rank * m.micro.count + m.micro.index) * B_local;
-    sh.B_global = (int64_t)g.dp * m.micro.count * B_local;
+    sh.b_first = ((int64_t)g.dp_rank * M + j) * B_local;
+    sh.B_global = (int64_t)g.dp * M * B_local;
     return sh;
 }
 
 // This rank's block of the global [S, B, C] activations outside the TP regions: its sequence shard (SP)
 // and its sequences of the global batch (DP, micro-batch). Dropout masks are keyed by these global coordinates.
-static DropoutCoords step_coords(const GPT& m) {
+static DropoutCoords step_coords(const StepShape& sh) {
     DropoutCoords where;
-    where.s_offset = m.shape.s_offset;
-    where.b_offset = m.shape.b_first;
-    where.B_total = m.shape.B_global;
+    where.s_offset = sh.s_offset;
+    where.b_offset = sh.b_first;
+    where.B_total = sh.B_global;
     return where;
 }
 
-LayerContext gpt_layer_context(GPT& m, int l) {
+LayerContext gpt_layer_context(GPT& m, int l) { return gpt_layer_context(m, l, m.shape); }
+
+LayerContext gpt_layer_context(GPT& m, int l, const StepShape& sh) {
     const ProcessGrid& g = *m.grid;
-    const StepShape& sh = m.shape;
     LayerContext r;
     r.ctx = m.ctx;
     r.alloc = m.alloc;
@@ -223,7 +224,7 @@ LayerContext gpt_layer_context(GPT& m, int l) {
     r.attn.B = sh.B;
     r.attn.NH = nh;
     r.attn.HD = hd;
-    r.where = step_coords(m);
+    r.where = step_coords(sh);
     r.attn.b_offset = r.where.b_offset;
     r.attn.B_total = r.where.B_total;
     r.attn.head_offset = (int64_t)g.tp_rank * nh;
@@ -285,8 +286,8 @@ void gpt_begin_microbatch(GPT& m, int j, int M, const int32_t* inputs, const int
     if ((int)m.flight.size() <= j) m.flight.resize((size_t)j + 1);
     MicroBatchState& f = m.flight[(size_t)j];
     f.saved.resize(m.stage.layers.size());
-    m.micro = {j, M};
-    f.shape = gpt_step_shape(m, B_local, S);
+    f.count = M;
+    f.shape = gpt_step_shape(m, B_local, S, j, M);
     m.shape = f.shape;
     reserve_step_scratch(m, f.shape);
     const int N_full = f.shape.N_full;
@@ -305,23 +306,6 @@ void gpt_begin_microbatch(GPT& m, int j, int M, const int32_t* inputs, const int
     if (m.stage.last()) upload_i32(*m.ctx, f.targets, tgt);
 }
 
-// Micro-batch j becomes the one in flight: its coordinates place the layers' dropout masks.
-static MicroBatchState& enter(GPT& m, int j) {
-    MicroBatchState& f = m.flight[(size_t)j];
-    m.micro = {j, m.micro.count};
-    m.shape = f.shape;
-    return f;
-}
-
-static Tensor gpt_chunk_input(GPT& m, int chunk) {
-    const int l = m.stage.chunk_begin(chunk);
-    return m.alloc->alloc(m.dtype, (int64_t)m.shape.N_shard * m.cfg.channels, l, "ln1_in");
-}
-
-static int gpt_p2p_tag(const GPT& m, int j, int boundary, bool gradient) {
-    return ((j * m.stage.num_virtual() + boundary) * 2 + (gradient ? 1 : 0)) % 32768;  // MPI guarantees tags up to 32767
-}
-
 // The embeddings (first virtual stage): vocab-parallel lookup, summed over TP (f̄) or reduce-scattered into
 // sequence shards (ḡ); position embeddings of the global positions of this shard; dropout with its mask saved.
 // The result is the first layer's input.
@@ -337,7 +321,7 @@ static Tensor embed_forward(GPT& m, MicroBatchState& f, int first_layer, bool no
     f.embed_drop_mask = A.alloc(DType::U8, (int64_t)sh.N_shard * C, kModelLevel, "embed_drop_mask");
     bias_dropout_residual_forward(ctx, x, f.embed_drop_mask, x, Tensor(), Tensor(), m.dropout,
                                   dropout_step_seed(m.seed, (uint64_t)m.step), kEmbeddingStream, sh.S_loc, sh.B, C,
-                                  step_coords(m));
+                                  step_coords(sh));
     return x;
 }
 
@@ -377,14 +361,14 @@ static float head_forward(GPT& m, MicroBatchState& f, Tensor x, std::vector<floa
 }
 
 static Tensor gpt_forward_chunk(GPT& m, int j, int chunk, Tensor x, float* loss, std::vector<float>* token_losses) {
-    MicroBatchState& f = enter(m, j);
+    MicroBatchState& f = m.flight[(size_t)j];
     ActivationAllocator& A = *m.alloc;
     const PipelineStage& st = m.stage;
     const int v = st.virtual_stage(chunk), b = st.chunk_begin(chunk), e = st.chunk_end(chunk);
     const bool first = v == 0, last = v == st.num_virtual() - 1;
     if (first) x = embed_forward(m, f, b, last && b == e);
     for (int l = b; l < e; l++) {
-        LayerContext run = gpt_layer_context(m, l);
+        LayerContext run = gpt_layer_context(m, l, f.shape);
         SavedLayer& saved = f.saved[(size_t)st.local_layer(l)];
         saved.ln1_in = x;
         // The output is the next layer's saved input, the final norm's input, or what goes to the next stage.
@@ -409,7 +393,7 @@ static Tensor head_backward(GPT& m, MicroBatchState& f) {
     Region region{&m.grid->tp_comm, m.grid->sp, m.alloc, kModelLevel};
     // The step's loss is the mean over this rank's targets of all its micro-batches: d loss / d logits =
     // (softmax - onehot) / (N_full · M), N_full targets per micro-batch (llm.c's 1/(B·T·accumulation)).
-    const float inv_targets = g_test_hooks.skip_microbatch_scale ? 1.0f / N_full : 1.0f / ((float)N_full * m.micro.count);
+    const float inv_targets = g_test_hooks.skip_microbatch_scale ? 1.0f / N_full : 1.0f / ((float)N_full * f.count);
     Tensor dlogits = A.alloc(m.dtype, (int64_t)N_full * sh.V_local, kModelLevel, "tmp:dlogits");
     ce_backward(ctx, dlogits, f.logits, f.ce_rowmax, f.ce_sumexp, f.targets, inv_targets, N_full, sh.V_local,
                 sh.v_begin, m.cfg.vocab);
@@ -446,7 +430,7 @@ static void embed_backward(GPT& m, MicroBatchState& f, Tensor dresid) {
 }
 
 static Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
-    MicroBatchState& f = enter(m, j);
+    MicroBatchState& f = m.flight[(size_t)j];
     const PipelineStage& st = m.stage;
     const int v = st.virtual_stage(chunk), b = st.chunk_begin(chunk), e = st.chunk_end(chunk);
     const bool first = v == 0, last = v == st.num_virtual() - 1;
@@ -454,7 +438,7 @@ static Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
     // The chunk's first backward of the step overwrites its layers' gradients; later micro-batches add.
     const bool stale = chunk < (int)m.layer_grads_stale.size() && m.layer_grads_stale[(size_t)chunk];
     for (int l = e - 1; l >= b; l--) {
-        LayerContext run = gpt_layer_context(m, l);
+        LayerContext run = gpt_layer_context(m, l, f.shape);
         run.grads = stale ? GradWrite::Overwrite : GradWrite::Accumulate;
         layer_backward(run, f.saved[(size_t)st.local_layer(l)], dresid, m.recompute);
     }
@@ -467,56 +451,75 @@ static Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
 
 // ---- one op of a pipeline schedule, and one micro-batch through the whole pipeline -------------------------
 // A chunk's input comes from the stage before it (virtual stage v − 1, on pipeline rank (v − 1) mod p), its
-// output goes to the next; gradients go the other way. With p = 1 nothing is sent.
-float gpt_pipeline_forward(GPT& m, int j, int chunk, std::vector<float>* token_losses) {
+// output goes to the next; gradients go the other way (pipe_op_receives / pipe_op_sends). With p = 1 nothing
+// is sent.
+static std::string message_what(const PipeMessage& msg, int chunk, bool receive) {
+    return std::string(receive ? "the receive of the " : "the send of the ") + (msg.gradient ? "gradient" : "activation") +
+           " of micro-batch " + std::to_string(msg.microbatch) + " (chunk " + std::to_string(chunk) + ") " +
+           (receive ? "from" : "to") + " stage " + std::to_string(msg.peer);
+}
+
+bool gpt_pipeline_receive(GPT& m, const PipeOp& op, P2PMessage* recv) {
     const PipelineStage& st = m.stage;
-    Comm& pp = m.grid->pp_comm;
-    const int v = st.virtual_stage(chunk), P = st.num_virtual();
-    Tensor x;
-    if (v > 0) {
-        x = gpt_chunk_input(m, chunk);
-        recv(pp, *m.ctx, x, (v - 1) % st.pp, gpt_p2p_tag(m, j, v - 1, false));
-    }
+    PipeMessage msg;
+    if (!pipe_op_receives(op, st.pp, st.rank, st.chunks, &msg)) return false;
+    const int64_t n = (int64_t)m.flight[(size_t)op.microbatch].shape.N_shard * m.cfg.channels;
+    // A forward's input becomes its chunk's first layer's saved input; a backward's is a transient gradient.
+    recv->t = op.kind == PipeOp::Forward ? m.alloc->alloc(m.dtype, n, st.chunk_begin(op.chunk), "ln1_in")
+                                         : m.alloc->alloc(m.dtype, n, kModelLevel, "tmp:dresidual");
+    recv->peer = msg.peer;
+    recv->tag = pipe_message_tag(msg, st.pp, st.chunks);
+    recv->what = message_what(msg, op.chunk, true);
+    return true;
+}
+
+// What an op sends, queued for the next exchange (send_later copies it, so the tensor is released at once).
+static void send_output(GPT& m, const PipeOp& op, Tensor t) {
+    const PipelineStage& st = m.stage;
+    PipeMessage msg;
+    if (!pipe_op_sends(op, st.pp, st.rank, st.chunks, &msg)) return;
+    send_later(m.grid->pp_comm, *m.ctx, t, msg.peer, pipe_message_tag(msg, st.pp, st.chunks), message_what(msg, op.chunk, false));
+    m.alloc->release(t);
+}
+
+float gpt_pipeline_forward(GPT& m, int j, int chunk, Tensor x, std::vector<float>* token_losses) {
     float loss = 0;
     Tensor out = gpt_forward_chunk(m, j, chunk, x, &loss, token_losses);
-    if (v < P - 1) {
-        send_async(pp, *m.ctx, out, (v + 1) % st.pp, gpt_p2p_tag(m, j, v, false));
-        m.alloc->release(out);  // send_async took a copy
-    }
+    send_output(m, PipeOp{PipeOp::Forward, j, chunk}, out);
     return loss;
 }
 
-void gpt_pipeline_backward(GPT& m, int j, int chunk) {
-    const PipelineStage& st = m.stage;
-    Comm& pp = m.grid->pp_comm;
-    const int v = st.virtual_stage(chunk), P = st.num_virtual();
-    Tensor dout;
-    if (v < P - 1) {
-        dout = m.alloc->alloc(m.dtype, (int64_t)m.flight[(size_t)j].shape.N_shard * m.cfg.channels, kModelLevel,
-                              "tmp:dresidual");
-        recv(pp, *m.ctx, dout, (v + 1) % st.pp, gpt_p2p_tag(m, j, v, true));
-    }
+void gpt_pipeline_backward(GPT& m, int j, int chunk, Tensor dout) {
     Tensor din = gpt_backward_chunk(m, j, chunk, dout);
-    if (v > 0) {
-        send_async(pp, *m.ctx, din, (v - 1) % st.pp, gpt_p2p_tag(m, j, v - 1, true));
-        m.alloc->release(din);
-    }
+    send_output(m, PipeOp{PipeOp::Backward, j, chunk}, din);
 }
 
+Tensor gpt_pipeline_receive_alone(GPT& m, const PipeOp& op, const std::string& what) {
+    P2PMessage in;
+    const bool receives = gpt_pipeline_receive(m, op, &in);
+    exchange(m.grid->pp_comm, *m.ctx, receives ? std::vector<P2PMessage>{in} : std::vector<P2PMessage>{},
+             what + " on stage " + std::to_string(m.stage.rank));
+    return in.t;
+}
+
+// One micro-batch through every stage, chunk by chunk: each op's receive is an exchange of its own together
+// with the previous op's send. A single chain (only one message in flight at a time) cannot deadlock.
 float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, bool keep,
                   std::vector<float>* token_losses) {
     const PipelineStage& st = m.stage;
     Comm& pp = m.grid->pp_comm;
-    const int j = m.micro.index;  // the micro-batch the caller set (m.micro), {0, 1} for a whole batch
-    gpt_begin_microbatch(m, j, m.micro.count, inputs, targets, B_local, S, keep);
+    gpt_begin_microbatch(m, 0, 1, inputs, targets, B_local, S, keep);
     float loss = 0;
-    for (int c = 0; c < st.chunks; c++) loss += gpt_pipeline_forward(m, j, c, token_losses);  // the last chunk's
-    wait_sends(pp);
+    for (int c = 0; c < st.chunks; c++) {
+        Tensor in = gpt_pipeline_receive_alone(m, PipeOp{PipeOp::Forward, 0, c}, "before the forward of chunk " + std::to_string(c));
+        loss += gpt_pipeline_forward(m, 0, c, in, token_losses);  // the last chunk's
+    }
+    exchange(pp, *m.ctx, {}, "after the forward on stage " + std::to_string(st.rank));
     if (st.pp > 1) {  // every stage returns the last stage's loss (and token losses)
-        MPI_CHECK(MPI_Bcast(&loss, 1, MPI_FLOAT, st.pp - 1, pp.mpi));
+        broadcast_host(pp, &loss, (int)sizeof loss, st.pp - 1, "the loss");
         if (token_losses) {
             token_losses->resize((size_t)B_local * S);
-            MPI_CHECK(MPI_Bcast(token_losses->data(), B_local * S, MPI_FLOAT, st.pp - 1, pp.mpi));
+            broadcast_host(pp, token_losses->data(), (int)(token_losses->size() * sizeof(float)), st.pp - 1, "the token losses");
         }
     }
     if (!keep) gpt_release_activations(m);
@@ -524,6 +527,11 @@ float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_l
 }
 
 void gpt_backward(GPT& m) {
-    for (int c = m.stage.chunks - 1; c >= 0; c--) gpt_pipeline_backward(m, m.micro.index, c);
-    wait_sends(m.grid->pp_comm);
+    const PipelineStage& st = m.stage;
+    Comm& pp = m.grid->pp_comm;
+    for (int c = st.chunks - 1; c >= 0; c--) {
+        Tensor in = gpt_pipeline_receive_alone(m, PipeOp{PipeOp::Backward, 0, c}, "before the backward of chunk " + std::to_string(c));
+        gpt_pipeline_backward(m, 0, c, in);
+    }
+    exchange(pp, *m.ctx, {}, "after the backward on stage " + std::to_string(st.rank));
 }

@@ -36,7 +36,8 @@ struct StepShape {
 // micro-batches in flight at once (model/pipeline_step.cu), each in its own MicroBatchState; every tensor
 // comes from the tagged allocator, so the memory report counts them all.
 struct MicroBatchState {
-    StepShape shape;
+    StepShape shape;                // of this micro-batch: its place in the global batch
+    int count = 1;                  // micro-batches in the step (the loss gradient's 1/M)
     std::vector<SavedLayer> saved;  // by local layer (PipelineStage::local_layer)
     Tensor tokens, targets;         // i32 [S·B] (sequence-major), on the device
     EmbeddingIndex emb_index;       // first stage: the vocab-parallel embedding's backward
@@ -54,12 +55,6 @@ struct GPT {
     float dropout = 0.f;
     uint64_t seed = 1337;
     int64_t step = 0;  // the optimizer step in flight: dropout masks are keyed by (seed, step) (layers/philox.h)
-    // The micro-batch in flight (gradient accumulation: forward_backward in model/pipeline_step.cu runs the
-    // micro-batches and their gradients add up in m.grads): micro-batch `index` of `count`
-    // of this DP rank's sequences. It places the forward's sequences in the GLOBAL batch (dropout masks are
-    // keyed by global coordinates, so any split draws the single-rank masks) and scales the loss gradient by
-    // 1/count (the step's loss is the mean over all its tokens). {0, 1}: the whole batch at once.
-    struct MicroBatch { int index = 0, count = 1; } micro;
     PipelineStage stage;                    // the layers and tensors this rank holds (pp = 1: all)
     PipeSchedule schedule = PipeSchedule::OneFOneB;  // the order of forwards and backwards (pipeline_step.cu)
 
@@ -77,8 +72,11 @@ struct GPT {
     ModelStateMemory state_memory;  // the model states' tagged account (recompute/model_state_memory.h)
 
     // ---- activations of the step in flight -----------------------------------------------------------
-    StepShape shape;                      // of the micro-batch being computed
-    std::vector<MicroBatchState> flight;  // by micro-batch index (m.micro.index for gpt_forward / gpt_backward)
+    // Every micro-batch's own state, by index: the pipeline names the micro-batch each op runs (j below), and
+    // its StepShape places its sequences in the GLOBAL batch (dropout masks are keyed by global coordinates,
+    // so any split draws the single-rank masks). gpt_forward / gpt_backward run micro-batch 0 of 1.
+    std::vector<MicroBatchState> flight;
+    StepShape shape;  // of the micro-batch begun last (gpt_layer_context without a shape; benchmarks set it)
 };
 
 // Build the model for `cfg` on this rank (allocates weights, gradients, optimizer state).
@@ -121,15 +119,22 @@ void gpt_backward(GPT& m);
 // ---- the pieces a pipeline schedule runs (model/pipeline_step.cu) ----------------------------------------
 // Micro-batch j of M: its tokens and shapes, kept in m.flight[j] until its backward.
 void gpt_begin_microbatch(GPT& m, int j, int M, const int32_t* inputs, const int32_t* targets, int B, int S, bool keep);
-// One op of a schedule for micro-batch j and model chunk `chunk` of this stage (paper §2): the forward
-// receives the chunk's input from the previous stage (the first virtual stage embeds the tokens instead),
-// runs the chunk's layers and sends the output on; on the last virtual stage the output goes through the
-// final norm, the head and the loss, which it returns (0 elsewhere). The backward receives the gradient of
-// the chunk's output (the last virtual stage starts from the loss), runs the layers' backward and sends the
-// gradient of its input back (the first ends in the embeddings' gradients). Sends return at once
-// (parallel/comm.h); wait_sends(pp_comm) completes them.
-float gpt_pipeline_forward(GPT& m, int j, int chunk, std::vector<float>* token_losses = nullptr);
-void gpt_pipeline_backward(GPT& m, int j, int chunk);
+// The tensor an op of the schedule receives before it runs, as a receive for its unit's exchange
+// (parallel/comm.h): a forward's input from the previous virtual stage, a backward's output gradient from
+// the next. Allocates the buffer; false (nothing allocated) when the op receives nothing (the first
+// virtual stage's forward embeds the tokens, the last's backward starts from the loss).
+bool gpt_pipeline_receive(GPT& m, const PipeOp& op, P2PMessage* recv);
+// The same as an exchange of its own (with the sends queued before it), returning what arrived (an empty
+// tensor when the op receives nothing): one micro-batch's chain through the stages (gpt_forward).
+Tensor gpt_pipeline_receive_alone(GPT& m, const PipeOp& op, const std::string& what);
+// One op of a schedule for micro-batch j and model chunk `chunk` of this stage (paper §2), with what it
+// received (an empty tensor when it receives nothing): the forward runs the chunk's layers (the first
+// virtual stage embeds the tokens first); on the last virtual stage the output goes through the final norm,
+// the head and the loss, which it returns (0 elsewhere). The backward runs the layers' backward (the last
+// virtual stage starts from the loss; the first ends in the embeddings' gradients). What the op sends on is
+// queued for the next exchange (send_later).
+float gpt_pipeline_forward(GPT& m, int j, int chunk, Tensor in, std::vector<float>* token_losses = nullptr);
+void gpt_pipeline_backward(GPT& m, int j, int chunk, Tensor dout);
 
 // ---- helpers ----------------------------------------------------------------------------------------------
 // Start a step's gradients at zero: the embeddings', the final LayerNorm's and the padding are zeroed; the
@@ -138,9 +143,11 @@ void gpt_pipeline_backward(GPT& m, int j, int chunk);
 void gpt_zero_grad(GPT& m);
 // The shapes of a step of B_local sequences of S tokens on this rank (gpt_forward sets m.shape to it; a
 // benchmark that runs one layer alone sets it itself).
-StepShape gpt_step_shape(const GPT& m, int B_local, int S);
+// j, M: micro-batch j of M (its place in the global batch).
+StepShape gpt_step_shape(const GPT& m, int B_local, int S, int j = 0, int M = 1);
 // The description of layer l for the step in flight (shapes, weight views, global dropout coordinates).
-LayerContext gpt_layer_context(GPT& m, int l);
+LayerContext gpt_layer_context(GPT& m, int l, const StepShape& shape);
+LayerContext gpt_layer_context(GPT& m, int l);  // at m.shape
 // Rewrite the compute copy of the weights from the fp32 master weights (bf16 only; a no-op in fp32, where
 // the two are one buffer): after loading weights and after every optimizer step.
 void gpt_refresh_compute_weights(GPT& m);

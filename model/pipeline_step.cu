@@ -1,16 +1,66 @@
 // pipeline_step.cu — runs a pipeline schedule's ops (see the header).
 #include "pipeline_step.h"
 
-#include <mpi.h>
+#include "test_hooks.h"
 
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+// ---- fault injection: MM_STOP_STAGE_AT=S:N ---------------------------------------------------------------
+// Pipeline stage S stops itself (SIGSTOP) in its N-th forward_backward, before its second unit's exchange:
+// alive, holding its sockets, answering nothing, as a hung GPU or a swapped-out node would be. The other
+// stages must then stop within --comm-timeout, naming it (test/model/pipeline_peer_stopped.sh).
+static void maybe_stop(int stage, int unit) {
+    static int calls = 0;
+    if (unit == 0) calls++;
+    const char* s = getenv("MM_STOP_STAGE_AT");
+    int at_stage = -1, at_call = 0;
+    if (unit != 1 || !s || sscanf(s, "%d:%d", &at_stage, &at_call) != 2 || at_stage != stage || at_call != calls) return;
+    fprintf(stderr, "fault injection: stage %d stops itself (SIGSTOP) in step call %d\n", stage, calls);
+    fflush(stderr);
+    raise(SIGSTOP);
+}
+
+// "F3.0 B1.0": a unit's ops, for messages.
+static std::string unit_name(const std::vector<PipeOp>& unit) {
+    std::string s;
+    for (const PipeOp& op : unit)
+        s += (s.empty() ? "" : " ") + std::string(op.kind == PipeOp::Forward ? "F" : "B") + std::to_string(op.microbatch) + "." +
+             std::to_string(op.chunk);
+    return s;
+}
+
+// The schedule unit by unit. Each unit starts with one exchange (parallel/comm.h) that sends what the
+// previous unit produced and receives what this unit consumes, then runs its forward and/or backward on what
+// arrived; the last unit's sends go in a final exchange. This is the pairing of Megatron-LM's
+// send_forward_recv_backward and its siblings, taken a whole unit at a time, which in the interleaved
+// steady state is its send_forward_backward_recv_forward_backward.
+//
+// Why this order cannot deadlock under NCCL's rules (a send completes only once its receive is posted,
+// messages between two stages match in issue order, a group completes as a unit):
+//  1. every directed pair of stages issues its sends and its receives in the same order, so each message
+//     meets its own counterpart;
+//  2. an exchange waits only for its neighbours to reach the exchanges that hold the other side of its
+//     messages, and those never wait, directly or through other stages, for anything after this one: a
+//     receive's data was produced in a unit the sender runs earlier, and the warm-up forwards (pipe_warmup)
+//     put enough micro-batches in flight that a backward's gradient is on its way before the unit that
+//     needs it.
+// test_pipeline_schedule checks both by simulating every rank under these rules for every schedule at
+// p 2..8, M 1..16, m 2..4. The ungrouped order (each receive alone before its op, each send alone after it)
+// deadlocks there for 1F1B at M >= 2 and for every interleaved layout; --comm mpi-strict reproduces that on
+// CPUs (test_equivalence_strict_ungrouped_deadlocks). The price of whole-unit groups: a forward's output
+// leaves with the next unit's exchange, so in 1F1B stage p - 2 may wait one backward longer than with
+// Megatron-LM's finer pairing (at p = 2 or M = 2 in the schedule test's timing model).
 float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches,
                        const std::function<void()>& at_peak) {
     const int M = micro_batches, b = B_local / M;
     if (M < 1 || b * M != B_local) mm_fatal("forward_backward: %d sequences do not split into %d micro-batches", B_local, M);
     const PipelineStage& st = m.stage;
     Comm& pp = m.grid->pp_comm;
-    const std::vector<PipeOp> ops = pipe_schedule(m.schedule, st.pp, st.rank, M, st.chunks);
-    const int peak = pipe_peak_in_flight(ops);
+    const std::vector<std::vector<PipeOp>> units = pipe_units(m.schedule, st.pp, st.rank, M, st.chunks);
+    const int peak = pipe_peak_in_flight(pipe_schedule(m.schedule, st.pp, st.rank, M, st.chunks));
+    const std::string stage = "stage " + std::to_string(st.rank);
 
     gpt_zero_grad(m);
     for (int j = 0; j < M; j++)  // every micro-batch's tokens and coordinates (dropout keyed globally)
@@ -18,22 +68,46 @@ float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, in
     double loss = 0;
     int in_flight = 0;
     bool peak_reported = false;
-    for (const PipeOp& op : ops) {
+    auto run = [&](const PipeOp& op, Tensor received) {
         if (op.kind == PipeOp::Forward) {
-            loss += gpt_pipeline_forward(m, op.microbatch, op.chunk);  // the last stage: micro-batches 0, 1, ... in order
+            loss += gpt_pipeline_forward(m, op.microbatch, op.chunk, received);  // the last stage: micro-batches in order
             if (++in_flight == peak && !peak_reported && at_peak) {
                 peak_reported = true;
                 at_peak();
             }
         } else {
-            gpt_pipeline_backward(m, op.microbatch, op.chunk);
+            gpt_pipeline_backward(m, op.microbatch, op.chunk, received);
             in_flight--;
         }
+    };
+    for (size_t u = 0; u < units.size(); u++) {
+        const std::vector<PipeOp>& unit = units[u];
+        maybe_stop(st.rank, (int)u);
+        const std::string doing = stage + ", unit " + unit_name(unit);
+        comm_set_activity(doing);
+        if (g_test_hooks.ungrouped_p2p) {
+            // Negative control (test only): the order before grouping. Each op receives alone right before it
+            // runs and sends alone right after; under NCCL's rules (--comm mpi-strict) this deadlocks.
+            for (const PipeOp& op : unit) {
+                run(op, gpt_pipeline_receive_alone(m, op, "(ungrouped) before " + unit_name({op})));
+                exchange(pp, *m.ctx, {}, "(ungrouped) after " + unit_name({op}) + " on " + stage);
+            }
+            continue;
+        }
+        std::vector<P2PMessage> recvs;
+        std::vector<Tensor> in(unit.size());
+        for (size_t i = 0; i < unit.size(); i++) {
+            P2PMessage r;
+            if (gpt_pipeline_receive(m, unit[i], &r)) in[i] = r.t, recvs.push_back(r);
+        }
+        exchange(pp, *m.ctx, recvs, "before " + doing);
+        for (size_t i = 0; i < unit.size(); i++) run(unit[i], in[i]);
     }
-    wait_sends(pp);
-    m.micro = {};
+    exchange(pp, *m.ctx, {}, "after the last unit of " + stage);
+    comm_set_activity(stage + ", the end of the step");
     float mean = (float)(loss / M);  // each micro-batch's loss is a mean over the same number of targets
-    if (st.pp > 1) MPI_CHECK(MPI_Bcast(&mean, 1, MPI_FLOAT, st.pp - 1, pp.mpi));
+    if (st.pp > 1) broadcast_host(pp, &mean, (int)sizeof mean, st.pp - 1, "the step's loss");
+    comm_set_activity("");
     return mean;
 }
 

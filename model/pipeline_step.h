@@ -1,11 +1,13 @@
 // pipeline_step.h — the forwards and backwards of one training step, in a pipeline schedule's order: the
 // micro-batch loop (gradient accumulation) and pipeline parallelism are the same executor.
 //
-// The schedule (parallel/pipeline_schedule.h: AFAB, 1F1B, interleaved 1F1B) lists this stage's ops. A forward
-// of (micro-batch j, chunk c) receives its input from the previous virtual stage, unless it is the first
-// (the embeddings), and sends its output on, unless it is the last (the loss); a backward receives the
-// gradient of its output and sends the gradient of its input back. With one stage nothing is sent and 1F1B is
-// the plain accumulation loop: forward and backward of micro-batch 0, then 1, ...
+// The schedule (parallel/pipeline_schedule.h: AFAB, 1F1B, interleaved 1F1B) lists this stage's ops in units
+// (a warm-up forward, a steady-state forward-backward pair, a cool-down backward). A forward of (micro-batch
+// j, chunk c) receives its input from the previous virtual stage, unless it is the first (the embeddings),
+// and sends its output on, unless it is the last (the loss); a backward receives the gradient of its output
+// and sends the gradient of its input back. Each unit starts with one exchange: the previous unit's sends
+// with this unit's receives (NCCL's rules, parallel/comm.h). With one stage nothing is sent and 1F1B is the
+// plain accumulation loop: forward and backward of micro-batch 0, then 1, ...
 #pragma once
 #include <functional>
 #include "gpt.h"

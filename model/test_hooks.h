@@ -17,5 +17,10 @@ struct TestHooks {
     // Negative control: leave out the tied word embedding's gradient sum over the first and last pipeline
     // stage (sync_gradients), to show that the pipeline's equivalence then fails.
     bool skip_tied_embedding_sum = false;
+    // Negative control: run the pipeline's point-to-point messages in the order they had before grouping
+    // (each receive alone before its op, each send alone after it; model/pipeline_step.cu), to show that
+    // under NCCL's rules (--comm mpi-strict) it deadlocks and the timeout names who waits for what
+    // (test_equivalence's --ungrouped-p2p).
+    bool ungrouped_p2p = false;
 };
 inline TestHooks g_test_hooks;  // C++17 inline: one instance in the whole program

@@ -36,13 +36,13 @@ double gradient_norm(GPT& m) {
         if (id == P_WTE && m.grid->pp > 1 && !m.stage.first()) continue;
         sums[param_shard_kind(id) == ShardKind::Replicated ? 1 : 0] += ss[id];
     }
-    if (m.zero.on) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, m.grid->dp_comm.mpi));
+    if (m.zero.on) all_reduce_host(m.grid->dp_comm, sums, 2, MPI_DOUBLE, MPI_SUM, "all-reduce of the gradient norm");
     // Slices add up over the TP group; replicated tensors are identical on every rank: count them once.
     // Stages hold different tensors: their sums add up over the pipeline.
     double total = sums[0];
-    if (m.grid->tp > 1) MPI_CHECK(MPI_Allreduce(&sums[0], &total, 1, MPI_DOUBLE, MPI_SUM, m.grid->tp_comm.mpi));
+    all_reduce_host(m.grid->tp_comm, &total, 1, MPI_DOUBLE, MPI_SUM, "all-reduce of the gradient norm");
     total += sums[1];
-    if (m.grid->pp > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &total, 1, MPI_DOUBLE, MPI_SUM, m.grid->pp_comm.mpi));
+    all_reduce_host(m.grid->pp_comm, &total, 1, MPI_DOUBLE, MPI_SUM, "all-reduce of the gradient norm");
     return std::sqrt(total);
 }
 
@@ -66,7 +66,7 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
     // (The verdict is also agreed on explicitly, so that a fault on one rank alone cannot split the job.)
     int any = !std::isfinite(st.loss) || !std::isfinite(norm);
     for (Comm* c : {&m.grid->tp_comm, &m.grid->dp_comm, &m.grid->pp_comm})  // the whole grid, group by group
-        if (c->size > 1) MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_LOR, c->mpi));
+        all_reduce_host(*c, &any, 1, MPI_INT, MPI_LOR, "all-reduce of the non-finite verdict");
     if (any) {
         st.applied = false;
         return st;
@@ -107,7 +107,7 @@ std::string first_nonfinite_gradient(GPT& m) {
     // The smallest ordinal over the grid, and the lowest rank holding it.
     struct { int value, rank; } all_min = {first, m.grid->rank};
     for (Comm* c : {&m.grid->tp_comm, &m.grid->dp_comm, &m.grid->pp_comm})  // MINLOC over TP, then DP, then PP
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &all_min, 1, MPI_2INT, MPI_MINLOC, c->mpi));
+        all_reduce_host(*c, &all_min, 1, MPI_2INT, MPI_MINLOC, "all-reduce of the first non-finite gradient");
     if (all_min.value == INT32_MAX) return "";
     ordinal = 0;
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
@@ -124,7 +124,6 @@ float eval_loss(GPT& m, const int32_t* inputs, const int32_t* targets, int B_loc
     // Evaluation runs the model without dropout (a deterministic estimate of the loss).
     float dropout = m.dropout;
     m.dropout = 0.f;
-    m.micro = {};
     float local = gpt_forward(m, inputs, targets, B_local, S, false);
     m.dropout = dropout;
     return (float)average_scalar(m.grid->dp_comm, local);

@@ -19,7 +19,7 @@ struct StepStats {
     // weights and moments are those of the previous step; the gradients are left for inspection).
     bool applied = true;
     // The forward and backward passes (forward_backward): their seconds, and of those the seconds this rank
-    // spent blocked in receives from its neighbouring pipeline stages (its idle time: the pipeline bubble).
+    // spent blocked in exchanges with its neighbouring pipeline stages (its idle time: the pipeline bubble).
     double pipeline_seconds = 0, recv_wait_seconds = 0;
 };
 

@@ -12,6 +12,8 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <functional>
 
 // Check a NCCL call's result, naming the call.
 #define NCCL_CHECK(call)                                                                              \
@@ -130,6 +132,78 @@ static void store_f32(Comm& c, const Ctx& ctx, Tensor t, const float* src) {
     }
 }
 
+// ---- waiting under the timeout --------------------------------------------------------------------------
+// With rules.timeout_s > 0 every MPI wait polls (MPI_Testall) against a deadline instead of blocking, so
+// that a peer that stopped or died is reported by name instead of leaving this rank waiting forever. The
+// first thousand polls spin (the common case: the peer is microseconds away); after that each poll sleeps
+// 20 µs, so that a rank waiting out a long bubble leaves the cores to the ranks that compute. On expiry
+// `pending(i)` describes the first request not done; the message names this rank (mm_fatal), and
+// mm_fatal's MPI_Abort ends every rank.
+static std::string g_activity;
+void comm_set_activity(const std::string& doing) { g_activity = doing; }
+
+// `who` names this rank in its group ("rank 1 of a group of 2").
+static void wait_all(double timeout_s, const std::string& who, std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& statuses,
+                     const std::function<std::string(size_t)>& pending) {
+    const int n = (int)reqs.size();
+    statuses.resize(reqs.size());
+    if (timeout_s <= 0) {
+        MPI_CHECK(MPI_Waitall(n, reqs.data(), statuses.data()));
+        return;
+    }
+    const double t0 = MPI_Wtime();
+    for (long polls = 0;; polls++) {
+        int done = 0;
+        MPI_CHECK(MPI_Testall(n, reqs.data(), &done, statuses.data()));
+        if (done) return;
+        if (MPI_Wtime() - t0 > timeout_s) break;
+        if (polls > 1000) {
+            const timespec pause{0, 20000};
+            nanosleep(&pause, nullptr);
+        }
+    }
+    // Complete what has arrived meanwhile; the first request still open is what this rank waits for.
+    int outcount = 0;
+    std::vector<int> idx(reqs.size());
+    MPI_CHECK(MPI_Testsome(n, reqs.data(), &outcount, idx.data(), statuses.data()));
+    size_t first = 0;
+    while (first + 1 < reqs.size() && reqs[first] == MPI_REQUEST_NULL) first++;
+    mm_fatal("comm timeout: %s waited %.1f s (--comm-timeout) for %s%s%s; stopping every rank", who.c_str(), timeout_s,
+             pending(first).c_str(), g_activity.empty() ? "" : "; this rank was running ", g_activity.c_str());
+}
+static void mpi_wait(const Comm& c, std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& statuses,
+                     const std::function<std::string(size_t)>& pending) {
+    const std::string who = c.rules.timeout_s > 0 ? "rank " + std::to_string(c.rank) + " of a group of " + std::to_string(c.size) : "";
+    wait_all(c.rules.timeout_s, who, reqs, statuses, pending);
+}
+
+void comm_wait_request(MPI_Request req, double timeout_s, const std::string& what) {
+    std::vector<MPI_Request> reqs{req};
+    std::vector<MPI_Status> st;
+    wait_all(timeout_s, "this rank", reqs, st, [&](size_t) { return what; });
+}
+// The group's members as world ranks ("world ranks 0 2"), for a collective's timeout message: one of them
+// is the rank that does not answer.
+static std::string world_ranks(const Comm& c) {
+    MPI_Group mine, world;
+    MPI_CHECK(MPI_Comm_group(c.mpi, &mine));
+    MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+    std::vector<int> ranks((size_t)c.size), in_world((size_t)c.size);
+    for (int r = 0; r < c.size; r++) ranks[(size_t)r] = r;
+    MPI_CHECK(MPI_Group_translate_ranks(mine, c.size, ranks.data(), world, in_world.data()));
+    MPI_CHECK(MPI_Group_free(&mine));
+    MPI_CHECK(MPI_Group_free(&world));
+    std::string s = "world ranks";
+    for (int r : in_world) s += " " + std::to_string(r);
+    return s;
+}
+// One collective's request.
+static void mpi_wait_one(const Comm& c, MPI_Request req, const char* op) {
+    std::vector<MPI_Request> reqs{req};
+    std::vector<MPI_Status> st;
+    mpi_wait(c, reqs, st, [&](size_t) { return std::string("the ") + op + " of its group (" + world_ranks(c) + ")"; });
+}
+
 // ---- MPI backend ---------------------------------------------------------------------------------------
 // Element types for the collectives that only move bytes (all-gather, broadcast): MPI counts are ints, so
 // counting elements rather than bytes keeps the limit at 2^31 elements.
@@ -154,13 +228,17 @@ static bool overlaps(Tensor a, Tensor b) {
 static void mpi_all_reduce(Comm& c, const Ctx& ctx, Tensor buf, ReduceOp op) {
     MPI_Op mop = op == ReduceOp::SUM ? MPI_SUM : MPI_MAX;
     if (buf.device == Device::CPU && buf.dtype == DType::F32) {
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf.data, mpi_count(buf.n), MPI_FLOAT, mop, c.mpi));
+        MPI_Request req;
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf.data, mpi_count(buf.n), MPI_FLOAT, mop, c.mpi, &req));
+        mpi_wait_one(c, req, "all-reduce");
         return;
     }
     // bf16 (widened so the sum is done in fp32) or a CUDA tensor (staged): reduce an fp32 host copy.
     float* w = (float*)host_buffer(c, c.wide, buf.n * sizeof(float), buf.device == Device::CUDA);
     load_f32(c, ctx, buf, w);
-    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, w, mpi_count(buf.n), MPI_FLOAT, mop, c.mpi));
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, w, mpi_count(buf.n), MPI_FLOAT, mop, c.mpi, &req));
+    mpi_wait_one(c, req, "all-reduce");
     store_f32(c, ctx, buf, w);
 }
 
@@ -171,26 +249,34 @@ static void mpi_all_gather(Comm& c, const Ctx& ctx, Tensor out, Tensor in) {
     if (out.device == Device::CPU) {
         // In place when `in` already sits in this rank's slot of `out`.
         bool in_place = (char*)in.data == (char*)out.data + my_offset;
-        MPI_CHECK(MPI_Allgather(in_place ? MPI_IN_PLACE : in.data, n, type, out.data, n, type, c.mpi));
+        MPI_Request req;
+        MPI_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : in.data, n, type, out.data, n, type, c.mpi, &req));
+        mpi_wait_one(c, req, "all-gather");
         return;
     }
     char* h = (char*)host_buffer(c, c.stage, out.bytes(), true);
     device_to_host(ctx, h + my_offset, in);
-    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h, n, type, c.mpi));
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, h, n, type, c.mpi, &req));
+    mpi_wait_one(c, req, "all-gather");
     host_to_device(ctx, out, h);
 }
 
 static void mpi_reduce_scatter(Comm& c, const Ctx& ctx, Tensor out, Tensor in) {
     int n = mpi_count(out.n);
     if (in.device == Device::CPU && in.dtype == DType::F32 && !overlaps(in, out)) {
-        MPI_CHECK(MPI_Reduce_scatter_block(in.data, out.data, n, MPI_FLOAT, MPI_SUM, c.mpi));
+        MPI_Request req;
+        MPI_CHECK(MPI_Ireduce_scatter_block(in.data, out.data, n, MPI_FLOAT, MPI_SUM, c.mpi, &req));
+        mpi_wait_one(c, req, "reduce-scatter");
         return;
     }
     // On an fp32 host copy of the whole input: with MPI_IN_PLACE the input is the receive buffer and this
     // rank's reduced block lands at its start.
     float* w = (float*)host_buffer(c, c.wide, in.n * sizeof(float), in.device == Device::CUDA);
     load_f32(c, ctx, in, w);
-    MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, w, n, MPI_FLOAT, MPI_SUM, c.mpi));
+    MPI_Request req;
+    MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, w, n, MPI_FLOAT, MPI_SUM, c.mpi, &req));
+    mpi_wait_one(c, req, "reduce-scatter");
     store_f32(c, ctx, out, w);
 }
 
@@ -237,13 +323,17 @@ LocalRank local_rank(MPI_Comm world) {
 }
 
 // ---- creation and destruction ------------------------------------------------------------------------
-static Comm create(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx, bool exercise) {
+static Comm create(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx, const CommRules& rules,
+                   bool exercise) {
     Comm c;
     c.backend = backend;
+    c.rules = rules;
     c.exercise_single_rank = exercise;
     MPI_CHECK(MPI_Comm_split(parent, color, key, &c.mpi));
     MPI_CHECK(MPI_Comm_rank(c.mpi, &c.rank));
     MPI_CHECK(MPI_Comm_size(c.mpi, &c.size));
+    c.sent.assign((size_t)c.size, 0);
+    c.received.assign((size_t)c.size, 0);
     if (backend != CommBackend::NCCL || is_noop(c)) return c;
 
     if (ctx.device != Device::CUDA) mm_fatal("comm: the NCCL backend needs a CUDA context; use --comm mpi on CPU");
@@ -262,19 +352,21 @@ static Comm create(MPI_Comm parent, int color, int key, CommBackend backend, con
     c.nccl = nc;
     CUDA_CHECK(cudaEventCreateWithFlags(&c.ready, cudaEventDisableTiming));
     CUDA_CHECK(cudaEventCreateWithFlags(&c.done, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&c.exchanged, cudaEventDisableTiming));
     return c;
 }
 
-Comm comm_create(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx) {
-    return create(parent, color, key, backend, ctx, false);
+Comm comm_create(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx, const CommRules& rules) {
+    return create(parent, color, key, backend, ctx, rules, false);
 }
 void comm_destroy(Comm& c) {
-    wait_sends(c);
+    if (!c.sends.empty()) mm_fatal("comm_destroy: %zu sends queued and never exchanged", c.sends.size());
     for (Comm::PendingSend& p : c.spare_sends) {
         if (p.device) CUDA_CHECK(cudaFree(p.device));
         host_buffer_free(p.host);
     }
-    if (c.send_stream) CUDA_CHECK(cudaStreamDestroy(c.send_stream));
+    for (HostBuffer& b : c.recv_stage) host_buffer_free(b);
+    if (c.exchanged) CUDA_CHECK(cudaEventDestroy(c.exchanged));
     if (c.nccl) NCCL_CHECK(ncclCommDestroy(nccl_of(c)));
     if (c.ready) CUDA_CHECK(cudaEventDestroy(c.ready));
     if (c.done) CUDA_CHECK(cudaEventDestroy(c.done));
@@ -362,10 +454,15 @@ void comm_wait(Comm& c, const Ctx& ctx) {
 }
 
 // ---- point to point ---------------------------------------------------------------------------------------
-// A send copies the tensor into a buffer of its own (taken from spare_sends when one is big enough) and
-// starts the transfer: MPI_Isend from host memory, or ncclSend on send_stream after ctx.stream has produced
-// the tensor. Receives are blocking (MPI) or queued on ctx.stream (NCCL). Tensors cross between ranks of one
-// job, so the bytes are moved as they are (bf16 stays bf16).
+// send_later copies the tensor into a buffer of its own (taken from spare_sends when one is big enough) and
+// queues it; exchange posts the queued sends and the given receives together, then waits for all of them.
+// Tensors cross between ranks of one job, so the bytes are moved as they are (bf16 stays bf16).
+//
+// Why grouping is needed (comm.h, rule 2), and why one stream: NCCL runs a communicator's operations one
+// at a time in issue order whatever stream they are issued on, so a separate send stream buys no overlap
+// between a stage's sends and receives; and pipeline sends on a stream of their own would run beside the
+// other communicators' collectives on ctx.stream, which NCCL warns can deadlock (two communicators' kernels
+// each waiting for the other's peers). So everything goes on ctx.stream, in program order.
 static Comm::PendingSend take_send_buffer(Comm& c, size_t bytes, bool device) {
     for (size_t i = 0; i < c.spare_sends.size(); i++) {
         Comm::PendingSend& p = c.spare_sends[i];
@@ -385,76 +482,216 @@ static Comm::PendingSend take_send_buffer(Comm& c, size_t bytes, bool device) {
     return p;
 }
 
-void send_async(Comm& c, const Ctx& ctx, Tensor t, int peer, int tag) {
-    check_tensor(c, ctx, t, "send_async");
-    if (peer < 0 || peer >= c.size || peer == c.rank) mm_fatal("comm: send_async to rank %d of a group of %d", peer, c.size);
+static void check_peer(const Comm& c, int peer, const char* what) {
+    if (peer < 0 || peer >= c.size || peer == c.rank) mm_fatal("comm: %s rank %d of a group of %d", what, peer, c.size);
+}
+
+void send_later(Comm& c, const Ctx& ctx, Tensor t, int peer, int tag, const std::string& what) {
+    check_tensor(c, ctx, t, "send_later");
+    check_peer(c, peer, "send_later to");
     const size_t bytes = t.bytes();
-    if (c.backend == CommBackend::NCCL) {
-        if (!c.send_stream) CUDA_CHECK(cudaStreamCreateWithFlags(&c.send_stream, cudaStreamNonBlocking));
-        Comm::PendingSend p = take_send_buffer(c, bytes, true);
-        CUDA_CHECK(cudaMemcpyAsync(p.device, t.data, bytes, cudaMemcpyDeviceToDevice, ctx.stream));
-        CUDA_CHECK(cudaEventRecord(c.ready, ctx.stream));
-        CUDA_CHECK(cudaStreamWaitEvent(c.send_stream, c.ready, 0));
-        NCCL_CHECK(ncclSend(p.device, bytes, ncclUint8, peer, nccl_of(c), c.send_stream));
-        c.sends.push_back(p);
-    } else {
-        Comm::PendingSend p = take_send_buffer(c, bytes, false);
-        if (t.device == Device::CPU) memcpy(p.host.ptr, t.data, bytes);
-        else device_to_host(ctx, p.host.ptr, t);
-        MPI_CHECK(MPI_Isend(p.host.ptr, mpi_count((int64_t)bytes), MPI_BYTE, peer, tag, c.mpi, &p.request));
-        c.sends.push_back(p);
-    }
+    Comm::PendingSend p = take_send_buffer(c, bytes, c.backend == CommBackend::NCCL);
+    if (c.backend == CommBackend::NCCL) CUDA_CHECK(cudaMemcpyAsync(p.device, t.data, bytes, cudaMemcpyDeviceToDevice, ctx.stream));
+    else if (t.device == Device::CPU) memcpy(p.host.ptr, t.data, bytes);
+    else device_to_host(ctx, p.host.ptr, t);
+    p.bytes = bytes;
+    p.peer = peer;
+    p.tag = tag;
+    p.what = what;
+    c.sends.push_back(p);
     c.counters.p2p_sends += 1;
     c.counters.p2p_bytes += bytes;
 }
 
-void recv(Comm& c, const Ctx& ctx, Tensor t, int peer, int tag) {
-    check_tensor(c, ctx, t, "recv");
-    if (peer < 0 || peer >= c.size || peer == c.rank) mm_fatal("comm: recv from rank %d of a group of %d", peer, c.size);
-    const size_t bytes = t.bytes();
-    const double t0 = MPI_Wtime();
-    if (c.backend == CommBackend::NCCL) {
-        NCCL_CHECK(ncclRecv(t.data, bytes, ncclUint8, peer, nccl_of(c), ctx.stream));
-    } else {
-        void* dst = t.device == Device::CPU ? t.data : host_buffer(c, c.stage, bytes, true);
-        MPI_Status status;
-        MPI_CHECK(MPI_Recv(dst, mpi_count((int64_t)bytes), MPI_BYTE, peer, tag, c.mpi, &status));
-        int got = 0;
-        MPI_CHECK(MPI_Get_count(&status, MPI_BYTE, &got));
-        if ((size_t)got != bytes)
-            mm_fatal("comm: recv from stage %d got %d bytes, expected %zu (the stages disagree on the shapes)", peer, got, bytes);
-        if (t.device != Device::CPU) host_to_device(ctx, t, dst);
+// The order check's header, sent before each message in the same exchange (so it matches in the same
+// order as the message): the caller's tag, the byte count and the message's index among those from this
+// rank to that peer. The receiver compares it with what it expects.
+struct P2PHeader {
+    int64_t tag = 0, bytes = 0, index = 0;
+};
+static void check_header(const Comm& c, const P2PHeader& got, const P2PMessage& want, uint64_t index) {
+    if (got.tag == want.tag && got.bytes == (int64_t)want.t.bytes() && got.index == (int64_t)index) return;
+    mm_fatal("comm: message order broken: rank %d expected %s (tag %d, %lld bytes, message %llu from rank %d) but rank %d "
+             "sent tag %lld, %lld bytes as its message %lld; the two ranks issue their messages in different orders, and "
+             "NCCL, which matches by order, would put it in the wrong buffer",
+             c.rank, want.what.c_str(), want.tag, (long long)want.t.bytes(), (unsigned long long)index, want.peer, want.peer,
+             (long long)got.tag, (long long)got.bytes, (long long)got.index);
+}
+
+// MPI: every receive and send posted at once (MPI_Irecv, MPI_Isend or, strict, MPI_Issend), then one wait for
+// all. Posting receives first lets MPI deliver straight into them.
+static void mpi_exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what) {
+    const bool check = c.rules.check_order;
+    const int per = check ? 2 : 1;  // requests per message
+    std::vector<P2PHeader> in_hdr(recvs.size()), out_hdr(c.sends.size());
+    std::vector<MPI_Request> reqs;
+    reqs.reserve((recvs.size() + c.sends.size()) * (size_t)per);
+    if (c.recv_stage.size() < recvs.size()) c.recv_stage.resize(recvs.size());
+    auto mpi_tag = [&](int tag) { return c.rules.strict ? 0 : tag; };  // strict: one tag, matched in order
+    for (size_t i = 0; i < recvs.size(); i++) {
+        const P2PMessage& r = recvs[i];
+        void* dst = r.t.device == Device::CPU ? r.t.data : host_buffer(c, c.recv_stage[i], r.t.bytes(), true);
+        MPI_Request q;
+        if (check) {
+            MPI_CHECK(MPI_Irecv(&in_hdr[i], (int)sizeof(P2PHeader), MPI_BYTE, r.peer, mpi_tag(r.tag), c.mpi, &q));
+            reqs.push_back(q);
+        }
+        MPI_CHECK(MPI_Irecv(dst, mpi_count((int64_t)r.t.bytes()), MPI_BYTE, r.peer, mpi_tag(r.tag), c.mpi, &q));
+        reqs.push_back(q);
     }
+    for (size_t i = 0; i < c.sends.size(); i++) {
+        Comm::PendingSend& p = c.sends[i];
+        auto post = c.rules.strict ? MPI_Issend : MPI_Isend;
+        MPI_Request q;
+        if (check) {
+            out_hdr[i] = P2PHeader{p.tag, (int64_t)p.bytes, (int64_t)c.sent[(size_t)p.peer]++};
+            MPI_CHECK(post(&out_hdr[i], (int)sizeof(P2PHeader), MPI_BYTE, p.peer, mpi_tag(p.tag), c.mpi, &q));
+            reqs.push_back(q);
+        }
+        MPI_CHECK(post(p.host.ptr, mpi_count((int64_t)p.bytes), MPI_BYTE, p.peer, mpi_tag(p.tag), c.mpi, &q));
+        reqs.push_back(q);
+    }
+    std::vector<MPI_Status> st;
+    mpi_wait(c, reqs, st, [&](size_t q) {
+        const size_t m = q / (size_t)per;
+        const std::string& which = m < recvs.size() ? recvs[m].what : c.sends[m - recvs.size()].what;
+        return which + " in the exchange " + what;
+    });
+    for (size_t i = 0; i < recvs.size(); i++) {
+        const P2PMessage& r = recvs[i];
+        if (check) check_header(c, in_hdr[i], r, c.received[(size_t)r.peer]++);
+        int got = 0;
+        MPI_CHECK(MPI_Get_count(&st[i * (size_t)per + (size_t)(per - 1)], MPI_BYTE, &got));
+        if ((size_t)got != r.t.bytes())
+            mm_fatal("comm: %s: got %d bytes, expected %zu (the stages disagree on the shapes)", r.what.c_str(), got, r.t.bytes());
+        if (r.t.device != Device::CPU) host_to_device(ctx, r.t, c.recv_stage[i].ptr);
+    }
+}
+
+// NCCL: the exchange is one group on ctx.stream; the host returns at once. The timeout watches the previous
+// exchange's end (event `exchanged`) before issuing the next, so the host runs at most one schedule unit
+// ahead of the GPU, and a peer that never posts its side is reported here instead of hanging the stream.
+static void nccl_watch(Comm& c) {
+    if (c.rules.timeout_s <= 0 || c.exchanged_what.empty()) return;
+    const double t0 = MPI_Wtime();
+    for (;;) {
+        cudaError_t e = cudaEventQuery(c.exchanged);
+        if (e == cudaSuccess) break;
+        if (e != cudaErrorNotReady)
+            mm_fatal("CUDA error in cudaEventQuery(c.exchanged) at %s:%d (the exchange %s): %s", __FILE__, __LINE__,
+                     c.exchanged_what.c_str(), cudaGetErrorString(e));
+        ncclResult_t async = ncclSuccess;
+        NCCL_CHECK(ncclCommGetAsyncError(nccl_of(c), &async));
+        if (async != ncclSuccess) mm_fatal("NCCL error during the exchange %s: %s", c.exchanged_what.c_str(), ncclGetErrorString(async));
+        if (MPI_Wtime() - t0 > c.rules.timeout_s) {
+            // Abort the communicator first, so that its kernels stop spinning, then every rank.
+            NCCL_CHECK(ncclCommAbort(nccl_of(c)));
+            c.nccl = nullptr;
+            mm_fatal("comm timeout: rank %d of a group of %d waited %.1f s (--comm-timeout) for the exchange %s; stopping every rank",
+                     c.rank, c.size, c.rules.timeout_s, c.exchanged_what.c_str());
+        }
+        const timespec pause{0, 50000};
+        nanosleep(&pause, nullptr);
+    }
+    c.exchanged_what.clear();
+}
+
+static void nccl_exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what) {
+    nccl_watch(c);
+    const bool check = c.rules.check_order;
+    // The order check's headers: device copies of the headers, sent and received in the group before each
+    // message; the received ones are read back (a host synchronization: debug builds only).
+    Tensor hdr;
+    std::vector<P2PHeader> host_hdr(c.sends.size() + recvs.size());
+    if (check && !host_hdr.empty()) {
+        for (size_t i = 0; i < c.sends.size(); i++)
+            host_hdr[i] = P2PHeader{c.sends[i].tag, (int64_t)c.sends[i].bytes, (int64_t)c.sent[(size_t)c.sends[i].peer]++};
+        hdr = tensor_alloc(Device::CUDA, DType::U8, (int64_t)(host_hdr.size() * sizeof(P2PHeader)));
+        CUDA_CHECK(cudaMemcpyAsync(hdr.data, host_hdr.data(), c.sends.size() * sizeof(P2PHeader), cudaMemcpyHostToDevice, ctx.stream));
+    }
+    P2PHeader* dev_hdr = (P2PHeader*)hdr.data;
+    NCCL_CHECK(ncclGroupStart());
+    for (size_t i = 0; i < recvs.size(); i++) {
+        const P2PMessage& r = recvs[i];
+        if (check) NCCL_CHECK(ncclRecv(dev_hdr + c.sends.size() + i, sizeof(P2PHeader), ncclUint8, r.peer, nccl_of(c), ctx.stream));
+        NCCL_CHECK(ncclRecv(r.t.data, r.t.bytes(), ncclUint8, r.peer, nccl_of(c), ctx.stream));
+    }
+    for (size_t i = 0; i < c.sends.size(); i++) {
+        const Comm::PendingSend& p = c.sends[i];
+        if (check) NCCL_CHECK(ncclSend(dev_hdr + i, sizeof(P2PHeader), ncclUint8, p.peer, nccl_of(c), ctx.stream));
+        NCCL_CHECK(ncclSend(p.device, p.bytes, ncclUint8, p.peer, nccl_of(c), ctx.stream));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    CUDA_CHECK(cudaEventRecord(c.exchanged, ctx.stream));
+    // For the timeout's message: the exchange and every message in it (their peers).
+    c.exchanged_what = what + " (";
+    for (const P2PMessage& r : recvs) c.exchanged_what += r.what + "; ";
+    for (const Comm::PendingSend& p : c.sends) c.exchanged_what += p.what + "; ";
+    c.exchanged_what.replace(c.exchanged_what.size() - 2, 2, ")");
+    if (check && !host_hdr.empty()) {
+        nccl_watch(c);
+        CUDA_CHECK(cudaMemcpyAsync(host_hdr.data(), hdr.data, host_hdr.size() * sizeof(P2PHeader), cudaMemcpyDeviceToHost, ctx.stream));
+        CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+        for (size_t i = 0; i < recvs.size(); i++)
+            check_header(c, host_hdr[c.sends.size() + i], recvs[i], c.received[(size_t)recvs[i].peer]++);
+        tensor_free(hdr);
+    }
+}
+
+void exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what) {
+    for (const P2PMessage& r : recvs) {
+        check_tensor(c, ctx, r.t, "exchange");
+        check_peer(c, r.peer, "exchange: receive from");
+    }
+    if (recvs.empty() && c.sends.empty()) return;
+    const double t0 = MPI_Wtime();
+    if (c.backend == CommBackend::NCCL) nccl_exchange(c, ctx, recvs, what);
+    else mpi_exchange(c, ctx, recvs, what);
+    // The send copies are free again: MPI has completed them; NCCL reads them on ctx.stream before any later
+    // send_later can overwrite them there.
+    for (Comm::PendingSend& p : c.sends) c.spare_sends.push_back(p);
+    c.sends.clear();
     c.counters.recv_wait_s += MPI_Wtime() - t0;
 }
 
-void wait_sends(Comm& c) {
-    if (c.sends.empty()) return;
-    if (c.backend == CommBackend::NCCL) {
-        CUDA_CHECK(cudaStreamSynchronize(c.send_stream));
-    } else {
-        for (Comm::PendingSend& p : c.sends) MPI_CHECK(MPI_Wait(&p.request, MPI_STATUS_IGNORE));
-    }
-    for (Comm::PendingSend& p : c.sends) c.spare_sends.push_back(p);
-    c.sends.clear();
+void all_reduce_host(Comm& c, void* data, int count, MPI_Datatype type, MPI_Op op, const char* what) {
+    if (c.size == 1) return;
+    MPI_Request req;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, count, type, op, c.mpi, &req));
+    mpi_wait_one(c, req, what);
+}
+
+void broadcast_host(Comm& c, void* data, int bytes, int root, const std::string& what) {
+    if (c.size == 1) return;
+    if (c.backend == CommBackend::NCCL) nccl_watch(c);
+    MPI_Request req;
+    MPI_CHECK(MPI_Ibcast(data, bytes, MPI_BYTE, root, c.mpi, &req));
+    std::vector<MPI_Request> reqs{req};
+    std::vector<MPI_Status> st;
+    mpi_wait(c, reqs, st, [&](size_t) { return what + " from rank " + std::to_string(root); });
 }
 
 // ---- used by tests only ----------------------------------------------------------------------------------
 // Nothing in training calls these (comm.h); they stay here because they use the backends' internals.
-Comm comm_create_exercised(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx) {
-    return create(parent, color, key, backend, ctx, true);
+Comm comm_create_exercised(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx,
+                           const CommRules& rules) {
+    return create(parent, color, key, backend, ctx, rules, true);
 }
 
 static void mpi_broadcast(Comm& c, const Ctx& ctx, Tensor buf, int root) {
     int n = mpi_count(buf.n);
     MPI_Datatype type = mpi_type(buf.dtype);
     if (buf.device == Device::CPU) {
-        MPI_CHECK(MPI_Bcast(buf.data, n, type, root, c.mpi));
+        MPI_Request req;
+        MPI_CHECK(MPI_Ibcast(buf.data, n, type, root, c.mpi, &req));
+        mpi_wait_one(c, req, "broadcast");
         return;
     }
     void* h = host_buffer(c, c.stage, buf.bytes(), true);
     if (c.rank == root) device_to_host(ctx, h, buf);
-    MPI_CHECK(MPI_Bcast(h, n, type, root, c.mpi));
+    MPI_Request req;
+    MPI_CHECK(MPI_Ibcast(h, n, type, root, c.mpi, &req));
+    mpi_wait_one(c, req, "broadcast");
     if (c.rank != root) host_to_device(ctx, buf, h);
 }
 static void nccl_broadcast(Comm& c, const Ctx& ctx, Tensor buf, int root) {
@@ -473,5 +710,7 @@ void broadcast(Comm& c, const Ctx& ctx, Tensor buf, int root) {
 
 void barrier(Comm& c) {
     if (c.size == 1) return;
-    MPI_CHECK(MPI_Barrier(c.mpi));
+    MPI_Request req;
+    MPI_CHECK(MPI_Ibarrier(c.mpi, &req));
+    mpi_wait_one(c, req, "barrier");
 }

@@ -11,7 +11,6 @@ void average_gradients(Comm& dp, const Ctx& ctx, Tensor grads) {
 
 double average_scalar(Comm& dp, double x) {
     if (dp.size == 1) return x;
-    double sum = 0;
-    MPI_CHECK(MPI_Allreduce(&x, &sum, 1, MPI_DOUBLE, MPI_SUM, dp.mpi));
-    return sum / dp.size;
+    all_reduce_host(dp, &x, 1, MPI_DOUBLE, MPI_SUM, "all-reduce of a scalar over DP");
+    return x / dp.size;
 }

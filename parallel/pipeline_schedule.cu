@@ -50,19 +50,52 @@ static PipeOp interleaved_op(PipeOp::Kind kind, int k, int p, int m) {
     return PipeOp{kind, group * p + in_group % p, chunk};
 }
 
+std::vector<std::vector<PipeOp>> pipe_units(PipeSchedule s, int p, int rank, int M, int m, int warmup) {
+    std::vector<std::vector<PipeOp>> units;
+    const int total = M * m;
+    if (warmup < 0) warmup = pipe_warmup(s, p, rank, M, m);
+    auto op = [&](PipeOp::Kind kind, int k) {
+        return s == PipeSchedule::Interleaved ? interleaved_op(kind, k, p, m) : PipeOp{kind, k, 0};
+    };
+    for (int k = 0; k < warmup; k++) units.push_back({op(PipeOp::Forward, k)});  // warm-up
+    for (int k = 0; k < total - warmup; k++)  // steady state: one forward, one backward
+        units.push_back({op(PipeOp::Forward, warmup + k), op(PipeOp::Backward, k)});
+    for (int k = total - warmup; k < total; k++) units.push_back({op(PipeOp::Backward, k)});  // cool-down
+    return units;
+}
+
 std::vector<PipeOp> pipe_schedule(PipeSchedule s, int p, int rank, int M, int m) {
     std::vector<PipeOp> ops;
-    const int total = M * m, warmup = pipe_warmup(s, p, rank, M, m);
-    auto fwd = [&](int k) {
-        ops.push_back(s == PipeSchedule::Interleaved ? interleaved_op(PipeOp::Forward, k, p, m) : PipeOp{PipeOp::Forward, k, 0});
-    };
-    auto bwd = [&](int k) {
-        ops.push_back(s == PipeSchedule::Interleaved ? interleaved_op(PipeOp::Backward, k, p, m) : PipeOp{PipeOp::Backward, k, 0});
-    };
-    for (int k = 0; k < warmup; k++) fwd(k);                   // warm-up
-    for (int k = 0; k < total - warmup; k++) fwd(warmup + k), bwd(k);  // steady state: one forward, one backward
-    for (int k = total - warmup; k < total; k++) bwd(k);       // cool-down
+    for (const std::vector<PipeOp>& unit : pipe_units(s, p, rank, M, m)) ops.insert(ops.end(), unit.begin(), unit.end());
     return ops;
+}
+
+bool pipe_op_receives(const PipeOp& op, int p, int rank, int m, PipeMessage* msg) {
+    const int v = op.chunk * p + rank, P = p * m;
+    if (op.kind == PipeOp::Forward) {
+        if (v == 0) return false;
+        *msg = PipeMessage{false, op.microbatch, v - 1, (v - 1) % p};
+    } else {
+        if (v == P - 1) return false;
+        *msg = PipeMessage{true, op.microbatch, v, (v + 1) % p};
+    }
+    return true;
+}
+
+bool pipe_op_sends(const PipeOp& op, int p, int rank, int m, PipeMessage* msg) {
+    const int v = op.chunk * p + rank, P = p * m;
+    if (op.kind == PipeOp::Forward) {
+        if (v == P - 1) return false;
+        *msg = PipeMessage{false, op.microbatch, v, (v + 1) % p};
+    } else {
+        if (v == 0) return false;
+        *msg = PipeMessage{true, op.microbatch, v - 1, (v - 1) % p};
+    }
+    return true;
+}
+
+int pipe_message_tag(const PipeMessage& msg, int p, int m) {
+    return ((msg.microbatch * p * m + msg.boundary) * 2 + (msg.gradient ? 1 : 0)) % 32768;
 }
 
 int pipe_peak_in_flight(const std::vector<PipeOp>& ops) {

@@ -41,7 +41,31 @@ struct PipeOp {
 std::string pipe_schedule_problem(PipeSchedule s, int p, int M, int m);
 // The ops of rank `rank` of p, in the order it runs them.
 std::vector<PipeOp> pipe_schedule(PipeSchedule s, int p, int rank, int M, int m);
-// The number of forwards rank `rank` runs before its first backward (its warm-up).
+// The same ops cut into schedule units, what the executor runs between two exchanges (model/pipeline_step.cu):
+// each warm-up forward alone, each steady-state (forward, backward) pair together, each cool-down backward
+// alone. A unit's exchange receives the inputs of its ops and sends the outputs of the previous unit's ops.
+// warmup >= 0 replaces pipe_warmup's count (the test that derives the warm-up counts tries others).
+std::vector<std::vector<PipeOp>> pipe_units(PipeSchedule s, int p, int rank, int M, int m, int warmup = -1);
+
+// What crosses a stage boundary for one op: a forward of virtual stage v > 0 receives the activation of
+// boundary v − 1 (between v − 1 and v) from rank (v − 1) mod p and, when v < P − 1, sends its output over
+// boundary v to rank (v + 1) mod p; a backward receives the gradient over boundary v from rank (v + 1) mod p
+// (v < P − 1) and sends the gradient over boundary v − 1 to rank (v − 1) mod p (v > 0).
+struct PipeMessage {
+    bool gradient;   // backward direction
+    int microbatch;
+    int boundary;    // 0..P−2: between virtual stages boundary and boundary + 1
+    int peer;        // the other rank
+};
+// false when the op receives (sends) nothing: the first virtual stage's forward, the last's backward (and
+// conversely for sends).
+bool pipe_op_receives(const PipeOp& op, int p, int rank, int m, PipeMessage* msg);
+bool pipe_op_sends(const PipeOp& op, int p, int rank, int m, PipeMessage* msg);
+// A message's name, the same on both sides: (micro-batch, boundary, direction) in one int (MPI tags go up to
+// 32767 at least, hence the modulo; a tag only names a message, comm.h).
+int pipe_message_tag(const PipeMessage& msg, int p, int m);
+// The number of forwards rank `rank` runs before its steady state (its warm-up); the steady state's first unit
+// runs one more forward before the first backward.
 int pipe_warmup(PipeSchedule s, int p, int rank, int M, int m);
 // The most (micro-batch, chunk) pairs whose forward has run and backward has not, over the ops: what the
 // stage holds at its peak, in units of one chunk's activations of one micro-batch.
@@ -49,6 +73,7 @@ int pipe_peak_in_flight(const std::vector<PipeOp>& ops);
 // At the first op where the stage reaches that peak: how many of the pairs in flight belong to each chunk
 // (m entries). What a stage's memory holds then: chunk c's layers, per_chunk[c] micro-batches each.
 std::vector<int> pipe_in_flight_at_peak(const std::vector<PipeOp>& ops, int m);
-// The ideal bubble: the fraction of a step a stage idles when every forward and backward of a chunk takes the
-// same time and communication is free: (p − 1) / (m · M).
+// The ideal bubble b = (p − 1) / (m · M): a stage's idle time over its ideal (busy) time, when every forward
+// and backward of a chunk takes the same time and communication is free. As a share of the whole step it is
+// b / (1 + b) (the step is the busy time plus the idle time).
 double pipe_ideal_bubble(int p, int M, int m);

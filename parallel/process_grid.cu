@@ -62,7 +62,7 @@ std::string grid_validate(int world, int tp, bool sp, const GPTConfig& cfg, int 
     return "";
 }
 
-ProcessGrid grid_create(MPI_Comm world, int tp, bool sp, CommBackend backend, const Ctx& ctx, int pp) {
+ProcessGrid grid_create(MPI_Comm world, int tp, bool sp, CommBackend backend, const Ctx& ctx, int pp, const CommRules& rules) {
     ProcessGrid g;
     MPI_CHECK(MPI_Comm_rank(world, &g.rank));
     MPI_CHECK(MPI_Comm_size(world, &g.world));
@@ -75,12 +75,12 @@ ProcessGrid grid_create(MPI_Comm world, int tp, bool sp, CommBackend backend, co
     g.sp = sp && tp > 1;
     // Each group is the set of ranks that agree on the other two coordinates (the colour), ordered by their own.
     const int tp_dp = g.dp_rank * tp + g.tp_rank;  // position inside one pipeline stage
-    g.tp_comm = comm_create(world, g.pp_rank * g.dp + g.dp_rank, g.tp_rank, backend, ctx);
-    g.dp_comm = comm_create(world, g.pp_rank * tp + g.tp_rank, g.dp_rank, backend, ctx);
-    g.pp_comm = comm_create(world, tp_dp, g.pp_rank, backend, ctx);
+    g.tp_comm = comm_create(world, g.pp_rank * g.dp + g.dp_rank, g.tp_rank, backend, ctx, rules);
+    g.dp_comm = comm_create(world, g.pp_rank * tp + g.tp_rank, g.dp_rank, backend, ctx, rules);
+    g.pp_comm = comm_create(world, tp_dp, g.pp_rank, backend, ctx, rules);
     // The first and last stage of each pipeline share a group; every other rank is a group of its own.
     const bool ends = g.pp_rank == 0 || g.pp_rank == pp - 1;
-    g.emb_comm = comm_create(world, ends ? tp_dp : g.world + g.rank, g.pp_rank, backend, ctx);
+    g.emb_comm = comm_create(world, ends ? tp_dp : g.world + g.rank, g.pp_rank, backend, ctx, rules);
     return g;
 }
 

@@ -23,6 +23,8 @@ struct ProcessGrid {
 // is valid, else a message naming the numbers (e.g. "--tp 3 does not divide 4 heads").
 std::string grid_validate(int world, int tp, bool sp, const GPTConfig& cfg, int batch, int seq, int pp = 1);
 
-// Split MPI_COMM_WORLD into TP, DP and PP groups and create their communicators.
-ProcessGrid grid_create(MPI_Comm world, int tp, bool sp, CommBackend backend, const Ctx& ctx, int pp = 1);
+// Split MPI_COMM_WORLD into TP, DP and PP groups and create their communicators, all under `rules`
+// (--comm mpi-strict, --comm-timeout; parallel/comm.h).
+ProcessGrid grid_create(MPI_Comm world, int tp, bool sp, CommBackend backend, const Ctx& ctx, int pp = 1,
+                        const CommRules& rules = {});
 void grid_destroy(ProcessGrid& g);

@@ -20,6 +20,7 @@ struct ModelSpec {
     DType dtype = DType::F32;
     Device device = Device::CPU;
     CommBackend backend = CommBackend::MPI;
+    CommRules rules;  // --comm mpi-strict, --comm-timeout (parallel/comm.h)
     float dropout = 0.1f;
     uint64_t seed = 42;
     bool distributed_optimizer = false;  // ZeRO-1 over the DP group (parallel/distributed_optimizer.h)
@@ -43,9 +44,12 @@ struct ModelHarness {
     ProcessGrid grid;
     GPT model;
     ModelHarness(const ModelSpec& s, MPI_Comm comm) {
-        ctx = ctx_create(s.device, 0);
+        // One GPU per rank of the node when there are several (NCCL needs that); otherwise they share GPU 0.
+        int gpu = 0, ndev = 0;
+        if (s.device == Device::CUDA && cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0) gpu = local_rank(MPI_COMM_WORLD).rank % ndev;
+        ctx = ctx_create(s.device, gpu);
         alloc.reset(new ActivationAllocator(s.device));
-        grid = grid_create(comm, s.tp, s.sp, s.backend, ctx, s.pp);
+        grid = grid_create(comm, s.tp, s.sp, s.backend, ctx, s.pp, s.rules);
         gpt_create(model, s.cfg, grid, ctx, *alloc, s.dtype, s.rc, s.dropout, s.seed, s.chunks, s.distributed_optimizer);
         model.schedule = s.schedule;
         gpt_init_random(model, s.seed);

@@ -21,6 +21,17 @@
 //                                  schedule): a configuration compared with itself proves nothing and fails.
 #include <cstring>
 #include "model_fixture.h"
+#include "../../parallel/gpu_identity.h"
+
+// Flags for the communication layer (parallel/comm.h) and larger pipelines:
+//   [--comm nccl]   the parallel run on NCCL (--device cuda, one GPU per rank; skipped when the ranks would
+//                   share a GPU), the order check on
+//   [--comm mpi-strict] [--comm-timeout S]   the parallel run's MPI backend with NCCL's point-to-point rules,
+//                   the order check on, and a timeout (default 60 s)
+//   [--ungrouped-p2p]   (negative control, with --comm mpi-strict: the pipeline's messages in the order before
+//                   grouping; expected to time out, under test/expect_error.sh)
+//   [--distributed-optimizer]   ZeRO-1 over the DP group
+//   [--batch B]     global batch (default 4; 8 gives --pp 4 eight micro-batches)
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
@@ -31,7 +42,7 @@ int main(int argc, char** argv) {
     par.cfg = tiny_config();
     int steps = 20;
     bool negative = false, negative_micro = false, negative_tied = false, bitwise = false;
-    int micro = 1;
+    int micro = 1, B = 4;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tp")) par.tp = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sp")) par.sp = true;
@@ -45,13 +56,23 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--chunks")) par.chunks = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--expect-fail-without-tied-sum")) negative_tied = true;
         else if (!strcmp(argv[i], "--bitwise")) bitwise = true;
+        else if (!strcmp(argv[i], "--comm")) {
+            const char* v = argv[++i];
+            par.backend = !strcmp(v, "nccl") ? CommBackend::NCCL : CommBackend::MPI;
+            par.rules.strict = !strcmp(v, "mpi-strict");
+            par.rules.check_order = par.rules.strict || par.backend == CommBackend::NCCL;
+            if (par.rules.strict && par.rules.timeout_s == 0) par.rules.timeout_s = 60;
+        } else if (!strcmp(argv[i], "--comm-timeout")) par.rules.timeout_s = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--ungrouped-p2p")) g_test_hooks.ungrouped_p2p = true;
+        else if (!strcmp(argv[i], "--distributed-optimizer")) par.distributed_optimizer = true;
+        else if (!strcmp(argv[i], "--batch")) B = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--schedule")) {
             const char* v = argv[++i];
             par.schedule = !strcmp(v, "afab") ? PipeSchedule::AFAB : !strcmp(v, "interleaved") ? PipeSchedule::Interleaved
                                                                                                : PipeSchedule::OneFOneB;
         }
     }
-    if (par.pp > 1) par.cfg = tiny_config(4);  // enough layers for 4 stages, or 2 stages of 2 chunks
+    if (par.pp > 1) par.cfg = tiny_config(std::max(4, par.pp * par.chunks));  // a layer per virtual stage, at least 4
     if (par.device == Device::CUDA) {
         int ok = cuda_available() ? 1 : 0, all = 0;
         MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -61,7 +82,18 @@ int main(int argc, char** argv) {
             return 77;
         }
     }
-    const int B = 4, S = 16;  // S divisible by tp = 4 (sequence shards), B divisible by dp
+    if (par.backend == CommBackend::NCCL) {
+        // NCCL needs a GPU per rank: with fewer GPUs than ranks there is nothing to test here.
+        int ndev = 0;
+        CUDA_CHECK(cudaGetDeviceCount(&ndev));
+        const std::string shared = shared_gpu_error(gather_gpu_identities(MPI_COMM_WORLD, local_rank(MPI_COMM_WORLD).rank % ndev));
+        if (!shared.empty()) {
+            if (rank == 0) printf("test_equivalence: --comm nccl needs a GPU per rank, skipping (%s)\n", shared.c_str());
+            MPI_Finalize();
+            return 77;
+        }
+    }
+    const int S = 16;  // S divisible by tp = 4 (sequence shards); B divisible by dp
     int dp = world / (par.tp * par.pp);
     ModelSpec ref = par;
     ref.tp = 1;
@@ -78,9 +110,9 @@ int main(int argc, char** argv) {
     }
     if (rank == 0)
         printf("test_equivalence: tp %d dp %d pp %d (%s, %d chunk%s) sp %s, %d micro-batch%s per rank, on %s/%s vs single rank%s, "
-               "dropout %.2f%s\n", par.tp, dp, par.pp, pipe_schedule_name(par.schedule), par.chunks, par.chunks > 1 ? "s" : "",
+               "dropout %.2f%s%s\n", par.tp, dp, par.pp, pipe_schedule_name(par.schedule), par.chunks, par.chunks > 1 ? "s" : "",
                par.sp ? "on" : "off", micro, micro > 1 ? "es" : "", device_name(par.device), dtype_name(par.dtype),
-               bitwise ? " with the same micro-batches" : "", par.dropout,
+               bitwise ? " with the same micro-batches" : "", par.dropout, par.rules.strict ? ", --comm mpi-strict" : "",
                negative ? " (negative control: no SP grad sum)" : negative_micro ? " (negative control: no 1/M)"
                : negative_tied ? " (negative control: no tied-embedding grad sum)" : "");
 

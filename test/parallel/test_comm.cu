@@ -1,10 +1,13 @@
 // test_comm.cu — the MPI backend on CPU tensors, run under mpirun with 2 and 4 ranks: every collective
 // against values computed locally, the byte counters' ring model, sub-communicators (TP groups of
 // consecutive ranks, DP groups striding, as docs/design.md's process grid), a 1-rank group's no-ops, barrier,
-// local_rank, and the pure "two ranks on one GPU" check that guards NCCL (parallel/gpu_identity.cu).
+// local_rank, and the pure "two ranks on one GPU" check that guards NCCL (parallel/gpu_identity.cu). Point
+// to point: a ring exchange, plain and under NCCL's rules (--comm mpi-strict), and every pipeline schedule's
+// exchanges under those rules; with an argument, the expected failures (expected_failure below).
 #include <unistd.h>
 #include <sys/stat.h>
 #include "comm_checks.h"
+#include "pipeline_exchange_checks.h"
 #include "../../parallel/gpu_identity.h"
 
 static int g_world_rank = 0, g_world_size = 1;
@@ -126,8 +129,10 @@ static void check_shared_gpu_detection() {
 }
 
 // Point to point (pipeline parallelism): each rank sends two tensors to the next rank in a ring and
-// receives two from the previous one, posted in the opposite order to the sends (the tags pair them up); the
-// sender changes and frees its tensor at once (send_async copied it). The byte counter counts what was sent.
+// receives two from the previous one in one exchange, receives posted in the order of the sends (NCCL matches
+// by order, not by tag: comm.h); the sender changes and frees its tensor at once (send_later copied it). A
+// ring whose every rank sends before it receives needs the exchange to be a group: with rendezvous sends
+// (strict rules) each rank's send waits for its neighbour's receive. The byte counter counts what was sent.
 static void check_point_to_point(Comm& world, const Ctx& ctx) {
     if (world.size < 2) return;
     const int next = (world.rank + 1) % world.size, prev = (world.rank + world.size - 1) % world.size;
@@ -138,19 +143,18 @@ static void check_point_to_point(Comm& world, const Ctx& ctx) {
     tensor_from_host_f32(ta, a.data());
     tensor_from_host_f32(tb, b.data());
     world.counters.reset();
-    send_async(world, ctx, ta, next, 7);
-    send_async(world, ctx, tb, next, 8);
+    send_later(world, ctx, ta, next, 7, "a");
+    send_later(world, ctx, tb, next, 8, "b");
     tensor_zero(ctx, ta);  // the sends hold their own copies
     tensor_free(ta);
     Tensor ra = tensor_alloc(Device::CPU, DType::F32, (int64_t)a.size()), rb = tensor_alloc(Device::CPU, DType::BF16, (int64_t)b.size());
-    recv(world, ctx, rb, prev, 8);
-    recv(world, ctx, ra, prev, 7);
-    wait_sends(world);
+    exchange(world, ctx, {P2PMessage{ra, prev, 7, "a"}, P2PMessage{rb, prev, 8, "b"}}, "the ring");
+    CHECK(world.sends.empty(), "the exchange left %zu sends queued", world.sends.size());
     std::vector<float> ga = tensor_to_host_f32(ra), gb = tensor_to_host_f32(rb);
     bool ok = true;
     for (size_t i = 0; i < a.size(); i++) ok = ok && ga[i] == (float)(prev * 10000 + (int)i);
     for (size_t i = 0; i < b.size(); i++) ok = ok && gb[i] == to_f32(from_f32<bf16>(-(float)(prev * 100 + (int)i)));
-    CHECK(ok, "rank %d: point-to-point tensors from rank %d arrived wrong", world.rank, prev);
+    CHECK(ok, "rank %d: point-to-point tensors from rank %d arrived wrong (strict %d)", world.rank, prev, (int)world.rules.strict);
     CHECK(world.counters.p2p_sends == 2 && world.counters.p2p_bytes == a.size() * 4 + b.size() * 2,
           "p2p counter: %llu sends, %llu bytes (expected 2, %zu)", (unsigned long long)world.counters.p2p_sends,
           (unsigned long long)world.counters.p2p_bytes, a.size() * 4 + b.size() * 2);
@@ -158,14 +162,46 @@ static void check_point_to_point(Comm& world, const Ctx& ctx) {
     const uint64_t allocs = world.host_allocs;
     Tensor again = tensor_alloc(Device::CPU, DType::F32, (int64_t)a.size());
     tensor_zero(ctx, again);
-    send_async(world, ctx, again, next, 9);
-    recv(world, ctx, ra, prev, 9);
-    wait_sends(world);
+    send_later(world, ctx, again, next, 9, "again");
+    exchange(world, ctx, {P2PMessage{ra, prev, 9, "again"}}, "the second ring");
     CHECK(world.host_allocs == allocs, "point-to-point buffers grew on the second round");
+    // An exchange with nothing to do returns at once.
+    exchange(world, ctx, {}, "nothing");
     tensor_free(again);
     tensor_free(tb);
     tensor_free(ra);
     tensor_free(rb);
+}
+
+// Expected failures (registered with test/expect_error.sh; every rank must stop, none may hang):
+//  --order-mismatch: rank 1 receives rank 0's two messages in the reverse of their send order. Legal MPI
+//                    with tags, but NCCL would swap the buffers: the order check stops it, naming both.
+//  --silent-peer:    rank 1 never posts its receive; rank 0's strict exchange times out after 1 s, naming
+//                    the peer and the message.
+static int expected_failure(const std::string& mode, const Ctx& ctx) {
+    CommRules rules;
+    rules.strict = true;
+    rules.check_order = true;
+    rules.timeout_s = mode == "--silent-peer" ? 1 : 30;
+    Comm c = comm_create(MPI_COMM_WORLD, 0, g_world_rank, CommBackend::MPI, ctx, rules);
+    Tensor x = tensor_alloc(Device::CPU, DType::F32, 64), y = tensor_alloc(Device::CPU, DType::F32, 64);
+    tensor_zero(ctx, x);
+    if (mode == "--order-mismatch") {
+        if (c.rank == 0) {
+            send_later(c, ctx, x, 1, 7, "first");
+            send_later(c, ctx, y, 1, 8, "second");
+            exchange(c, ctx, {}, "rank 0's two sends");
+        } else if (c.rank == 1) {
+            exchange(c, ctx, {P2PMessage{y, 0, 8, "the second message from rank 0"}, P2PMessage{x, 0, 7, "the first message from rank 0"}},
+                     "rank 1's two receives");
+        }
+    } else if (c.rank == 0) {
+        send_later(c, ctx, x, 1, 7, "the send of x to rank 1");
+        exchange(c, ctx, {}, "rank 0's send");
+    }
+    barrier(c);  // rank 1 (--silent-peer) waits here until rank 0's timeout ends the job
+    printf("rank %d: %s did not fail\n", c.rank, mode.c_str());
+    return 1;
 }
 
 int main(int argc, char** argv) {
@@ -173,6 +209,11 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &g_world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_world_size);
     Ctx ctx = ctx_create(Device::CPU);
+    if (argc > 1) {
+        int rc = expected_failure(argv[1], ctx);
+        MPI_Finalize();
+        return rc;
+    }
 
     Comm world = comm_create(MPI_COMM_WORLD, 0, g_world_rank, CommBackend::MPI, ctx);
     CHECK(world.size == g_world_size && world.rank == g_world_rank, "world comm: rank %d size %d", world.rank,
@@ -189,7 +230,25 @@ int main(int argc, char** argv) {
     check_sub_communicators(ctx);
     check_single_rank_group(ctx);
     check_point_to_point(world, ctx);
+    {
+        // The same under NCCL's rules (rendezvous sends, one tag), with the order check and a timeout.
+        CommRules strict;
+        strict.strict = true;
+        strict.check_order = true;
+        strict.timeout_s = 60;
+        Comm s = comm_create(MPI_COMM_WORLD, 0, g_world_rank, CommBackend::MPI, ctx, strict);
+        check_point_to_point(s, ctx);
+        check_pipeline_schedules(s, ctx, 4096);  // every schedule's exchanges, on the ranks of the world
+        check_collectives(s, ctx);  // the collectives polled against the timeout
+        comm_destroy(s);
+    }
     check_barrier(world);
+    {
+        // A request outside any Comm waited on under a timeout (what train_gpt's collective refusals can use).
+        MPI_Request req;
+        MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+        comm_wait_request(req, 30, "a barrier on MPI_COMM_WORLD");
+    }
     check_shared_gpu_detection();
     // One node here: the node-local rank is the world rank, and every rank is on the node.
     LocalRank local = local_rank(MPI_COMM_WORLD);

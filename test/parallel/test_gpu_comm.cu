@@ -3,11 +3,14 @@
 //                       through pinned host buffers; plus the live "two ranks on one GPU" detection.
 //   test_gpu_comm nccl  (mpirun -np 1): a 1-rank NCCL communicator created anyway (comm_create_exercised)
 //                       so that every NCCL call and the two-stream all_gather_async run on one GPU. With
-//                       more ranks on distinct GPUs it runs the same checks on a real NCCL group.
+//                       more ranks on distinct GPUs it runs the same checks on a real NCCL group, and a ring
+//                       exchange (grouped ncclSend / ncclRecv of 16 MB, the order check on), and every
+//                       pipeline schedule's exchanges with 16 MB messages (pipeline_exchange_checks.h).
 //   test_gpu_comm nccl_shared  (manual, not in CTest: it is meant to stop the job) with 2 ranks on one GPU:
 //                       comm_create(NCCL) must stop with "NCCL cannot run two ranks on one GPU; use --comm mpi".
 // Without a GPU every rank exits 77 (CTest: skipped); mpirun passes 77 on when all ranks return it.
 #include "comm_checks.h"
+#include "pipeline_exchange_checks.h"
 #include "../../parallel/gpu_identity.h"
 
 static int g_rank = 0, g_size = 1;
@@ -46,6 +49,39 @@ static void check_async_ordering(Comm& c, const Ctx& ctx) {
     tensor_free(out);
 }
 
+// Point to point on CUDA tensors: every rank sends a tensor to the next rank of a ring and receives one from
+// the previous, in one exchange (a ring of sends first would hang on NCCL without the group). 16 MB, more than
+// NCCL's internal buffers (4 MB by default), so that NCCL's send must wait for the receive: the case an
+// ungrouped order deadlocks on. The order check is on (headers sent and read back).
+static void check_ring_exchange(Comm& c, const Ctx& ctx) {
+    if (c.size < 2) return;
+    const int next = (c.rank + 1) % c.size, prev = (c.rank + c.size - 1) % c.size;
+    const int64_t n = 4 << 20;
+    std::vector<float> mine(n), want(n);
+    for (int64_t i = 0; i < n; i++) mine[i] = comm_value(c.rank, i), want[i] = comm_value(prev, i);
+    Tensor out = tensor_alloc(Device::CUDA, DType::F32, n), in = tensor_alloc(Device::CUDA, DType::F32, n);
+    CUDA_CHECK(cudaMemcpyAsync(out.data, mine.data(), out.bytes(), cudaMemcpyHostToDevice, ctx.stream));
+    for (int round = 0; round < 2; round++) {
+        CUDA_CHECK(cudaMemsetAsync(in.data, 0, in.bytes(), ctx.stream));
+        send_later(c, ctx, out, next, 1, "the ring's send");
+        exchange(c, ctx, {P2PMessage{in, prev, 1, "the ring's receive"}}, "the ring");
+        std::vector<float> got(n);
+        CUDA_CHECK(cudaMemcpyAsync(got.data(), in.data, in.bytes(), cudaMemcpyDeviceToHost, ctx.stream));
+        CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+        CHECK(bitwise_equal(got, want), "ring exchange of CUDA tensors (round %d, %s)", round,
+              c.backend == CommBackend::NCCL ? "nccl" : "mpi");
+    }
+    tensor_free(out);
+    tensor_free(in);
+}
+
+static CommRules checked_rules() {
+    CommRules r;
+    r.check_order = true;
+    r.timeout_s = 120;
+    return r;
+}
+
 static void run_mpi(const Ctx& ctx) {
     Comm world = comm_create(MPI_COMM_WORLD, 0, g_rank, CommBackend::MPI, ctx);
     check_collectives(world, ctx);
@@ -63,6 +99,14 @@ static void run_mpi(const Ctx& ctx) {
     CHECK(world.stage.ptr == nullptr || world.stage.pinned, "staging buffer is not pinned");
     CHECK(world.wide.ptr == nullptr || world.wide.pinned, "fp32 staging buffer is not pinned");
     comm_destroy(world);
+    {
+        CommRules strict = checked_rules();
+        strict.strict = true;
+        Comm s = comm_create(MPI_COMM_WORLD, 0, g_rank, CommBackend::MPI, ctx, strict);
+        check_ring_exchange(s, ctx);  // staged through pinned host buffers, one per receive
+        check_pipeline_schedules(s, ctx, 1 << 18);
+        comm_destroy(s);
+    }
 
     // The live detection: ranks sharing a GPU (same host and PCI bus id) must be reported, distinct GPUs not.
     std::vector<GpuIdentity> ids = gather_gpu_identities(MPI_COMM_WORLD, ctx.cuda_device);
@@ -90,6 +134,11 @@ static void run_nccl(const Ctx& ctx) {
     check_collectives(plain, ctx);
     check_async_ordering(plain, ctx);
     comm_destroy(plain);
+    // With a GPU per rank: a real NCCL group of sends and receives on the compute stream, the order check on.
+    Comm p2p = comm_create(MPI_COMM_WORLD, 0, g_rank, CommBackend::NCCL, ctx, checked_rules());
+    check_ring_exchange(p2p, ctx);
+    check_pipeline_schedules(p2p, ctx, 4 << 20);  // 16 MB messages: NCCL's sends wait for their receives
+    comm_destroy(p2p);
     // ... so the test asks for one anyway, and runs every collective through NCCL.
     Comm c = comm_create_exercised(MPI_COMM_WORLD, 0, g_rank, CommBackend::NCCL, ctx);
     CHECK(c.nccl != nullptr && c.ready != nullptr && c.done != nullptr, "NCCL communicator and events created");
