@@ -36,9 +36,11 @@ static int g_rank = 0;
 // Refuse a bad input on every rank together. Collective: every rank calls it at the same point, with ""
 // when it sees no problem; if any rank has one, the lowest such rank explains and all exit(1) cleanly
 // (a problem seen by one rank only, e.g. a file unreadable on one node, cannot leave the others waiting).
+// Not under --comm-timeout: the other ranks wait here while rank 0 writes a checkpoint, which for a large
+// model can rightly take longer than any timeout meant for a step's communication.
 static void refuse_if(const std::string& problem) {
     int mine = problem.empty() ? INT32_MAX : g_rank, first = mine;
-    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
     if (first == INT32_MAX) return;
     if (g_rank == first) fprintf(stderr, "error: %s\n", problem.c_str()), fflush(stderr);
     MPI_Finalize();
@@ -424,7 +426,7 @@ static void print_startup(const Run& run) {
          cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.padded_vocab, cfg.max_seq, device_name(run.device), dtype_name(run.dtype));
     LOG0("layout: %d ranks = tp %d x pp %d x dp %d, sequence parallel %s, recompute %s, comm %s\n", run.world, run.grid.tp,
          run.grid.pp, run.grid.dp, run.grid.sp ? "on" : "off", recompute_name(run.recompute),
-         run.backend == CommBackend::NCCL ? "nccl" : "mpi");
+         run.backend == CommBackend::NCCL ? "nccl" : opt.comm == "mpi-strict" ? "mpi-strict" : "mpi");
     if (run.grid.pp > 1) {
         char chunks[96] = "";
         if (run.chunks > 1) snprintf(chunks, sizeof chunks, ", %d model chunks of %d layers per stage", run.chunks, run.model.stage.layers_per_chunk);
@@ -453,7 +455,7 @@ struct Progress {
     int bad_in_a_row = 0;    // consecutive non-finite steps (handle_bad_step)
     CommCounters step_comm;  // the TP group's collectives of the last training step
     uint64_t step_p2p_bytes = 0;              // pipeline: bytes this rank sent to neighbouring stages, last step
-    double t_pipeline = 0, t_recv_wait = 0;   // pipeline: forward-backward time and time blocked in receives
+    double t_pipeline = 0, t_recv_wait = 0;   // pipeline: forward-backward time and time blocked in exchanges
 };
 
 // The validation loss over the first --val-batches batches, printed and logged; *best keeps the lowest.
@@ -558,7 +560,7 @@ static void log_step(const Run& run, int step, const StepStats& st, float lr, do
 }
 
 // Pipeline parallelism: the ideal bubble of the schedule next to what each stage measured, the share of its
-// forward-backward time spent blocked in receives (collective; rank 0 prints). The first stage waits at the
+// forward-backward time spent blocked in exchanges (collective; rank 0 prints). The first stage waits at the
 // start of its cool-down, the last stage at the start of the step: the paper's bubble (§2).
 static void report_bubble(const Run& run, const Progress& p) {
     const ProcessGrid& g = run.grid;
@@ -571,7 +573,7 @@ static void report_bubble(const Run& run, const Progress& p) {
     // the whole step that is b/(1+b), the number comparable with the time measured idle.
     const double b = pipe_ideal_bubble(g.pp, run.micro_batches, run.chunks);
     LOG0("pipeline bubble (%s, p %d, m %d, M %d): ideal (p-1)/(m*M) = %.3f of the ideal time, an idle share %.3f of the step; "
-         "measured idle share (blocked in receives):", pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches, b,
+         "measured idle share (blocked in exchanges):", pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches, b,
          b / (1 + b));
     for (int s = 0; s < g.pp; s++) {
         const int r = s * g.tp * g.dp;
