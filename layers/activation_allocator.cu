@@ -18,11 +18,7 @@ ActivationAllocator::~ActivationAllocator() {
 }
 
 Tensor ActivationAllocator::alloc(DType dtype, int64_t n, int layer, const char* name) {
-    Tensor t;
-    t.n = n;
-    t.dtype = dtype;
-    t.device = device_;
-    t.shape[0] = n;
+    Tensor t = tensor_header(device_, dtype, n);
     size_t bytes = t.bytes();
     size_t block = round_block(bytes == 0 ? 1 : bytes);
     void* p = nullptr;

@@ -93,11 +93,7 @@ void ctx_sync(const Ctx& ctx) {
 }
 
 Tensor tensor_alloc(Device device, DType dtype, int64_t n) {
-    Tensor t;
-    t.n = n;
-    t.dtype = dtype;
-    t.device = device;
-    t.shape[0] = n;
+    Tensor t = tensor_header(device, dtype, n);
     size_t bytes = t.bytes();
     if (bytes == 0) return t;
     if (device == Device::CUDA) {

@@ -60,6 +60,16 @@ struct Tensor {
     }
 };
 
+// A 1-D tensor of n elements with no storage yet: what every allocator fills in before it sets `data`.
+inline Tensor tensor_header(Device device, DType dtype, int64_t n) {
+    Tensor t;
+    t.n = n;
+    t.dtype = dtype;
+    t.device = device;
+    t.shape[0] = n;
+    return t;
+}
+
 // fp32 <-> storage conversions usable in host and device code; the same rounding (nearest even) on both,
 // so CPU and GPU produce the same bits for bf16 storage.
 __host__ __device__ inline float to_f32(float x) { return x; }
