@@ -69,10 +69,10 @@ build: deps
 # one for this machine's GPU only. $(call programs,TARGETS...)
 define programs
 	@if [ -f $(BUILD)/CMakeCache.txt ]; then \
-	  echo "make $@: building $(1) in $(BUILD) (CUDA architectures" \
+	  echo "make $(or $(MAKECMDGOALS),$@): building $(1) in $(BUILD) (CUDA architectures" \
 	    "$$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' $(BUILD)/CMakeCache.txt))"; \
 	else archs='$(TRAIN_ARCHS)'; \
-	  echo "make $@: building $(1) for CUDA architecture $$archs only (this machine's GPU;" \
+	  echo "make $(or $(MAKECMDGOALS),$@): building $(1) for CUDA architecture $$archs only (this machine's GPU;" \
 	    "90 without one): a minute or two the first time"; \
 	  $(CONFIGURE) $(NEW_FOLDER_GENERATOR) "-DCMAKE_CUDA_ARCHITECTURES=$$archs" >/dev/null || exit 1; fi
 	@cmake --build $(BUILD) -j $(JOBS) --target $(1)
