@@ -1,6 +1,7 @@
 // train_options.cu — command-line parsing for train_gpt (see train_options.h).
 #include "train_options.h"
 
+#include <mpi.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -85,9 +86,20 @@ void print_train_usage() {
         "  --hidden-size, --num-attention-heads, --max-position-embeddings; --flag=value is --flag value\n");
 }
 
+// Leave before any work: every rank parses the same argv and reaches the same verdict, so each finalizes MPI
+// on its own (no collective needed), and mpirun has no "exited improperly" report to add.
+[[noreturn]] static void leave(int code) {
+    int up = 0, down = 0;
+    MPI_Initialized(&up);
+    if (up) MPI_Finalized(&down);
+    if (up && !down) MPI_Finalize();
+    exit(code);
+}
+
 [[noreturn]] static void bad(bool print, const std::string& msg) {
     if (print) fprintf(stderr, "error: %s (see --help)\n", msg.c_str());
-    exit(2);
+    fflush(stderr);
+    leave(2);
 }
 
 static long long to_int(bool print, const char* flag, const char* v, long long lo, long long hi) {
@@ -139,7 +151,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         if (has_inline && (a == "--help" || a == "--sp" || a == "--sequence-parallel" || a == "--no-shuffle" ||
                            a == "--memory-report" || a == "--skip-bad-steps" || a == "--use-distributed-optimizer"))
             bad(print, a + " takes no value, got '" + a + "=" + inline_value + "'");
-        if (flag({"--help", "-h"})) { print_train_usage(); exit(0); }
+        if (flag({"--help", "-h"})) { print_train_usage(); fflush(stdout); leave(0); }
         if (flag({"--sp", "--sequence-parallel"})) { o.sp = true; continue; }
         if (flag({"--no-shuffle"})) { o.shuffle = false; continue; }
         if (flag({"--memory-report"})) { o.memory_report = true; continue; }
