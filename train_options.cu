@@ -147,16 +147,18 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
                 if (a == n) return o.given.insert(*names.begin()), true;  // recorded by its first spelling
             return false;
         };
-        // flags without a value
-        if (has_inline && (a == "--help" || a == "--sp" || a == "--sequence-parallel" || a == "--no-shuffle" ||
-                           a == "--memory-report" || a == "--skip-bad-steps" || a == "--use-distributed-optimizer"))
-            bad(print, a + " takes no value, got '" + a + "=" + inline_value + "'");
-        if (flag({"--help", "-h"})) { print_train_usage(); fflush(stdout); leave(0); }
-        if (flag({"--sp", "--sequence-parallel"})) { o.sp = true; continue; }
-        if (flag({"--no-shuffle"})) { o.shuffle = false; continue; }
-        if (flag({"--memory-report"})) { o.memory_report = true; continue; }
-        if (flag({"--skip-bad-steps"})) { o.skip_bad_steps = true; continue; }
-        if (flag({"--use-distributed-optimizer"})) { o.distributed_optimizer = true; continue; }
+        // flags without a value (a switch given "=value" is refused rather than read as on)
+        auto switch_flag = [&](std::initializer_list<const char*> names) {
+            if (!flag(names)) return false;
+            if (has_inline) bad(print, a + " takes no value, got '" + a + "=" + inline_value + "'");
+            return true;
+        };
+        if (switch_flag({"--help", "-h"})) { print_train_usage(); fflush(stdout); leave(0); }
+        if (switch_flag({"--sp", "--sequence-parallel"})) { o.sp = true; continue; }
+        if (switch_flag({"--no-shuffle"})) { o.shuffle = false; continue; }
+        if (switch_flag({"--memory-report"})) { o.memory_report = true; continue; }
+        if (switch_flag({"--skip-bad-steps"})) { o.skip_bad_steps = true; continue; }
+        if (switch_flag({"--use-distributed-optimizer"})) { o.distributed_optimizer = true; continue; }
         if (!has_inline && i + 1 >= argc) bad(print, "unknown flag or missing value: " + a);
         const char* v = has_inline ? inline_value.c_str() : argv[++i];
         const char* f = a.c_str();

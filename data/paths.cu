@@ -18,9 +18,7 @@ std::string not_a_file_problem(const std::string& kind, const std::string& path)
 std::string input_file_problem(const std::string& flag, const std::string& path) {
     struct stat st;
     if (stat(path.c_str(), &st) != 0) return flag + " " + path + ": " + strerror(errno);
-    if (S_ISDIR(st.st_mode)) return flag + " " + path + " is a directory, expected a file";
-    if (!S_ISREG(st.st_mode)) return flag + " " + path + " is not a regular file";
-    return "";
+    return not_a_file_problem(flag, path);
 }
 
 bool make_dirs(const std::string& dir, std::string& err) {
