@@ -28,6 +28,20 @@ bool parse_recompute(const char* text, Recompute* out) {
     return false;
 }
 
+// ---- core attention --------------------------------------------------------------------------------------
+const char* attention_name(Attention at) { return at == Attention::Flash ? "flash" : "unfused"; }
+
+bool parse_attention(const char* text, Attention* out) {
+    if (!text) return false;
+    for (Attention at : {Attention::Unfused, Attention::Flash}) {
+        if (strcmp(text, attention_name(at)) == 0) {
+            *out = at;
+            return true;
+        }
+    }
+    return false;
+}
+
 // ---- one transformer layer on one rank ----------------------------------------------------------------
 // docs/paper.md's per-tensor table, generalized to d bytes per element. Tensor parallelism splits everything
 // between the column-parallel linears' outputs and the row-parallel linears' inputs (Q, K, V, the attention
@@ -51,7 +65,11 @@ std::vector<FormulaTerm> layer_terms(const LayerFormulaInput& in) {
     terms.push_back({"ln1_in", d * sbh / rep});
     terms.push_back({"qkv_in", d * sbh / rep});
     terms.push_back({"qkv", 3 * d * sbh / t});
-    if (in.rc == Recompute::None) {
+    if (in.attention == Attention::Flash) {
+        // Flash attention keeps one fp32 log-sum-exp per (query, head) instead of the s×s tensors, under
+        // any policy that keeps Q, K and V: the backward pass rebuilds the probabilities from them.
+        terms.push_back({"lse", 4 * in.a * in.s * in.b / t});
+    } else if (in.rc == Recompute::None) {
         // The attention core: what selective recompute drops (5as²b at d = 2; §5).
         terms.push_back({"probs", d * as2b / t});
         terms.push_back({"attn_mask", as2b / t});
@@ -142,7 +160,7 @@ double selective_saving_fraction(double s, double h, double a, int t, bool sp) {
 
 // ---- the whole model (§4.3) ----------------------------------------------------------------------------
 ModelFormulaInput formula_input(int seq, int micro_batch, int hidden, int heads, int layers, int padded_vocab, int tp,
-                                bool sp, Recompute rc, int d) {
+                                bool sp, Recompute rc, int d, Attention attention) {
     ModelFormulaInput in;
     in.s = seq;
     in.b = micro_batch;
@@ -154,6 +172,7 @@ ModelFormulaInput formula_input(int seq, int micro_batch, int hidden, int heads,
     in.sp = sp;
     in.rc = rc;
     in.d = d;
+    in.attention = attention;
     return in;
 }
 

@@ -21,6 +21,15 @@ enum class Recompute { None, Selective, Full };
 const char* recompute_name(Recompute rc);                 // "none" | "selective" | "full"
 bool parse_recompute(const char* text, Recompute* out);   // accepts the names above; false otherwise
 
+// ---- core attention: the paper's unfused form, or flash attention (layers/flash_attention.h) ------------
+// Unfused keeps the three s×s tensors (the 5as²b of Table 2); flash keeps none of them, only one fp32
+// log-sum-exp per query per head ("lse", 4·as·b/t bytes), and rebuilds the probabilities tile by tile in the
+// backward pass: selective recomputation done inside one kernel, so Recompute::Selective has nothing left to
+// drop under flash.
+enum class Attention { Unfused, Flash };
+const char* attention_name(Attention at);                 // "unfused" | "flash"
+bool parse_attention(const char* text, Attention* out);   // accepts the names above; false otherwise
+
 // ---- one transformer layer on one rank ----------------------------------------------------------------
 struct LayerFormulaInput {
     double s = 0, b = 0, h = 0, a = 0;  // sequence, microbatch, hidden, heads
@@ -28,6 +37,7 @@ struct LayerFormulaInput {
     bool sp = false;                    // sequence parallelism (requires nothing of t; t = 1 makes it a no-op)
     Recompute rc = Recompute::None;
     int d = 2;                          // bytes per activation element (masks are always 1 byte)
+    Attention attention = Attention::Unfused;
 };
 
 struct FormulaTerm {
@@ -43,6 +53,7 @@ struct FormulaTerm {
 //   "probs"          d·as²b/t         softmax output
 //   "attn_mask"      as²b/t           softmax-dropout mask
 //   "probs_drop"     d·as²b/t         softmax-dropout output
+//   "lse"            4·asb/t          flash only, in place of the three above: fp32 log-sum-exp per query
 //   "proj_in"        d·sbh/t          input of the output projection (row-parallel input)
 //   "attn_drop_mask" sbh      /t SP   dropout mask after the projection
 //   "ln2_in"         d·sbh    /t SP   input of the second layer norm
@@ -51,6 +62,8 @@ struct FormulaTerm {
 //   "fc2_in"         4d·sbh/t         input of fc2 (the GeLU output)
 //   "mlp_drop_mask"  sbh      /t SP   dropout mask after fc2
 // Selective: the same list without "probs", "attn_mask", "probs_drop" (recomputed in backward).
+// Flash: without those three under every policy but full, with "lse" after "qkv"; selective then keeps
+// exactly what none keeps (flash attention has already dropped the s×s tensors).
 // Full: only "ln1_in" = the layer input, d·sbh, or d·sbh/t under SP (each rank keeps its sequence shard).
 // Without parallelism the sum is sbh(16d + 2) + as²b(2d + 1): 34sbh + 5as²b for d = 2.
 std::vector<FormulaTerm> layer_terms(const LayerFormulaInput& in);
@@ -96,14 +109,15 @@ struct ModelFormulaInput {
     bool sp = false;
     Recompute rc = Recompute::None;
     int d = 2;
-    LayerFormulaInput layer() const { return LayerFormulaInput{s, b, h, a, t, sp, rc, d}; }
+    Attention attention = Attention::Unfused;
+    LayerFormulaInput layer() const { return LayerFormulaInput{s, b, h, a, t, sp, rc, d, attention}; }
 };
 // The formula input of a run of the trainer's model: seq tokens, micro_batch sequences per rank, the model's
 // hidden size, heads, layers and padded vocabulary, tensor-parallel size tp, SP, recompute, d bytes per
 // activation element. The one place a trainer, a benchmark or a test turns its configuration into the
 // paper's symbols.
 ModelFormulaInput formula_input(int seq, int micro_batch, int hidden, int heads, int layers, int padded_vocab, int tp,
-                                bool sp, Recompute rc, int d);
+                                bool sp, Recompute rc, int d, Attention attention = Attention::Unfused);
 
 // Saved tensors outside the transformer layers, on the FIRST pipeline stage of ONE rank (§4.3):
 //   "embed_drop_mask"  sbh per in-flight microbatch, /t SP   (p microbatches on the first stage: sbhp/t)
