@@ -56,14 +56,6 @@ static inline GemmBatchOperand ss_part(const Tensor& t, int64_t offset, int S, i
     return GemmBatchOperand{elem_ptr(t, offset), S, NH * SS, SS};
 }
 
-// Global dropout index of element (b, n, q, k) of this rank's [B, NH, S, S] block: the position of the same
-// element in the single-rank tensor [B_total, NH_total, S, S] (attention.h).
-__host__ __device__ inline uint64_t attn_dropout_index(int64_t b_glob, int64_t h_glob, int64_t NH_total, int S,
-                                                       int q, int k) {
-    return (((uint64_t)b_glob * (uint64_t)NH_total + (uint64_t)h_glob) * (uint64_t)S + (uint64_t)q) *
-               (uint64_t)S + (uint64_t)k;
-}
-
 // The end (exclusive) of the keys row q of the s×s tensors holds: the end of q's block of queries (see
 // "Causal blocking" below). Keys q+1 .. end-1 are written as 0; keys from end on are neither written nor read.
 __host__ __device__ inline int causal_row_end(int q, int block, int S) {

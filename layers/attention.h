@@ -18,6 +18,15 @@ struct AttnShape {
     int64_t head_offset = 0, NH_total = 1;  // global head coordinates
 };
 
+// Global dropout index of element (b, n, q, k) of this rank's [B, NH, S, S] block: the position of the same
+// element in the single-rank tensor [B_total, NH_total, S, S]. Flash attention (flash_attention.h) draws its
+// keep bits at the same indices, so both paths drop the same probabilities.
+__host__ __device__ inline uint64_t attn_dropout_index(int64_t b_glob, int64_t h_glob, int64_t NH_total, int S,
+                                                       int q, int k) {
+    return (((uint64_t)b_glob * (uint64_t)NH_total + (uint64_t)h_glob) * (uint64_t)S + (uint64_t)q) *
+               (uint64_t)S + (uint64_t)k;
+}
+
 // The part selective recompute reruns: probs = softmax(mask_causal(Q Kᵀ / sqrt(HD))), then dropout:
 // mask[i] = keep(seed, stream, ((b_glob·NH_total + h_glob)·S + q)·S + k) for k <= q, 0 for k > q (no random
 // number is drawn for masked keys); probs_drop = probs ⊙ mask/(1-p).
