@@ -120,6 +120,15 @@ static void gemm_cpu(bool transA, bool transB, int M, int N, int K, float alpha,
     }
 }
 
+bool cpu_gemm_single_threaded() { return blas_single_threaded(); }
+
+void gemm_f32_here(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
+                   const float* B, int ldb, float beta, float* C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans, transB ? CblasTrans : CblasNoTrans, M, N, K,
+                alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // GPU
 // ---------------------------------------------------------------------------------------------------------

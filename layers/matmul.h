@@ -41,3 +41,11 @@ void gemm_batched(Ctx& ctx, bool transA, bool transB, int M, int N, int K, float
 // Bytes of ctx_scratch (runtime.h) gemm_batched takes on the GPU for outer × inner matrices (the pointer
 // arrays): the model reserves them before its first step, so the scratch never grows inside a step.
 size_t gemm_batched_scratch_bytes(int64_t outer, int64_t inner);
+
+// CPU only: one fp32 product of compact row-major operands on the calling thread, for an op that cuts its own
+// work into OpenMP tasks (flash attention's tiles). cpu_gemm_single_threaded() says whether OpenBLAS runs
+// single-threaded (the default; OPENBLAS_NUM_THREADS, when set, wins): only then may the caller's tasks run
+// in parallel, each calling gemm_f32_here.
+bool cpu_gemm_single_threaded();
+void gemm_f32_here(bool transA, bool transB, int M, int N, int K, float alpha, const float* A, int lda,
+                   const float* B, int ldb, float beta, float* C, int ldc);

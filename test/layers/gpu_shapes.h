@@ -28,6 +28,21 @@ inline constexpr AttnGpuCase kAttnGpuCases[] = {
     {600, 1, 2, 16, 0, 1, 2, 4, kBothDtypes},   {2048, 1, 1, 16, 0, 1, 0, 1, kBF16Only},
 };
 
+// Flash attention (test_flash_attention --gpu): out, lse and dqkv against the CPU, p = 0 and 0.1. One tile
+// and less (37), several tiles with a partial last one (133, 300, 2100), exactly whole tiles (64, 1024); head
+// dimensions 16 to 128; a TP rank's heads of a DP rank's batches.
+struct FlashGpuCase {
+    int S, B, NH, HD;
+    int64_t b_offset, B_total, head_offset, NH_total;
+    GpuDtypes dtypes;
+};
+inline constexpr FlashGpuCase kFlashGpuCases[] = {
+    {37, 3, 3, 24, 0, 3, 0, 3, kBothDtypes},   {133, 2, 3, 32, 1, 5, 2, 6, kBothDtypes},
+    {64, 2, 2, 64, 0, 2, 0, 2, kBothDtypes},   {300, 2, 2, 16, 1, 3, 0, 2, kBothDtypes},
+    {1024, 1, 2, 64, 1, 2, 0, 2, kBothDtypes}, {257, 1, 2, 128, 0, 1, 2, 4, kBothDtypes},
+    {2100, 1, 1, 32, 0, 1, 1, 2, kBF16Only},
+};
+
 // LayerNorm (test_layernorm --gpu): forward and backward against the CPU. Forward kernels
 // (layernorm_forward_slots): C <= 1024 four packs per lane (129, 768, 1), <= 2048 eight (1600, GPT-2 XL),
 // <= 4096 sixteen (2500), <= 6144 twenty-four in bf16 (6144, the 22B model), wider the general kernel
