@@ -171,6 +171,7 @@ struct Run {
     DType dtype = DType::F32;
     CommBackend backend = CommBackend::MPI;
     Recompute recompute = Recompute::None;
+    Attention attention = Attention::Unfused;    // --attention (recompute/formulas.h)
     GPTConfig cfg;
     Ctx ctx;
     ProcessGrid grid;                            // parallel/process_grid.h: world = tp x dp x pp
@@ -207,6 +208,7 @@ static void place_rank(Run& run, int* gpu) {
     run.backend = (opt.comm == "nccl" || (opt.comm == "auto" && run.device == Device::CUDA)) ? CommBackend::NCCL : CommBackend::MPI;
     refuse_if(run.backend == CommBackend::NCCL && run.device == Device::CPU ? "--comm nccl needs --device cuda" : "");
     parse_recompute(opt.recompute.c_str(), &run.recompute);
+    parse_attention(opt.attention.c_str(), &run.attention);
 }
 
 // A restartable job (--resume auto, or --resume DIR with --init): continue from DIR/latest when a checkpoint
@@ -385,6 +387,7 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
     gpt_create(run.model, run.cfg, run.grid, run.ctx, *run.alloc, run.dtype, run.recompute, opt.dropout, opt.seed, run.chunks,
                opt.distributed_optimizer);  // parallel/distributed_optimizer.h
     run.model.schedule = run.schedule;
+    run.model.attention = run.attention;
     if (opt.distributed_optimizer && run.grid.dp == 1)
         LOG0("note: --use-distributed-optimizer with data-parallel size 1 changes nothing (one rank holds every optimizer state)\n");
     if (run.model.zero.on)
@@ -412,7 +415,8 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
         fprintf(run.logf, "{\"restart_after_step\":%d}\n", run.start_step - 1), fflush(run.logf);
 
     run.shape = formula_input(opt.seq, opt.batch / run.grid.dp / run.micro_batches, run.cfg.channels, run.cfg.heads, run.cfg.layers,
-                              run.cfg.padded_vocab, run.grid.tp, run.grid.sp, run.recompute, (int)dtype_size(run.dtype));
+                              run.cfg.padded_vocab, run.grid.tp, run.grid.sp, run.recompute, (int)dtype_size(run.dtype),
+                              run.attention);
     run.optim.beta1 = opt.beta1; run.optim.beta2 = opt.beta2; run.optim.eps = opt.eps;
     run.optim.weight_decay = opt.weight_decay; run.optim.grad_clip = opt.grad_clip;
     g_test_hooks.inject_nan_at_step = opt.inject_nan_at_step;  // tests only (hidden flag): model/test_hooks.h
@@ -424,9 +428,13 @@ static void print_startup(const Run& run) {
     const GPTConfig& cfg = run.cfg;
     LOG0("mini-megatron: %lld parameters (L=%d h=%d a=%d V=%d Vp=%d maxT=%d) on %s, %s\n", (long long)param_count(cfg),
          cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.padded_vocab, cfg.max_seq, device_name(run.device), dtype_name(run.dtype));
-    LOG0("layout: %d ranks = tp %d x pp %d x dp %d, sequence parallel %s, recompute %s, comm %s\n", run.world, run.grid.tp,
-         run.grid.pp, run.grid.dp, run.grid.sp ? "on" : "off", recompute_name(run.recompute),
+    LOG0("layout: %d ranks = tp %d x pp %d x dp %d, sequence parallel %s, recompute %s, attention %s, comm %s\n", run.world,
+         run.grid.tp, run.grid.pp, run.grid.dp, run.grid.sp ? "on" : "off", recompute_name(run.recompute),
+         attention_name(run.attention),
          run.backend == CommBackend::NCCL ? "nccl" : opt.comm == "mpi-strict" ? "mpi-strict" : "mpi");
+    if (run.attention == Attention::Flash && run.recompute == Recompute::Selective)
+        LOG0("note: --recompute selective keeps what none keeps under --attention flash: flash attention never "
+             "stores the s×s tensors selective recomputation drops (its backward rebuilds them tile by tile)\n");
     if (run.grid.pp > 1) {
         char chunks[96] = "";
         if (run.chunks > 1) snprintf(chunks, sizeof chunks, ", %d model chunks of %d layers per stage", run.chunks, run.model.stage.layers_per_chunk);

@@ -35,6 +35,11 @@ void print_train_usage() {
         "                              interleaved needs --num-layers-per-virtual-pipeline-stage)\n"
         "  --num-layers-per-virtual-pipeline-stage k   interleaving: (L/pp)/k model chunks per stage\n"
         "  --recompute none|selective|full   activation recomputation policy\n"
+        "  --attention unfused|flash   core attention (alias --attention-backend; default unfused, the paper's\n"
+        "                              form, whose s×s tensors Table 2 counts). flash: tiled, keeps one fp32\n"
+        "                              log-sum-exp per query and head instead, the same dropout masks; selective\n"
+        "                              recompute then has nothing left to drop (it equals none), full still\n"
+        "                              keeps only each layer's input\n"
         "  --use-distributed-optimizer fp32 master weights and AdamW moments sharded over the data-parallel ranks\n"
         "                              (ZeRO-1; Megatron's name; --zero 1 is the same): gradients reduce-scattered,\n"
         "                              updated weights all-gathered; nothing changes with one data-parallel rank\n"
@@ -179,6 +184,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--pipeline-schedule"})) o.pipeline_schedule = one_of(print, f, v, {"1f1b", "afab", "interleaved"});
         else if (flag({"--num-layers-per-virtual-pipeline-stage"})) o.layers_per_virtual_stage = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--recompute", "--recompute-granularity"})) o.recompute = one_of(print, f, v, {"none", "selective", "full"});
+        else if (flag({"--attention", "--attention-backend"})) o.attention = one_of(print, f, v, {"unfused", "flash"});
         else if (flag({"--train"})) o.train_file = v;
         else if (flag({"--val"})) o.val_file = v;
         else if (flag({"--batch", "--global-batch-size"})) o.batch = (int)to_int(print, f, v, 1, big);

@@ -53,6 +53,7 @@ struct Options {
     int reps = 10, warmup = 3;
     float dropout = 0.1f;
     std::string dtype = "bf16", device = "auto", json, mpi = "auto", sp_emulation = "auto";
+    Attention attention = Attention::Unfused;  // --attention: core attention's form in every row
     bool breakdown = true;  // print every op of the baseline layer (--breakdown off to skip)
     bool per_call = false;  // --breakdown calls: every call of an op on its own row as well
     bool lt_survey = false; // --lt-survey on: time the cuBLASLt heuristic's candidates per fused-bias shape
@@ -66,6 +67,7 @@ static void usage() {
         "  --tp-emulated T  tensor-parallel size whose per-rank shape is run (8)\n"
         "  --reps N         timed repetitions, median reported (10)   --warmup W  untimed runs first (3)\n"
         "  --dtype bf16|f32 activation and weight storage (bf16)      --dropout P (0.1)\n"
+        "  --attention unfused|flash  core attention in every row (unfused: the paper's, default)\n"
         "  --device auto|cpu|cuda (auto)   --json FILE  write every number as JSON\n"
         "  --sp-emulation auto|fake-comm|derived   how sequence parallelism is emulated (auto: both)\n"
         "  --mpi auto|on|off   bring MPI up (auto: only under mpirun; one process either way)\n"
@@ -89,6 +91,12 @@ static Options parse(int argc, char** argv) {
         else if (bench_flag(argc, argv, i, "--warmup", v)) o.warmup = bench_int(v, "--warmup", 0);
         else if (bench_flag(argc, argv, i, "--dropout", v)) o.dropout = (float)bench_double(v, "--dropout");
         else if (bench_flag(argc, argv, i, "--dtype", v)) o.dtype = v;
+        else if (bench_flag(argc, argv, i, "--attention", v)) {
+            if (!parse_attention(v.c_str(), &o.attention)) {
+                fprintf(stderr, "error: --attention expects unfused or flash, got '%s'\n", v.c_str());
+                exit(2);
+            }
+        }
         else if (bench_flag(argc, argv, i, "--device", v)) o.device = v;
         else if (bench_flag(argc, argv, i, "--json", v)) o.json = v;
         else if (bench_flag(argc, argv, i, "--mpi", v)) o.mpi = v;
@@ -159,6 +167,7 @@ static void bench_model_create(BenchModel& bm, const Options& o, const ProcessGr
     bm.grid.tp = o.tp;
     bm.grid.tp_rank = 0;  // heads 0..a/t-1, MLP columns 0..4h/t-1; sequence shard 0 under SP
     gpt_create(bm.m, cfg, bm.grid, ctx, A, dt, Recompute::None, o.dropout, seed);
+    bm.m.attention = o.attention;
     gpt_init_random(bm.m, seed);
 }
 
@@ -279,7 +288,7 @@ static Result time_layer(const Options& o, LayerContext& run, Recompute policy, 
 
     // One layer's part of the formulas only: the vocabulary (0 here) does not enter it.
     const LayerFormulaInput fi = formula_input(run.S, run.B, o.hidden, o.heads, 1, 0, o.tp, res.sp, policy,
-                                               (int)dtype_size(run.dtype)).layer();
+                                               (int)dtype_size(run.dtype), o.attention).layer();
     // The paper ignores the layer norms' mean and rstd (2 LNs × 2 × f32 per row); the layer keeps them
     // unless it keeps only its input (full recompute).
     double ln_stats = policy == Recompute::Full ? 0.0 : 16.0 * (double)rows;
@@ -462,8 +471,9 @@ int main(int argc, char** argv) {
     const int hd = C / o.heads, nh = o.heads / t;
     const std::string dev_name = bench_device_name(device);
     printf("layer_bench: one transformer layer, paper Table 4 (Korthikanti et al. 2022)\n");
-    printf("device: %s | dtype %s | dropout %.2f | %d warm-up + %d timed runs, median | MPI %s\n", dev_name.c_str(),
-           dtype_name(dt), o.dropout, o.warmup, o.reps, mpi ? "on" : "off (one process, no MPI calls)");
+    printf("device: %s | dtype %s | dropout %.2f | attention %s | %d warm-up + %d timed runs, median | MPI %s\n",
+           dev_name.c_str(), dtype_name(dt), o.dropout, attention_name(o.attention), o.warmup, o.reps,
+           mpi ? "on" : "off (one process, no MPI calls)");
     printf("model : h=%d a=%d s=%d b=%d; per-rank shape of t=%d: %d heads x %d (C_loc=%d), F_loc=%d, "
            "SP shard S/t=%d rows of s\n", C, o.heads, S, B, t, nh, hd, nh * hd, 4 * C / t, S / t);
     if (device == Device::CPU && (double)S * B * C > (double)(1 << 24))
@@ -519,7 +529,7 @@ int main(int argc, char** argv) {
         r.fwd_ms = from.fwd_ms - dfwd;
         r.bwd_ms = from.bwd_ms - dbwd;
         const LayerFormulaInput fi =
-            formula_input(S, B, C, o.heads, 1, 0, t, true, from.policy, (int)dtype_size(dt)).layer();
+            formula_input(S, B, C, o.heads, 1, 0, t, true, from.policy, (int)dtype_size(dt), o.attention).layer();
         r.formula_bytes = layer_bytes(fi) + 16.0 * S / t * B;
         return r;
     };
@@ -608,6 +618,7 @@ int main(int argc, char** argv) {
         j.kv("hidden", C); j.kv("heads", o.heads); j.kv("seq", S); j.kv("batch", B); j.kv("tp_emulated", t);
         j.kv("local_heads", nh); j.kv("head_dim", hd); j.kv("C_loc", nh * hd); j.kv("F_loc", 4 * C / t);
         j.kv("S_loc_sp", S / t); j.kv("dropout", o.dropout); j.kv("reps", o.reps); j.kv("warmup", o.warmup);
+        j.kv("attention", attention_name(o.attention));
         j.close('}');
         j.kv("communication", "absent: one device, tp communicator of size 1 (collectives are no-ops)");
         j.kv("sp_emulation", fake_ran ? "fake-comm (measured), derived as cross-check" : "derived");

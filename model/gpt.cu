@@ -212,6 +212,7 @@ LayerContext gpt_layer_context(GPT& m, int l, const StepShape& sh) {
     r.region.alloc = m.alloc;
     r.region.layer = l;
     r.dtype = m.dtype;
+    r.attention = m.attention;
     r.layer = l;
     r.S = sh.S;
     r.B = sh.B;

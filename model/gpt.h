@@ -52,6 +52,7 @@ struct GPT {
     ActivationAllocator* alloc = nullptr;
     DType dtype = DType::F32;  // activation and compute-weight storage
     Recompute recompute = Recompute::None;
+    Attention attention = Attention::Unfused;  // core attention's form: set after gpt_create (recompute/formulas.h)
     float dropout = 0.f;
     uint64_t seed = 1337;
     int64_t step = 0;  // the optimizer step in flight: dropout masks are keyed by (seed, step) (layers/philox.h)

@@ -42,9 +42,17 @@ void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute polic
     s.qkv = A.alloc(dt, (int64_t)N_full * 3 * run.C_loc, l, "qkv");
     column_parallel_forward(run.region, ctx, s.qkv, s.qkv_in, w.qkvw, w.qkvb, N_full, C, 3 * run.C_loc);
 
-    attention_probs_saved_forward(run, s);
-    s.proj_in = A.alloc(dt, (int64_t)N_full * run.C_loc, l, "proj_in");
-    attention_context_forward(ctx, s.proj_in, s.probs_drop, s.qkv, run.attn);
+    if (run.attention == Attention::Flash) {
+        // Core attention in tiles: no s×s tensor at all, one fp32 log-sum-exp per query and head kept instead.
+        s.lse = A.alloc(DType::F32, (int64_t)run.B * run.attn.NH * run.S, l, "lse");
+        s.proj_in = A.alloc(dt, (int64_t)N_full * run.C_loc, l, "proj_in");
+        flash_attention_forward(ctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed,
+                                dropout_stream(l, kSiteAttnProbs));
+    } else {
+        attention_probs_saved_forward(run, s);
+        s.proj_in = A.alloc(dt, (int64_t)N_full * run.C_loc, l, "proj_in");
+        attention_context_forward(ctx, s.proj_in, s.probs_drop, s.qkv, run.attn);
+    }
 
     Tensor y = A.alloc(dt, (int64_t)N_shard * C, l, "tmp:attn_out");
     row_parallel_forward(run.region, ctx, y, s.proj_in, w.attprojw, N_full, run.C_loc, C);
@@ -111,9 +119,15 @@ void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute p
     row_parallel_backward(run.region, ctx, dctx, g.attprojw, dy, s.proj_in, w.attprojw, N_full, run.C_loc, C, gw);
     A.release(dy);
     Tensor dqkv = A.alloc(dt, (int64_t)N_full * 3 * run.C_loc, l, "tmp:dqkv");
-    Tensor scratch = A.alloc(dt, n_ss, l, "tmp:dprobs");
-    attention_backward(ctx, dqkv, dctx, s.qkv, s.probs, s.attn_mask, s.probs_drop, scratch, run.attn, run.dropout);
-    A.release(scratch);
+    if (run.attention == Attention::Flash) {
+        flash_attention_backward(ctx, dqkv, dctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed,
+                                 dropout_stream(l, kSiteAttnProbs));
+    } else {
+        Tensor scratch = A.alloc(dt, n_ss, l, "tmp:dprobs");
+        attention_backward(ctx, dqkv, dctx, s.qkv, s.probs, s.attn_mask, s.probs_drop, scratch, run.attn,
+                           run.dropout);
+        A.release(scratch);
+    }
     A.release(dctx);
     Tensor dln1 = A.alloc(dt, (int64_t)N_shard * C, l, "tmp:dqkv_in");
     column_parallel_backward(run.region, ctx, dln1, g.qkvw, g.qkvb, dqkv, s.qkv_in, w.qkvw, N_full, C, 3 * run.C_loc,

@@ -10,6 +10,7 @@
 // an index of where it touches the code: parallel/sequence_parallel.cu).
 #pragma once
 #include "../layers/attention.h"
+#include "../layers/flash_attention.h"
 #include "../layers/dropout.h"
 #include "../parallel/tensor_parallel.h"
 #include "../recompute/recompute.h"
@@ -36,6 +37,7 @@ struct LayerContext {
     DropoutCoords where;      // global coordinates of this rank's [S_loc, B, C] block
     float dropout = 0.f;
     uint64_t seed = 0;
+    Attention attention = Attention::Unfused;  // core attention's form (recompute/formulas.h)
     LayerWeights w;
     LayerGrads g;
     // Accumulate into g, or Overwrite it: the layer's first backward of a step, when g holds last step's
@@ -56,5 +58,5 @@ void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute p
 
 // Allocate s.probs, s.attn_mask, s.probs_drop (tagged with the paper's names) and compute them from s.qkv:
 // core attention's QKᵀ → scale + causal mask → softmax → dropout. Shared by layer_forward and selective
-// recompute, so both run the same code.
+// recompute, so both run the same code. Unfused attention only.
 void attention_probs_saved_forward(LayerContext& run, SavedLayer& s);

@@ -7,6 +7,8 @@
 //   none      all of them;
 //   selective all but probs, attn_mask and probs_drop (the 5as²b of core attention);
 //   full      only ln1_in, the layer's input.
+// Under flash attention (layers/flash_attention.h) probs, attn_mask and probs_drop are never filled, and lse
+// (one fp32 log-sum-exp per query and head) is, under none and selective alike.
 // Under sequence parallelism the LN inputs, qkv_in, fc1_in and the hidden-dropout masks are sequence
 // shards (s/t rows); the rest are split by heads or by the MLP columns under any tensor parallelism.
 #pragma once
@@ -21,6 +23,7 @@ struct SavedLayer {
     Tensor probs;           // softmax output                        [B, a/t, S, S]
     Tensor attn_mask;       // its dropout mask (u8)                  [B, a/t, S, S]
     Tensor probs_drop;      // dropout output, multiplied by V        [B, a/t, S, S]
+    Tensor lse;             // flash attention only, instead of the three above: f32 [B, a/t, S]
     Tensor proj_in;         // attention context = projection input  [S·B, C/t]
     Tensor attn_drop_mask;  // dropout mask after the projection     [S_loc·B, C] (u8)
     // MLP block

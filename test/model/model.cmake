@@ -45,7 +45,18 @@ mm_test(test_equivalence_micro_without_scale EXE test_equivalence LABELS mpi NP 
 # Negative control: without the layer-norm / bias gradient sum over the TP group, SP must NOT match.
 mm_test(test_equivalence_sp_without_grad_sum EXE test_equivalence LABELS mpi NP 2 ARGS --tp 2 --sp --expect-fail-without-sp-sum)
 
+# Flash attention (layers/flash_attention.h): against the unfused path on one rank and at tp 2 + SP (dropout 0.1,
+# the same masks: losses within 1e-5 relative for 20 steps), S = 80 so that it runs two tiles, a partial one
+# included; and its own single-rank run reproduced at tp 2 + SP, pp 2 and dp 2.
+mm_test(test_equivalence_flash_vs_unfused EXE test_equivalence LABELS mpi NP 1 ARGS --tp 1 --attention flash --reference-attention unfused --seq 80)
+mm_test(test_equivalence_flash_vs_unfused_sp_tp2 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 2 --sp --attention flash --reference-attention unfused --seq 80)
+mm_test(test_equivalence_flash_sp_tp2 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 2 --sp --attention flash --seq 80)
+mm_test(test_equivalence_flash_pp2 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --attention flash --seq 80)
+mm_test(test_equivalence_flash_dp2 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --attention flash --seq 80)
+
 mm_test(test_recompute_tp1 EXE test_recompute LABELS mpi NP 1 ARGS --tp 1)
+mm_test(test_recompute_flash_tp1 EXE test_recompute LABELS mpi NP 1 ARGS --tp 1 --attention flash --seq 80)
+mm_test(test_recompute_flash_tp2_sp EXE test_recompute LABELS mpi NP 2 ARGS --tp 2 --sp --attention flash --seq 80)
 mm_test(test_recompute_tp2_sp EXE test_recompute LABELS mpi NP 2 ARGS --tp 2 --sp)
 mm_test(test_recompute_tp1_bf16 EXE test_recompute LABELS mpi NP 1 ARGS --tp 1 --dtype bf16)
 
@@ -111,3 +122,4 @@ mm_executable(test_pipeline_memory SOURCES test/model/test_pipeline_memory.cu)
 mm_test(test_pipeline_memory_pp2 EXE test_pipeline_memory LABELS mpi NP 2 ARGS --tp 1)
 mm_test(test_pipeline_memory_tp2_pp2 EXE test_pipeline_memory LABELS mpi NP 4 ARGS --tp 2)
 mm_test(test_pipeline_memory_pp1 EXE test_pipeline_memory LABELS mpi NP 1 ARGS --tp 1)
+mm_test(test_pipeline_memory_flash_tp2_pp2 EXE test_pipeline_memory LABELS mpi NP 4 ARGS --tp 2 --attention flash)

@@ -17,6 +17,7 @@ struct ModelSpec {
     int pp = 1, chunks = 1;  // pipeline stages, model chunks per stage (interleaved schedule)
     PipeSchedule schedule = PipeSchedule::OneFOneB;
     Recompute rc = Recompute::None;
+    Attention attention = Attention::Unfused;  // core attention's form (layers/flash_attention.h)
     DType dtype = DType::F32;
     Device device = Device::CPU;
     CommBackend backend = CommBackend::MPI;
@@ -52,6 +53,7 @@ struct ModelHarness {
         grid = grid_create(comm, s.tp, s.sp, s.backend, ctx, s.pp, s.rules);
         gpt_create(model, s.cfg, grid, ctx, *alloc, s.dtype, s.rc, s.dropout, s.seed, s.chunks, s.distributed_optimizer);
         model.schedule = s.schedule;
+        model.attention = s.attention;
         gpt_init_random(model, s.seed);
     }
     ~ModelHarness() {

@@ -14,6 +14,11 @@
 //                                  world = tp × dp × pp
 //                    [--expect-fail-without-tied-sum]   (negative control: drop the tied embedding's gradient sum
 //                                  over the first and last stage, expect a mismatch)
+//                    [--attention flash]   both runs with flash attention (layers/flash_attention.h)
+//                    [--reference-attention unfused|flash]   the single-rank run's attention (default: the same);
+//                                  flash against unfused compares the two paths: the same dropout masks, so
+//                                  the same losses within float rounding
+//                    [--seq S]     sequence length (default 16; > 64 gives flash attention several tiles)
 //                    [--bitwise]   tp 1: the reference also runs M micro-batches (one after another: 1F1B on
 //                                  one rank); everything but the tied word embedding must then be bitwise
 //                                  equal (its two uses' gradients are summed in another order: within float
@@ -42,7 +47,9 @@ int main(int argc, char** argv) {
     par.cfg = tiny_config();
     int steps = 20;
     bool negative = false, negative_micro = false, negative_tied = false, bitwise = false;
-    int micro = 1, B = 4;
+    int micro = 1, B = 4, S = 16;  // S divisible by tp = 4 (sequence shards); B divisible by dp
+    bool ref_attention_given = false;
+    Attention ref_attention = Attention::Unfused;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tp")) par.tp = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sp")) par.sp = true;
@@ -66,6 +73,9 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--ungrouped-p2p")) g_test_hooks.ungrouped_p2p = true;
         else if (!strcmp(argv[i], "--distributed-optimizer")) par.distributed_optimizer = true;
         else if (!strcmp(argv[i], "--batch")) B = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--seq")) S = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--attention")) parse_attention(argv[++i], &par.attention);
+        else if (!strcmp(argv[i], "--reference-attention")) ref_attention_given = parse_attention(argv[++i], &ref_attention);
         else if (!strcmp(argv[i], "--schedule")) {
             const char* v = argv[++i];
             par.schedule = !strcmp(v, "afab") ? PipeSchedule::AFAB : !strcmp(v, "interleaved") ? PipeSchedule::Interleaved
@@ -73,6 +83,7 @@ int main(int argc, char** argv) {
         }
     }
     if (par.pp > 1) par.cfg = tiny_config(std::max(4, par.pp * par.chunks));  // a layer per virtual stage, at least 4
+    par.cfg.max_seq = std::max(par.cfg.max_seq, S);
     if (par.device == Device::CUDA) {
         int ok = cuda_available() ? 1 : 0, all = 0;
         MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
@@ -93,7 +104,6 @@ int main(int argc, char** argv) {
             return 77;
         }
     }
-    const int S = 16;  // S divisible by tp = 4 (sequence shards); B divisible by dp
     int dp = world / (par.tp * par.pp);
     ModelSpec ref = par;
     ref.tp = 1;
@@ -101,13 +111,17 @@ int main(int argc, char** argv) {
     ref.pp = 1;
     ref.chunks = 1;
     ref.schedule = PipeSchedule::OneFOneB;
+    if (ref_attention_given) ref.attention = ref_attention;
     const int ref_micro = bitwise ? micro * dp : 1;  // bitwise: the same micro-batches, one after another
-    if (bitwise && par.tp == 1 && dp == 1 && par.pp == 1 && par.schedule == ref.schedule) {
+    if (bitwise && par.tp == 1 && dp == 1 && par.pp == 1 && par.schedule == ref.schedule && par.attention == ref.attention) {
         if (rank == 0) printf("test_equivalence: --bitwise with tp 1, dp 1, pp 1 and the 1f1b schedule compares the "
                               "reference with itself; give another layout or --schedule afab\n");
         MPI_Finalize();
         return 1;
     }
+    if (rank == 0)
+        printf("test_equivalence: %s attention (single rank: %s), S %d\n", attention_name(par.attention),
+               attention_name(ref.attention), S);
     if (rank == 0)
         printf("test_equivalence: tp %d dp %d pp %d (%s, %d chunk%s) sp %s, %d micro-batch%s per rank, on %s/%s vs single rank%s, "
                "dropout %.2f%s%s\n", par.tp, dp, par.pp, pipe_schedule_name(par.schedule), par.chunks, par.chunks > 1 ? "s" : "",
@@ -202,7 +216,10 @@ int main(int argc, char** argv) {
             for (int i = 0; i < steps; i++) worst = std::max(worst, (double)std::fabs(c_par[i] - c_ref[i]) / std::fabs(c_ref[i]));
             printf("  %d-step loss curve: %.5f -> %.5f (single rank %.5f -> %.5f), worst rel diff %.2e\n", steps, c_par[0],
                    c_par[steps - 1], c_ref[0], c_ref[steps - 1], worst);
-            CHECK(worst <= (par.dtype == DType::F32 ? 1e-4 : 3e-2), "loss curves differ: worst rel %.3e", worst);
+            // Flash against unfused (the issue's bar): 1e-5 relative at every step, as the two paths drop the same
+            // probabilities; a single differing keep bit moves a loss by far more.
+            const double curve_tol = par.dtype != DType::F32 ? 3e-2 : par.attention != ref.attention ? 1e-5 : 1e-4;
+            CHECK(worst <= curve_tol, "loss curves differ: worst rel %.3e (allowed %.0e)", worst, curve_tol);
             if (steps >= 20) CHECK(c_par[steps - 1] < c_par[0], "loss did not fall over %d steps", steps);
         }
     }

@@ -14,7 +14,8 @@ static MemoryReport measure(const ModelSpec& s, int B, int S) {
     Batch b = make_batch(s.cfg, B, S, 1, h.grid.dp, h.grid.dp_rank);
     gpt_forward(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, true);
     const ModelFormulaInput shape = formula_input(S, B / h.grid.dp, s.cfg.channels, s.cfg.heads, s.cfg.layers,
-                                                  s.cfg.padded_vocab, s.tp, h.grid.sp, s.rc, (int)dtype_size(s.dtype));
+                                                  s.cfg.padded_vocab, s.tp, h.grid.sp, s.rc, (int)dtype_size(s.dtype),
+                                                  s.attention);
     MemoryReport r = build_memory_report(h.alloc->live(), shape);
     gpt_backward(h.model);
     CHECK(h.alloc->live_bytes() == 0, "activations left after backward: %zu bytes", h.alloc->live_bytes());
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
         spec.cfg = tiny_config(2, 8, 48, 61, 64, 32);
         spec.tp = tp;
         const int B = 3, S = 24;
+        for (Attention at : {Attention::Unfused, Attention::Flash})
         for (DType dt : {DType::BF16, DType::F32})
             for (int sp = 0; sp < 2; sp++)
                 for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full}) {
@@ -41,11 +43,12 @@ int main(int argc, char** argv) {
                     s.dtype = dt;
                     s.sp = sp;
                     s.rc = rc;
+                    s.attention = at;
                     MemoryReport r = measure(s, B, S);
                     if (rank == 0) {
-                        printf("  t=%d sp=%d %-9s %s: per layer measured %8.0f formula %8.0f | model %9.0f vs %9.0f\n", tp, sp,
-                               recompute_name(rc), dtype_name(dt), r.per_layer_measured, r.per_layer_formula, r.model_measured,
-                               r.model_formula);
+                        printf("  t=%d sp=%d %-9s %-7s %s: per layer measured %8.0f formula %8.0f | model %9.0f vs %9.0f\n",
+                               tp, sp, recompute_name(rc), attention_name(at), dtype_name(dt), r.per_layer_measured,
+                               r.per_layer_formula, r.model_measured, r.model_formula);
                         CHECK(r.per_layer_measured == r.per_layer_formula, "per layer: measured %.0f != formula %.0f",
                               r.per_layer_measured, r.per_layer_formula);
                         CHECK(r.model_measured == r.model_formula, "model: measured %.0f != formula %.0f", r.model_measured,
@@ -56,13 +59,25 @@ int main(int argc, char** argv) {
                             CHECK(m == t.bytes, "tensor %s: measured %.0f != formula %.0f", t.name, m, t.bytes);
                         }
                         // Table 2 as printed, for bf16 (d = 2); full recompute under SP stores the 1/t shard.
+                        // Flash attention: the row without the 5as/h term (the selective row, whatever the policy
+                        // but full) plus the fp32 log-sum-exp, 4·asb/t, written out here from the paper's symbols.
                         if (dt == DType::BF16) {
                             bool spx = sp && tp > 1;
+                            const Recompute row_rc = at == Attention::Flash && rc == Recompute::None ? Recompute::Selective : rc;
                             double paper = rc == Recompute::Full
                                                ? table2_bytes(Table2Row::FullRecompute, S, B, spec.cfg.channels, spec.cfg.heads, tp) *
                                                      table2_full_sp_factor(tp, spx)
-                                               : table2_bytes(table2_row(tp, spx, rc), S, B, spec.cfg.channels, spec.cfg.heads, tp);
-                            CHECK(r.per_layer_measured == paper, "Table 2 row: measured %.0f != %.0f", r.per_layer_measured, paper);
+                                               : table2_bytes(table2_row(tp, spx, row_rc), S, B, spec.cfg.channels, spec.cfg.heads, tp);
+                            if (at == Attention::Flash && rc != Recompute::Full) paper += 4.0 * spec.cfg.heads * S * B / tp;
+                            CHECK(r.per_layer_measured == paper, "Table 2 row (%s): measured %.0f != %.0f", attention_name(at),
+                                  r.per_layer_measured, paper);
+                        }
+                        if (at == Attention::Flash) {
+                            const double lse = r.tensors.count("lse") ? r.tensors.at("lse") : 0;
+                            CHECK(rc == Recompute::Full ? lse == 0 : lse == 4.0 * spec.cfg.heads * S * B / tp,
+                                  "flash keeps one fp32 log-sum-exp per query and local head: %.0f bytes", lse);
+                            CHECK(!r.tensors.count("probs") && !r.tensors.count("attn_mask") && !r.tensors.count("probs_drop"),
+                                  "flash attention stores none of the s x s tensors");
                         }
                     }
                 }

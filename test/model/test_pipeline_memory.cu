@@ -19,8 +19,11 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     int tp = 1;
-    for (int i = 1; i < argc; i++)
+    Attention attention = Attention::Unfused;
+    for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tp")) tp = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--attention")) parse_attention(argv[++i], &attention);
+    }
     const int p = world / tp, L = 4, b = 2, S = 24;
     struct Case { const char* name; PipeSchedule sched; int M, chunks; double first_stage_layers; };
     const Case cases[] = {
@@ -29,7 +32,9 @@ int main(int argc, char** argv) {
         {"afab", PipeSchedule::AFAB, 4, 1, 4.0 * L / p},
         {"interleaved m=2", PipeSchedule::Interleaved, 2 * p, 2, L * (1.0 + (p - 1.0) / (p * 2.0))},
     };
-    if (rank == 0) printf("test_pipeline_memory: tp %d x pp %d, L = %d, micro-batches of %d sequences of %d\n", tp, p, L, b, S);
+    if (rank == 0)
+        printf("test_pipeline_memory: tp %d x pp %d, L = %d, micro-batches of %d sequences of %d, %s attention\n", tp, p, L, b,
+               S, attention_name(attention));
     int mismatches = 0;
     for (const Case& c : cases) {
         if (c.M < 1) continue;  // p = 1 has no M < p case
@@ -46,11 +51,12 @@ int main(int argc, char** argv) {
                     s.pp = p;
                     s.chunks = c.chunks;
                     s.schedule = c.sched;
+                    s.attention = attention;
                     ModelHarness h(s, MPI_COMM_WORLD);
                     const int B = b * std::max(c.M, 1);  // (M >= 1 here; max() tells the compiler so)
                     Batch batch = make_batch(s.cfg, B, S, 1, 1, 0);
                     const ModelFormulaInput shape = formula_input(S, b, s.cfg.channels, s.cfg.heads, L, s.cfg.padded_vocab, tp,
-                                                                  h.grid.sp, rc, (int)dtype_size(dt));
+                                                                  h.grid.sp, rc, (int)dtype_size(dt), attention);
                     MemoryReport r;
                     forward_backward(h.model, batch.inputs.data(), batch.targets.data(), B, S, c.M, [&] {
                         r = build_memory_report(h.alloc->live(), shape, pipeline_in_flight(h.model, c.M));
