@@ -84,7 +84,7 @@ const char* table2_row_name(Table2Row row);     // the paper's wording, e.g. "te
 const char* table2_row_formula(Table2Row row);  // the printed formula, e.g. "sbh(34/t + 5as/(ht))"
 double table2_bytes(Table2Row row, double s, double b, double h, double a, int t);
 // The Table 2 row that describes a (t, sp, rc) layout (t = 1 without SP and recompute: NoParallel).
-// layer_bytes({s,b,h,a,t,sp,rc,d=2}) == table2_bytes(table2_row(t,sp,rc), ...) for every layout except
+// layer_bytes({s,b,h,a,t,sp,rc,d=2}) (unfused) == table2_bytes(table2_row(t,sp,rc), ...) for every layout except
 // full recompute under SP: the paper prints 2sbh for full recompute (and uses it in Figure 7) while noting
 // that a 1/t slice per rank is possible under SP; our trainer stores that slice, 2sbh/t. The paper's value
 // times table2_full_sp_factor(t, sp) is what the trainer stores.
