@@ -145,14 +145,47 @@ Table2Row table2_row(int t, bool sp, Recompute rc) {
 
 double table2_full_sp_factor(int t, bool sp) { return sp ? 1.0 / t : 1.0; }
 
+// ---- Table 2 under flash attention -----------------------------------------------------------------------
+const char* table2_flash_formula(Table2Row row) {
+    switch (row) {
+        case Table2Row::NoParallel: return "sbh(34 + 4a/h)";
+        case Table2Row::TP: return "sbh(10 + 24/t + 4a/(ht))";
+        case Table2Row::TP_SP: return "sbh(34/t + 4a/(ht))";
+        case Table2Row::TP_Selective: return "sbh(10 + 24/t + 4a/(ht))";
+        case Table2Row::TP_SP_Selective: return "sbh(34/t + 4a/(ht))";
+        case Table2Row::FullRecompute: return "2sbh";
+    }
+    return "?";
+}
+
+double table2_flash_bytes(Table2Row row, double s, double b, double h, double a, int t) {
+    // sbh · 4a/h written as 4asb, as table2_bytes writes 5as/h as 5as²b: exact doubles for integer inputs.
+    const double sbh = s * b * h;
+    const double lse = 4 * a * s * b;  // fp32 log-sum-exp per query per head, sbh · 4a/h
+    switch (row) {
+        case Table2Row::NoParallel: return sbh * 34 + lse;
+        case Table2Row::TP:
+        case Table2Row::TP_Selective: return sbh * 10 + sbh * 24 / t + lse / t;
+        case Table2Row::TP_SP:
+        case Table2Row::TP_SP_Selective: return sbh * 34 / t + lse / t;
+        case Table2Row::FullRecompute: return 2 * sbh;
+    }
+    return 0;
+}
+
 // ---- Figure 7 ------------------------------------------------------------------------------------------
 double figure7_percent(Table2Row row, double s, double h, double a, int t) {
     // b cancels; use b = 1.
     return 100.0 * table2_bytes(row, s, 1, h, a, t) / table2_bytes(Table2Row::TP, s, 1, h, a, t);
 }
 
+double figure7_flash_percent(Table2Row row, double s, double h, double a, int t) {
+    return 100.0 * table2_flash_bytes(row, s, 1, h, a, t) / table2_bytes(Table2Row::TP, s, 1, h, a, t);
+}
+
 double selective_saving_fraction(double s, double h, double a, int t, bool sp) {
-    LayerFormulaInput none{s, 1, h, a, t, sp, Recompute::None, 2};
+    // §5's share is that of the paper's unfused attention core (under flash there is nothing to save).
+    LayerFormulaInput none{s, 1, h, a, t, sp, Recompute::None, 2, Attention::Unfused};
     LayerFormulaInput sel = none;
     sel.rc = Recompute::Selective;
     return 1.0 - layer_bytes(sel) / layer_bytes(none);

@@ -37,7 +37,7 @@ struct LayerFormulaInput {
     bool sp = false;                    // sequence parallelism (requires nothing of t; t = 1 makes it a no-op)
     Recompute rc = Recompute::None;
     int d = 2;                          // bytes per activation element (masks are always 1 byte)
-    Attention attention = Attention::Unfused;
+    Attention attention = Attention::Unfused;  // the core attention: the paper's unfused form, or flash
 };
 
 struct FormulaTerm {
@@ -65,7 +65,8 @@ struct FormulaTerm {
 // Flash: without those three under every policy but full, with "lse" after "qkv"; selective then keeps
 // exactly what none keeps (flash attention has already dropped the s×s tensors).
 // Full: only "ln1_in" = the layer input, d·sbh, or d·sbh/t under SP (each rank keeps its sequence shard).
-// Without parallelism the sum is sbh(16d + 2) + as²b(2d + 1): 34sbh + 5as²b for d = 2.
+// Without parallelism the sum is sbh(16d + 2) + as²b(2d + 1): 34sbh + 5as²b for d = 2; under flash
+// sbh(16d + 2) + 4asb (the lse is fp32 whatever d is, like the logits).
 std::vector<FormulaTerm> layer_terms(const LayerFormulaInput& in);
 double layer_bytes(const LayerFormulaInput& in);  // the sum of layer_terms(in)
 
@@ -83,22 +84,43 @@ const char* table2_row_name(Table2Row row);     // the paper's wording, e.g. "te
 const char* table2_row_formula(Table2Row row);  // the printed formula, e.g. "sbh(34/t + 5as/(ht))"
 double table2_bytes(Table2Row row, double s, double b, double h, double a, int t);
 // The Table 2 row that describes a (t, sp, rc) layout (t = 1 without SP and recompute: NoParallel).
-// layer_bytes({s,b,h,a,t,sp,rc,d=2}) == table2_bytes(table2_row(t,sp,rc), ...) for every layout except
+// layer_bytes({s,b,h,a,t,sp,rc,d=2}) (unfused) == table2_bytes(table2_row(t,sp,rc), ...) for every layout except
 // full recompute under SP: the paper prints 2sbh for full recompute (and uses it in Figure 7) while noting
 // that a 1/t slice per rank is possible under SP; our trainer stores that slice, 2sbh/t. The paper's value
 // times table2_full_sp_factor(t, sp) is what the trainer stores.
 Table2Row table2_row(int t, bool sp, Recompute rc);
 double table2_full_sp_factor(int t, bool sp);  // 1/t under SP, else 1
 
+// ---- Table 2 under flash attention (d = 2; not in the paper, the same rows) ---------------------------
+// Flash attention stores none of the three s×s tensors behind Table 2's 5as/h (probs, attn_mask,
+// probs_drop); it keeps one fp32 log-sum-exp per query per local head instead, 4·asb/t bytes = sbh·4a/(ht).
+// Each row trades its 5as/h (5as/(ht) under TP) for 4a/h (4a/(ht)):
+//   NoParallel       sbh(34 + 4a/h)
+//   TP               sbh(10 + 24/t + 4a/(ht))
+//   TP_SP            sbh(34/t + 4a/(ht))
+//   TP_Selective     sbh(10 + 24/t + 4a/(ht))   = TP: selective has nothing left to drop, the lse stays
+//   TP_SP_Selective  sbh(34/t + 4a/(ht))        = TP_SP
+//   FullRecompute    2sbh                        unchanged: only the layer input is kept
+// At the paper's shapes the lse is tiny: 5as/h ÷ 4a/h = 5s/4 = 2560 at s = 2048 (GPT-3: 80 against 0.03).
+// layer_bytes({..., Attention::Flash}) == table2_flash_bytes(table2_row(t, sp, rc), ...), with the same
+// full-recompute-under-SP exception as the paper's rows (times table2_full_sp_factor).
+const char* table2_flash_formula(Table2Row row);  // the row written like the paper's, e.g. "sbh(34/t + 4a/(ht))"
+double table2_flash_bytes(Table2Row row, double s, double b, double h, double a, int t);
+
 // ---- Figure 7: per-layer activation memory relative to the TP baseline (Table 2, d = 2) ----------------
 // percent = 100 · table2_bytes(row) / table2_bytes(TP). Independent of s, b, h individually: depends on
 // t and 5as/h only. The four bars of the figure: TP_SP, TP_Selective, TP_SP_Selective, FullRecompute.
 double figure7_percent(Table2Row row, double s, double h, double a, int t);
+// The same bars under flash attention, against the SAME baseline, the paper's unfused tensor-parallel layer:
+// 100 · table2_flash_bytes(row) / table2_bytes(TP), so that they stand beside the paper's bars. Depends on
+// t, 5as/h and 4a/h only (b cancels).
+double figure7_flash_percent(Table2Row row, double s, double h, double a, int t);
 
 // Fraction of a layer's activation memory that selective recompute removes (§5: "70% for GPT-3, 65% for
 // MT-NLG"): the attention core 5as/h out of 34 + 5as/h. The paper's baseline is the same layout without
 // selective recompute under no parallelism, or equivalently under TP + SP (both scale every term by 1/t);
 // under plain TP (10 unsplit) the saving would be smaller: (5as/(ht)) / (10 + 24/t + 5as/(ht)).
+// Always the paper's unfused attention: under flash selective recompute saves nothing (layer_terms).
 double selective_saving_fraction(double s, double h, double a, int t, bool sp);
 
 // ---- the whole model (§4.3, Eq. 5/6 style) -------------------------------------------------------------
@@ -152,7 +174,9 @@ std::vector<FormulaTerm> first_stage_extra_terms(const ModelFormulaInput& in, in
 double first_stage_extra_bytes(const ModelFormulaInput& in, int in_flight_microbatches);
 // Not in the paper's totals: the transient activations rebuilt for ONE layer during its backward pass —
 // full recompute rebuilds all of the layer's none-policy tensors, selective rebuilds the attention core
-// (probs, attn_mask, probs_drop). 0 for Recompute::None. Shown separately by the calculator.
+// (probs, attn_mask, probs_drop). 0 for Recompute::None. Shown separately by the calculator. Under flash
+// attention selective rebuilds nothing here (0: the kernel rebuilds the probabilities one tile at a time in
+// on-chip memory, never as an s×s tensor) and full rebuilds the flash layer (the lse, no s×s tensors).
 double recompute_transient_bytes(const LayerFormulaInput& in);
 
 // ---- parameters, gradients, optimizer state -------------------------------------------------------------

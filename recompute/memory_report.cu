@@ -123,8 +123,12 @@ void print_memory_report(FILE* f, const MemoryReport& r) {
     if (r.pp > 1 || r.microbatches > 1)
         fprintf(f, "  pipeline stage %d of %d, schedule %s, %d micro-batches per step: %d layer-micro-batches in flight\n",
                 r.pp_rank, r.pp, r.schedule.c_str(), r.microbatches, r.in_flight_layers);
-    fprintf(f, "  s=%.0f b=%.0f h=%.0f a=%.0f L=%.0f v(padded)=%.0f  t=%d sp=%s recompute=%s  activations %d bytes/element, masks 1 byte\n",
-            s.s, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "on" : "off", recompute_name(s.rc), s.d);
+    fprintf(f, "  s=%.0f b=%.0f h=%.0f a=%.0f L=%.0f v(padded)=%.0f  t=%d sp=%s recompute=%s attention=%s  activations %d bytes/element, masks 1 byte\n",
+            s.s, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "on" : "off", recompute_name(s.rc), attention_name(s.attention), s.d);
+    if (s.attention == Attention::Flash && s.rc == Recompute::Selective)
+        fprintf(f, "  note: selective recompute has nothing left to drop under flash attention: the s x s tensors (probs,\n"
+                   "        attn_mask, probs_drop) are never stored, the kernel rebuilds them tile by tile in the backward pass\n"
+                   "        from the saved lse (4asb/t bytes, fp32), which is kept; the layer keeps what recompute=none keeps.\n");
     char first[32];
     snprintf(first, sizeof first, "layer %d tensor", r.first_layer);
     fprintf(f, "  %-16s %14s %14s %10s\n", first, "measured", "formula", "diff");
@@ -175,8 +179,8 @@ std::string memory_report_json(const MemoryReport& r) {
         j += b;
     };
     const ModelFormulaInput& s = r.shape;
-    snprintf(b, sizeof b, "\"s\":%.0f,\"b\":%.0f,\"h\":%.0f,\"a\":%.0f,\"L\":%.0f,\"v\":%.0f,\"t\":%d,\"sp\":%s,\"recompute\":\"%s\",\"d\":%d,",
-             s.s, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "true" : "false", recompute_name(s.rc), s.d);
+    snprintf(b, sizeof b, "\"s\":%.0f,\"b\":%.0f,\"h\":%.0f,\"a\":%.0f,\"L\":%.0f,\"v\":%.0f,\"t\":%d,\"sp\":%s,\"recompute\":\"%s\",\"attention\":\"%s\",\"d\":%d,",
+             s.s, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "true" : "false", recompute_name(s.rc), attention_name(s.attention), s.d);
     j += b;
     num("per_layer_measured", r.per_layer_measured);
     num("per_layer_formula", r.per_layer_formula);

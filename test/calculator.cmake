@@ -29,6 +29,15 @@ if(Python3_Interpreter_FOUND)
            COMMAND sh -c "\"$1\" --json | \"$2\" -c \"import json,sys; d=json.load(sys.stdin); m={x['name']: x for x in d['models']}; assert list(m)==['22B','175B','530B','1T','530B-dp8'], list(m); p=m['530B-dp8']; assert p['pipeline_first_stage']['in_flight_layers']==139==p['pipeline_first_stage']['paper_in_flight_layers']; assert p['first_stage_params_per_gpu']['total']==2060874240; assert p['bytes_per_param_distributed_optimizer']==7.5 and m['530B']['bytes_per_param_distributed_optimizer']==18; s=p['first_stage_memory_bytes']['tp_sp_selective']; assert s['model_states_distributed_optimizer']==2060874240*7.5 and s['fits_distributed_optimizer']\""
                    sh $<TARGET_FILE:memory_calculator> ${Python3_EXECUTABLE})
   set_tests_properties(calculator_json_valid PROPERTIES LABELS unit TIMEOUT 60)
+  # Flash attention in the JSON, worked out by hand for 175B (sbh = 2048 x 12288 = 25165824, t = 8, a = 96):
+  # Table 2's TP + SP row under flash 34sbh/8 + 4 x 96 x 2048/8 = 106954752 + 98304 = 107053056 bytes; the
+  # selective rows equal the rows without selective; full recompute unchanged; Figure 7's TP + SP + flash
+  # 100 x (4.25 + 0.00390625)/23 % of the paper's TP baseline; the first stage's 124 layers' worth of it with
+  # nothing rebuilt. With --attention flash the paper's layouts turn flash: TP + selective = TP.
+  add_test(NAME calculator_json_flash
+           COMMAND sh -c "\"$1\" --json --model 175B | \"$2\" -c \"import json,sys; d=json.load(sys.stdin); assert d['attention']=='unfused'; m=d['models'][0]; t2=m['table2_bytes_per_layer']; assert t2[2]['flash_bytes']==107053056 and t2[2]['flash_formula']=='sbh(34/t + 4a/(ht))', t2[2]; assert t2[3]['flash_bytes']==t2[1]['flash_bytes'] and t2[4]['flash_bytes']==t2[2]['flash_bytes'] and t2[5]['flash_bytes']==t2[5]['bytes']; f=m['figure7_percent_of_tp']; assert abs(f['tp_sp_flash']-100*4.25390625/23)<1e-6 and f['four_a_over_h']==0.03125; s=m['first_stage_memory_bytes']['tp_sp_flash']; assert abs(s['layers']/(124*107053056)-1)<1e-9 and s['rebuilt_layer']==0\" && \"$1\" --json --model 175B --attention flash | \"$2\" -c \"import json,sys; d=json.load(sys.stdin); assert d['attention']=='flash'; s=d['models'][0]['first_stage_memory_bytes']; assert s['tp_selective']==s['tp'] and s['tp_sp_selective']==s['tp_sp_flash'], s\""
+                   sh $<TARGET_FILE:memory_calculator> ${Python3_EXECUTABLE})
+  set_tests_properties(calculator_json_flash PROPERTIES LABELS unit TIMEOUT 60)
 endif()
 # The Figure 7 chart is written (needs libstb-dev; not registered without it). Same lookup as
 # tools/calculator.cmake (a cached result: this fragment is included first).

@@ -50,11 +50,48 @@ expect "530B-dp8 states with and without" "TP \+ SP \+ selective +23\.1 .*\| +34
 # sbh = 2048 x 2 x 20480, = 46.2 GiB, + 70 masks sbh/t = 0.68 GiB + the rebuilt core 5as^2b/t = 0.625 GiB;
 # + 34.5 GiB of states = 82.0 GiB (does not fit), + 14.4 GiB with the distributed optimizer = 61.9 (fits).
 expect "530B-dp8 b = 2 row" "TP \+ SP \+ selective +46\.2 +0\.68 +46\.8 +0\.62 \| +34\.5 +82\.0 does not fit \| +14\.4 +61\.9 fits" -- --model 530B-dp8 --micro-batch 2
-expect "530B-dp8 b = 2 verdict" "fits only with the distributed optimizer: TP \+ SP \+ selective$" -- --model 530B-dp8 --micro-batch 2
+# TP + SP + flash likewise: 139 x (34sbh/8 + lse/8) = 139 x (356515840 + 131072) B = 46.2 GiB, + 0.68 GiB of masks,
+# nothing rebuilt: 46.9; + 34.5 = 81.4 (does not fit), + 14.4 = 61.3 (fits).
+expect "530B-dp8 b = 2 verdict" "fits only with the distributed optimizer: TP \+ SP \+ selective, TP \+ SP \+ flash$" -- --model 530B-dp8 --micro-batch 2
+expect "530B-dp8 b = 2 flash row" "TP \+ SP \+ flash +46\.2 +0\.68 +46\.9 +0\.00 \| +34\.5 +81\.4 does not fit \| +14\.4 +61\.3 fits" -- --model 530B-dp8 --micro-batch 2
 # fp32 training: 16 bytes per parameter, 8 + 8/8 = 9 distributed at dp 8.
 expect "fp32 model states" "bytes per parameter: 16; with the distributed optimizer over dp = 8: 9$" -- --model 530B-dp8 --param-dtype fp32
 # A fractional fixed accounting is printed as given.
 expect "fractional --bytes-per-param" "bytes per parameter: 7\.5 \(--bytes-per-param" -- --model 22B --bytes-per-param 7.5
+# Flash attention (docs/paper.md "Flash attention and Table 2"): the 5as/h term gives way to the fp32 lse.
+# 22B, no parallelism (t = 1 row): sbh = 2048 x 4 x 6144 = 50331648; 34sbh = 1711276032, lse 4asb =
+# 4 x 64 x 2048 x 4 = 2097152; 1713373184 B = 1634.0 MiB (exactly 1634).
+expect "Table 2 flash, no parallelism" "^    no parallelism +sbh\(34 \+ 4a/h\) +1634\.0$" -- --model 22B
+# A small model at t = 2, s = 1024, b = 8, h = 768, a = 12: sbh = 6291456, lse/t = 4 x 12 x 1024 x 8 / 2 = 196608.
+# TP: 10sbh + 24sbh/2 = 138412032 + 196608 = 138608640 B = 132.1875 MiB; TP + SP: 34sbh/2 = 106954752
+# + 196608 = 107151360 B = 102.1875 MiB; the selective rows the same.
+small=(--layers 12 --heads 12 --hidden 768 --seq 1024 --vocab 50304 --tp 2 --micro-batch 8)
+expect "Table 2 flash, TP" "^    tensor parallel \(baseline\) +sbh\(10 \+ 24/t \+ 4a/\(ht\)\) +132\.2$" -- "${small[@]}"
+expect "Table 2 flash, TP + selective" "^    tensor parallel \+ selective recompute +sbh\(10 \+ 24/t \+ 4a/\(ht\)\) +132\.2$" -- "${small[@]}"
+expect "Table 2 flash, TP + SP + selective" "^    tensor \+ sequence parallel \+ selective recompute sbh\(34/t \+ 4a/\(ht\)\) +102\.2$" -- "${small[@]}"
+# The paper's rows stay as printed: the same small model's TP + SP + selective row, 34sbh/2 = 102.0 MiB.
+expect "Table 2 paper row kept" "^  tensor \+ sequence parallel \+ selective recompute +sbh\(34/t\) +102\.0$" -- "${small[@]}"
+# Figure 7 under flash, 175B (t = 8; 5as/h = 80, 4a/h = 4 x 96 / 12288 = 0.03125), against the paper's TP
+# baseline 10 + 3 + 10 = 23: TP + flash (13 + 0.00390625)/23 = 56.54%, TP + selective 13/23 = 56.52%,
+# TP + SP + flash (4.25 + 0.00390625)/23 = 18.50%, TP + SP + selective 4.25/23 = 18.48%.
+expect "Figure 7 flash, 175B" "^  175B +0\.03125 +56\.54% +56\.52% +18\.50% +18\.48%$" -- --model 175B
+# The per-GPU totals, 175B TP + SP + flash: 124 layers' worth x (34sbh/8 + lse/8) with sbh = 2048 x 12288 =
+# 25165824: 124 x 107053056 = 13274578944 B = 12.4 GiB; outside 16 masks x sbh/8 = 0.05 GiB; nothing rebuilt;
+# states (12 x (12h^2/8 + 7h/8 + 6h) + 51200/8 x h + 2048 x h) x 18 = 2822731776 x 18 = 47.3 GiB; total
+# 64134082560 B = 59.7 GiB (TP + SP + selective: 60.0, with its 0.23 GiB rebuilt core).
+expect "175B TP + SP + flash total" "TP \+ SP \+ flash +12\.4 +0\.05 +12\.4 +0\.00 \| +47\.3 +59\.7 fits" -- --model 175B
+# 22B TP + flash: 48 x (13sbh + lse/8) with sbh = 2048 x 4 x 6144: 48 x 654573568 = 29.3 GiB; outside (p = 1,
+# plain TP) 5sbh + 4sbv/8 = 0.43 GiB; states 2771853312 x 18 = 46.5 GiB; total 81774264320 B = 76.2 GiB
+# (TP + selective: 76.8).
+expect "22B TP + flash total" "TP \+ flash +29\.3 +0\.43 +29\.7 +0\.00 \| +46\.5 +76\.2 fits" -- --model 22B
+# --attention flash: every layout flash. 175B TP + SP + selective = TP + SP + flash above (nothing rebuilt:
+# 59.7); full + SP rebuilds one flash layer, 107053056 B = 0.10 GiB, on 124 x 2sbh/8 = 0.7 GiB of inputs.
+expect "--attention flash, selective" "TP \+ SP \+ selective +12\.4 +0\.05 +12\.4 +0\.00 \| +47\.3 +59\.7 fits" -- --model 175B --attention flash
+expect "--attention flash, full + SP" "full \+ SP \(2sbh/t\) +0\.7 +0\.05 +0\.8 +0\.10 \|" -- --model 175B --attention flash
+expect "--attention-backend flash" "^  Attention: flash in every layout" -- --model 175B --attention-backend=flash
+expect "--attention unfused" "^  Attention: the paper's unfused core" -- --model 175B --attention unfused
+expect_refusal "bad --attention" "--attention must be unfused or flash, got 'fused'" -- --attention fused
+
 # Layouts the schedule cannot run are refused with the numbers.
 expect_refusal "interleaved M not a multiple of p" "60 micro-batches are not a multiple of --pp 8" -- --model 175B --global-batch 60
 expect_refusal "M not whole" "not a whole number of micro-batches" -- --model 530B-dp8 --global-batch 2241

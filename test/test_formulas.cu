@@ -10,7 +10,11 @@
 //  - the first stage counted from the pipeline schedule (parallel/pipeline_schedule.h, rank 0's peak in
 //    flight) equals the paper's statement: L layers' worth for 1F1B with M >= p, L·(1 + (p−1)/(pm))
 //    interleaved; model-state bytes per parameter (18, 6 + 12/d) and the first stage's parameters as the
-//    trainer shards them (against layers/model_shape.h's parameter table and hand-computed 530B numbers).
+//    trainer shards them (against layers/model_shape.h's parameter table and hand-computed 530B numbers);
+//  - flash attention: the per-tensor terms sum to the flash rows of Table 2 exactly (the 5as/h term
+//    replaced by the lse's 4a/h) for the same layouts, fp32 and bf16, every policy, and equal a closed form
+//    written out here by hand; selective keeps what none keeps; the flash Figure 7 bars against the
+//    paper's unfused TP baseline.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -355,6 +359,140 @@ static void test_model_state() {
               (double)param_count(c) + wte, "p=2: the model plus the tied copy");
 }
 
+// Flash attention (docs/paper.md "Flash attention and Table 2"): no s×s tensors, one fp32 log-sum-exp per
+// query per local head ("lse", 4asb/t bytes) in their place, under none and selective alike.
+static void test_flash() {
+    Attention at;
+    CHECK(parse_attention("flash", &at) && at == Attention::Flash, "flash");
+    CHECK(parse_attention("unfused", &at) && at == Attention::Unfused, "unfused");
+    CHECK(!parse_attention("Flash", &at) && !parse_attention("", &at) && !parse_attention(nullptr, &at), "bad names");
+    CHECK(strcmp(attention_name(Attention::Flash), "flash") == 0 && strcmp(attention_name(Attention::Unfused), "unfused") == 0,
+          "attention names");
+    CHECK(LayerFormulaInput{}.attention == Attention::Unfused && ModelFormulaInput{}.attention == Attention::Unfused,
+          "unfused by default");
+
+    // The tags, in order: the unfused list with "lse" in place of probs, attn_mask, probs_drop.
+    const char* flash_tags[] = {"ln1_in", "qkv_in", "qkv", "lse", "proj_in", "attn_drop_mask", "ln2_in", "fc1_in",
+                                "gelu_in", "fc2_in", "mlp_drop_mask"};
+    for (Recompute rc : {Recompute::None, Recompute::Selective}) {
+        LayerFormulaInput in{128, 2, 64, 4, 2, true, rc, 2, Attention::Flash};
+        auto terms = layer_terms(in);
+        CHECK(terms.size() == 11, "flash %s: %zu terms", recompute_name(rc), terms.size());
+        for (size_t i = 0; i < terms.size() && i < 11; i++)
+            CHECK(strcmp(terms[i].name, flash_tags[i]) == 0, "flash %s term %zu: %s", recompute_name(rc), i, terms[i].name);
+        // lse: a/t heads x s queries x b sequences x 4 bytes = 4 * 2 * 128 * 2 = 2048.
+        CHECK(terms.size() > 3 && terms[3].bytes == 2048, "lse bytes %g", terms.size() > 3 ? terms[3].bytes : -1);
+    }
+    LayerFormulaInput full{128, 2, 64, 4, 2, true, Recompute::Full, 2, Attention::Flash};
+    auto fterms = layer_terms(full);
+    CHECK(fterms.size() == 1 && strcmp(fterms[0].name, "ln1_in") == 0 && fterms[0].bytes == 2.0 * 128 * 2 * 64 / 2,
+          "flash + full keeps only the layer input");
+
+    struct Shape { double s, b, h, a; };
+    const Shape shapes[] = {{2048, 4, 6144, 64}, {2048, 1, 12288, 96}, {2048, 1, 20480, 128},
+                            {2048, 1, 25600, 160}, {1024, 8, 768, 12}, {64, 3, 32, 4}, {256, 2, 96, 8}};
+    const Recompute rcs[] = {Recompute::None, Recompute::Selective, Recompute::Full};
+    int n = 0;
+    for (const Shape& sh : shapes)
+        for (int t : {1, 2, 4, 8})
+            for (bool sp : {false, true})
+                for (Recompute rc : rcs) {
+                    // bf16 (d = 2): the sum of the terms is the flash row of Table 2, bit for bit.
+                    LayerFormulaInput in{sh.s, sh.b, sh.h, sh.a, t, sp, rc, 2, Attention::Flash};
+                    const Table2Row row = table2_row(t, sp, rc);
+                    const double flash_row = table2_flash_bytes(row, sh.s, sh.b, sh.h, sh.a, t) *
+                                             table2_full_sp_factor(t, sp && rc == Recompute::Full);
+                    CHECK(layer_bytes(in) == flash_row, "flash s=%g b=%g h=%g a=%g t=%d sp=%d rc=%s: terms %.17g vs row %.17g",
+                          sh.s, sh.b, sh.h, sh.a, t, (int)sp, recompute_name(rc), layer_bytes(in), flash_row);
+                    // bf16 and fp32 against the closed form, written out here from the per-tensor table:
+                    // replicated (÷t under SP only) 4d + 2 (two LN inputs, QKV and fc1 inputs, two masks),
+                    // split by t 12d (Q,K,V 3d, projection input d, GeLU input and output 4d + 4d),
+                    // plus the fp32 lse 4asb/t; full recompute: d·sbh, ÷t under SP.
+                    const double sbh = sh.s * sh.b * sh.h, rep = sp ? t : 1;
+                    for (int d : {2, 4}) {
+                        in.d = d;
+                        const double hand = rc == Recompute::Full
+                                                ? d * sbh / rep
+                                                : sbh * (4 * d + 2) / rep + sbh * 12 * d / t + 4 * sh.a * sh.s * sh.b / t;
+                        CHECK(layer_bytes(in) == hand, "flash d=%d s=%g t=%d sp=%d rc=%s: %.17g vs by hand %.17g", d, sh.s,
+                              t, (int)sp, recompute_name(rc), layer_bytes(in), hand);
+                        // Against the unfused layer: flash drops (2d + 1)as²b/t and adds 4asb/t (none); keeps
+                        // the lse on top of unfused selective; changes nothing under full.
+                        LayerFormulaInput unf = in;
+                        unf.attention = Attention::Unfused;
+                        const double core = (2 * d + 1) * sh.a * sh.s * sh.s * sh.b / t, lse = 4 * sh.a * sh.s * sh.b / t;
+                        const double want = rc == Recompute::None ? layer_bytes(unf) - core + lse
+                                            : rc == Recompute::Selective ? layer_bytes(unf) + lse
+                                                                         : layer_bytes(unf);
+                        CHECK(layer_bytes(in) == want, "flash vs unfused d=%d t=%d sp=%d rc=%s", d, t, (int)sp,
+                              recompute_name(rc));
+                        // Selective keeps exactly what none keeps; the transient it rebuilds is 0.
+                        if (rc == Recompute::Selective) {
+                            LayerFormulaInput none = in;
+                            none.rc = Recompute::None;
+                            auto a = layer_terms(in), b = layer_terms(none);
+                            bool same = a.size() == b.size();
+                            for (size_t i = 0; same && i < a.size(); i++)
+                                same = strcmp(a[i].name, b[i].name) == 0 && a[i].bytes == b[i].bytes;
+                            CHECK(same, "flash selective == none (d=%d t=%d sp=%d)", d, t, (int)sp);
+                            CHECK(recompute_transient_bytes(in) == 0, "flash selective rebuilds no tensor");
+                        }
+                        if (rc == Recompute::Full) {
+                            LayerFormulaInput none = in;
+                            none.rc = Recompute::None;
+                            CHECK(recompute_transient_bytes(in) == layer_bytes(none), "flash full rebuilds the flash layer");
+                        }
+                        n++;
+                    }
+                    in.d = 2;
+                }
+    // A t that is not a power of two: the same sums, to rounding.
+    for (int t : {3, 6}) {
+        LayerFormulaInput in{1536, 2, 1536, 48, t, true, Recompute::None, 2, Attention::Flash};
+        const double row = table2_flash_bytes(Table2Row::TP_SP, 1536, 2, 1536, 48, t);
+        CHECK(std::fabs(layer_bytes(in) / row - 1) < 1e-15, "flash t=%d SP", t);
+        in.sp = false;
+        const double row_tp = table2_flash_bytes(Table2Row::TP, 1536, 2, 1536, 48, t);
+        CHECK(std::fabs(layer_bytes(in) / row_tp - 1) < 1e-15, "flash t=%d TP", t);
+    }
+    // The printed rows: the paper's with 5as/h -> 4a/h; selective rows equal the rows without it.
+    CHECK(strcmp(table2_flash_formula(Table2Row::NoParallel), "sbh(34 + 4a/h)") == 0, "flash no-parallel formula");
+    CHECK(strcmp(table2_flash_formula(Table2Row::TP), "sbh(10 + 24/t + 4a/(ht))") == 0, "flash TP formula");
+    CHECK(strcmp(table2_flash_formula(Table2Row::TP_SP), "sbh(34/t + 4a/(ht))") == 0, "flash TP+SP formula");
+    CHECK(strcmp(table2_flash_formula(Table2Row::TP_Selective), table2_flash_formula(Table2Row::TP)) == 0 &&
+              strcmp(table2_flash_formula(Table2Row::TP_SP_Selective), table2_flash_formula(Table2Row::TP_SP)) == 0,
+          "flash selective rows = the rows without selective");
+    CHECK(strcmp(table2_flash_formula(Table2Row::FullRecompute), table2_row_formula(Table2Row::FullRecompute)) == 0,
+          "full recompute unchanged");
+
+    // GPT-3 175B (s 2048, h 12288, a 96, t 8): 5as/h = 80 against 4a/h = 0.03125. The flash bars against the
+    // paper's TP baseline 10 + 24/8 + 80/8 = 23: TP + flash (13 + 0.00390625)/23 = 56.539%, TP + SP + flash
+    // (4.25 + 0.00390625)/23 = 18.495%, each 0.017 points above the selective bar it replaces.
+    const double s = 2048, h = 12288, a = 96;
+    CHECK(4 * a / h == 0.03125 && 5 * a * s / h == 80, "175B: 4a/h and 5as/h");
+    const double tp_flash = figure7_flash_percent(Table2Row::TP, s, h, a, 8);
+    const double sp_flash = figure7_flash_percent(Table2Row::TP_SP, s, h, a, 8);
+    CHECK(std::fabs(tp_flash - 100 * 13.00390625 / 23) < 1e-12, "175B TP + flash %.6f%%", tp_flash);
+    CHECK(std::fabs(sp_flash - 100 * 4.25390625 / 23) < 1e-12, "175B TP + SP + flash %.6f%%", sp_flash);
+    CHECK(std::fabs(tp_flash - figure7_percent(Table2Row::TP_Selective, s, h, a, 8) - 100 * 0.00390625 / 23) < 1e-12,
+          "175B flash - selective = the lse");
+    CHECK(figure7_flash_percent(Table2Row::FullRecompute, s, h, a, 8) == figure7_percent(Table2Row::FullRecompute, s, h, a, 8),
+          "full recompute bar unchanged");
+    // §5's shares keep their meaning (unfused): 70.2% for GPT-3 whatever flash does.
+    CHECK(std::fabs(selective_saving_fraction(s, h, a, 8, true) - 80.0 / 114) < 1e-12, "selective share stays unfused");
+
+    // The whole model: formula_input carries the choice into layer(); 22B at t 8 with SP, p = 1, none:
+    // (sbhL/t)(34 + 4a/h) in the layers.
+    ModelFormulaInput m = formula_input(2048, 4, 6144, 64, 48, 51200, 8, true, Recompute::None, 2, Attention::Flash);
+    CHECK(m.attention == Attention::Flash && m.layer().attention == Attention::Flash, "formula_input carries flash");
+    const double sbh = 2048.0 * 4 * 6144;
+    CHECK(std::fabs(first_stage_layer_bytes(m) / (sbh * 48 / 8 * (34 + 4 * 64.0 / 6144)) - 1) < 1e-14,
+          "22B flash layers %.17g", first_stage_layer_bytes(m));
+    CHECK(formula_input(2048, 4, 6144, 64, 48, 51200, 8, true, Recompute::None, 2).attention == Attention::Unfused,
+          "formula_input: unfused by default");
+    printf("  flash: %d layouts equal the flash rows of Table 2 and the closed form (d = 2 and 4)\n", n);
+}
+
 int main() {
     test_names();
     test_table2_exact();
@@ -365,5 +503,6 @@ int main() {
     test_params();
     test_schedule_first_stage();
     test_model_state();
+    test_flash();
     return test_finish("test_formulas");
 }

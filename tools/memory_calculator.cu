@@ -11,7 +11,11 @@
 //     and the embeddings, TP-sharded as the trainer shards them), with and without the distributed
 //     optimizer; the paper's 530B run at data-parallel 8 (2240 GPUs) is added to the four models;
 //   - FLOPs per iteration (Appendix A): model FLOPs (Eq. 7), hardware FLOPs with selective (Eq. 8) and full
-//     recompute, and from iteration times MFU and HFU — the built-in Table 5 times reproduce its columns.
+//     recompute, and from iteration times MFU and HFU — the built-in Table 5 times reproduce its columns;
+//   - beside the paper's columns, which stay as printed, the same under flash attention (not in the paper):
+//     Table 2's rows with the 5as/h term traded for the fp32 lse's 4a/h, Figure 7's bars against the same
+//     (unfused) TP baseline, and two flash layouts in the per-GPU totals; --attention flash computes every
+//     layout of the per-GPU totals with flash attention (docs/paper.md "Flash attention and Table 2").
 // --json prints the same numbers as JSON; --chart FILE.png draws Figure 7 (tools/chart.h).
 // Every number comes from recompute/formulas.h, the same code the trainer's memory report uses.
 #include <algorithm>
@@ -82,6 +86,7 @@ struct Options {
     double iter_time = NAN, iter_time_full = NAN;
     std::string schedule;          // "" = 1f1b, or interleaved when m > 1
     int d = 2;
+    Attention attention = Attention::Unfused;  // --attention: the core attention of the per-GPU totals
     bool bf16_states = true;       // --param-dtype: bf16 training (18 B/param) or fp32 (16)
     double bytes_per_param = NAN;  // --bytes-per-param: a fixed accounting instead (NAN: not given)
     double gpu_mem_gib = 80;
@@ -124,6 +129,10 @@ void print_help() {
         "Memory:\n"
         "  --d BYTES           bytes per activation element (2 = bf16 as in the paper, 4 = fp32); masks\n"
         "                      are 1 byte and the logits fp32 whatever d is. Default 2\n"
+        "  --attention A       core attention of every layout in the per-GPU totals: unfused (default, the\n"
+        "                      paper's) or flash (no s x s tensors; a 4asb/t-byte fp32 lse instead, so\n"
+        "                      selective recompute equals none). Table 2 and Figure 7 show both whatever\n"
+        "                      it is. Also spelled --attention-backend (Megatron-LM's flag)\n"
         "  --param-dtype T     bf16 (default): bf16 weight 2 + fp32 gradient 4 + fp32 master weight 4 + Adam\n"
         "                      m, v 4 + 4 = 18 bytes per parameter, 6 + 12/dp with the distributed optimizer\n"
         "                      (Megatron-LM's accounting); fp32: 16, and 8 + 8/dp distributed\n"
@@ -146,7 +155,8 @@ void print_help() {
         "  memory_calculator                                    # the paper's Tables 2, 5 and Figure 7\n"
         "  memory_calculator --chart docs/figure7.png\n"
         "  memory_calculator --model 530B --dp 8 --global-batch 2240 --iter-time 39.15   # 54.2% MFU\n"
-        "  memory_calculator --layers 12 --heads 12 --hidden 768 --seq 1024 --vocab 50304 --tp 2 --d 4\n",
+        "  memory_calculator --layers 12 --heads 12 --hidden 768 --seq 1024 --vocab 50304 --tp 2 --d 4\n"
+        "  memory_calculator --model 175B --attention flash          # the per-GPU totals under flash\n",
         stdout);
 }
 
@@ -195,6 +205,10 @@ Options parse_args(int argc, char** argv) {
         else if (arg == "--interleave") o.interleave = (int)num(true);
         else if (arg == "--dp") o.dp = (int)num(true);
         else if (arg == "--d") o.d = (int)num(true);
+        else if (arg == "--attention" || arg == "--attention-backend") {
+            const char* v = next();
+            if (!parse_attention(v, &o.attention)) mm_fatal("%s must be unfused or flash, got '%s'", arg.c_str(), v);
+        }
         else if (arg == "--bytes-per-param") o.bytes_per_param = num(false);
         else if (arg == "--schedule") {
             o.schedule = next();
@@ -276,22 +290,29 @@ std::vector<ModelSpec> select_models(const Options& o) {
 }
 
 // ---- results -------------------------------------------------------------------------------------------
-// The layouts the calculator compares (Table 2's rows with parallelism, plus SP + full as our trainer runs it).
+// The layouts the calculator compares: Table 2's rows with parallelism, plus SP + full as our trainer runs
+// it (the paper's unfused attention), then the two layouts flash attention adds (with selective they are
+// the same: nothing is left for selective to drop; full recompute keeps the same layer input).
 struct Layout {
     const char* key;    // JSON key
     const char* label;  // table label
     bool sp;
     Recompute rc;
+    Attention attention;
 };
 const Layout kLayouts[] = {
-    {"tp", "TP (baseline)", false, Recompute::None},
-    {"tp_sp", "TP + SP", true, Recompute::None},
-    {"tp_selective", "TP + selective", false, Recompute::Selective},
-    {"tp_sp_selective", "TP + SP + selective", true, Recompute::Selective},
-    {"full", "full recompute (2sbh)", false, Recompute::Full},
-    {"full_sp", "full + SP (2sbh/t)", true, Recompute::Full},
+    {"tp", "TP (baseline)", false, Recompute::None, Attention::Unfused},
+    {"tp_sp", "TP + SP", true, Recompute::None, Attention::Unfused},
+    {"tp_selective", "TP + selective", false, Recompute::Selective, Attention::Unfused},
+    {"tp_sp_selective", "TP + SP + selective", true, Recompute::Selective, Attention::Unfused},
+    {"full", "full recompute (2sbh)", false, Recompute::Full, Attention::Unfused},
+    {"full_sp", "full + SP (2sbh/t)", true, Recompute::Full, Attention::Unfused},
+    {"tp_flash", "TP + flash", false, Recompute::None, Attention::Flash},
+    {"tp_sp_flash", "TP + SP + flash", true, Recompute::None, Attention::Flash},
 };
-constexpr int kNumLayouts = 6;
+constexpr int kNumLayouts = 8;
+constexpr int kNumPaperLayouts = 6;  // the first six: the paper's attention, unless --attention flash
+const int kTPFlash = 6, kTPSPFlash = 7;
 // Figure 7's four bars, as indices into kLayouts.
 const int kFig7Layouts[4] = {1, 2, 3, 4};
 const char* const kFig7Names[4] = {"TP + SP", "TP + selective", "TP + SP + selective", "full recompute"};
@@ -340,10 +361,12 @@ PipelineCounts first_stage_counts(const ModelSpec& m) {
 
 struct Result {
     ModelSpec spec;
-    double five_as_h;
+    double five_as_h, four_a_h;      // the attention core's 5as/h and flash's lse 4a/h, per sbh
     double table2[kTable2Rows];      // bytes per layer, Table 2 as printed (d = 2)
-    double layer[kNumLayouts];       // bytes per layer, sum of layer_terms (d)
+    double table2_flash[kTable2Rows];  // the same rows under flash attention (d = 2)
+    double layer[kNumLayouts];       // bytes per layer, sum of layer_terms (d), each layout's own attention
     double fig7[4];                  // percent of the TP baseline (layer_terms, d)
+    double fig7_flash[2];            // TP + flash, TP + SP + flash: percent of the same (unfused) baseline
     double saving_sel, saving_sel_tp; // selective's saving vs no-parallel / TP+SP baseline, and under plain TP
     double params, interleave;
     PipelineCounts pipe;
@@ -354,21 +377,34 @@ struct Result {
     double mfu_sel = NAN, hfu_sel = NAN, mfu_full = NAN, hfu_full = NAN, gain = NAN;
 };
 
-ModelFormulaInput model_input(const ModelSpec& m, const Layout& lay, int d) {
+ModelFormulaInput model_input(const ModelSpec& m, const Layout& lay, int d, Attention attention) {
     ModelFormulaInput in;
     // The logits are as wide as the trainer's padded vocabulary (layers/model_shape.h; 51200 is already padded).
     in.s = m.s, in.b = m.b, in.h = m.h, in.a = m.a, in.L = m.L, in.v = padded_vocab_for((int)m.v);
-    in.t = m.t, in.p = m.p, in.m = m.m, in.sp = lay.sp, in.rc = lay.rc, in.d = d;
+    in.t = m.t, in.p = m.p, in.m = m.m, in.sp = lay.sp, in.rc = lay.rc, in.d = d, in.attention = attention;
     return in;
+}
+// The attention of a layout in the per-GPU totals: a flash layout is flash; the paper's take --attention.
+Attention stage_attention(const Layout& lay, const Options& o) {
+    return lay.attention == Attention::Flash ? Attention::Flash : o.attention;
 }
 
 Result compute(const ModelSpec& m, const Options& o) {
     Result r;
     r.spec = m;
     r.five_as_h = 5 * m.a * m.s / m.h;
-    for (int i = 0; i < kTable2Rows; i++) r.table2[i] = table2_bytes((Table2Row)i, m.s, m.b, m.h, m.a, m.t);
-    for (int i = 0; i < kNumLayouts; i++) r.layer[i] = layer_bytes(model_input(m, kLayouts[i], o.d).layer());
+    r.four_a_h = 4 * m.a / m.h;
+    for (int i = 0; i < kTable2Rows; i++) {
+        r.table2[i] = table2_bytes((Table2Row)i, m.s, m.b, m.h, m.a, m.t);
+        r.table2_flash[i] = table2_flash_bytes((Table2Row)i, m.s, m.b, m.h, m.a, m.t);
+    }
+    // Table 2 and Figure 7: each layout with its own attention (the paper's unfused, or flash), whatever
+    // --attention says, so that the paper's columns stay the paper's.
+    for (int i = 0; i < kNumLayouts; i++)
+        r.layer[i] = layer_bytes(model_input(m, kLayouts[i], o.d, kLayouts[i].attention).layer());
     for (int i = 0; i < 4; i++) r.fig7[i] = 100.0 * r.layer[kFig7Layouts[i]] / r.layer[0];
+    r.fig7_flash[0] = 100.0 * r.layer[kTPFlash] / r.layer[0];
+    r.fig7_flash[1] = 100.0 * r.layer[kTPSPFlash] / r.layer[0];
     r.saving_sel = selective_saving_fraction(m.s, m.h, m.a, m.t, true);
     r.saving_sel_tp = selective_saving_fraction(m.s, m.h, m.a, m.t, false);
     r.params = gpt_param_count(m.L, m.h, m.v, m.s);
@@ -381,7 +417,7 @@ Result compute(const ModelSpec& m, const Options& o) {
     const double state = r.stage_params.total() * r.bytes_per_param;
     const double state_dist = r.stage_params.total() * r.bytes_per_param_dist;
     for (int i = 0; i < kNumLayouts; i++) {
-        ModelFormulaInput in = model_input(m, kLayouts[i], o.d);
+        ModelFormulaInput in = model_input(m, kLayouts[i], o.d, stage_attention(kLayouts[i], o));
         StageMemory& sm = r.stage[i];
         sm.layers = stage_layer_bytes_in_flight(in, r.pipe.in_flight);
         sm.extras = first_stage_extra_bytes(in, r.pipe.embed_in_flight);
@@ -448,8 +484,17 @@ void print_text(const std::vector<Result>& all, const Options& o) {
     printf("  %-50s %-27s", "full recompute + SP (what our trainer stores)", "2sbh/t");
     for (const Result& r : rs) printf(" %9.1f", r.table2[(int)Table2Row::FullRecompute] / r.spec.t / MiB);
     printf("\n");
+    // Flash attention (not in the paper): the three s x s tensors behind 5as/h are never stored; one fp32
+    // log-sum-exp per query per head (4asb/t bytes, sbh * 4a/(ht)) is kept instead.
+    printf("  with flash attention (not in the paper): 5as/h -> 4a/h, the fp32 lse; selective = without it\n");
+    for (int i = 0; i < kTable2Rows; i++) {
+        printf("    %-48s %-27s", table2_row_name((Table2Row)i), table2_flash_formula((Table2Row)i));
+        for (const Result& r : rs) printf(" %9.1f", r.table2_flash[i] / MiB);
+        printf("\n");
+    }
     if (o.d != 2) {
-        printf("  with d = %d (per-tensor sums, sbh(16d + 2)/... + as^2b(2d + 1)/...):\n", o.d);
+        printf("  with d = %d (per-tensor sums, sbh(16d + 2)/... + as^2b(2d + 1)/...; flash: 4asb/t, not d, for the\n"
+               "  as^2b term):\n", o.d);
         for (int i = 0; i < kNumLayouts; i++) {
             printf("  %-78s", kLayouts[i].label);
             for (const Result& r : rs) printf(" %9.1f", r.layer[i] / MiB);
@@ -469,6 +514,15 @@ void print_text(const std::vector<Result>& all, const Options& o) {
     for (const Result& r : rs)
         printf("  %-8s saves %5.1f%% (under plain TP: %4.1f%%)\n", r.spec.name.c_str(), 100 * r.saving_sel,
                100 * r.saving_sel_tp);
+    printf("  With flash attention (not in the paper), as %% of the same baseline, the paper's tensor-parallel\n"
+           "  layer with unfused attention, sbh(10 + 24/t + 5as/(ht)) = 100%%. Flash keeps the fp32 lse (4a/h)\n"
+           "  where selective recompute keeps nothing, so each flash bar sits just above its selective bar;\n"
+           "  flash + selective is the same bar (nothing left to drop); full recompute is unchanged:\n");
+    printf("  %-8s %7s %11s %15s %16s %20s\n", "model", "4a/h", "TP + flash", "TP + selective", "TP + SP + flash",
+           "TP + SP + selective");
+    for (const Result& r : rs)
+        printf("  %-8s %7.5f %10.2f%% %14.2f%% %15.2f%% %19.2f%%\n", r.spec.name.c_str(), r.four_a_h, r.fig7_flash[0],
+               r.fig7[1], r.fig7_flash[1], r.fig7[2]);
 
     printf("\nMemory of one GPU of the first pipeline stage (GiB = 2^30 bytes; verdict against %s GiB)\n"
            "  Activations at the peak of rank 0's pipeline schedule (parallel/pipeline_schedule.h, as the\n"
@@ -476,8 +530,14 @@ void print_text(const std::vector<Result>& all, const Options& o) {
            "  layer's bytes; 'outside' = the embedding-dropout masks of the micro-batches whose first chunk is in\n"
            "  flight (+ final LN input, LM-head input, fp32 logits when p = 1); 'rebuilt' = one layer's tensors\n"
            "  recomputed during its backward (not in the paper's totals). 'states' = weights, gradients and AdamW\n"
-           "  state of the parameters this GPU holds, without and with the distributed optimizer.\n",
-           fmt_num(o.gpu_mem_gib).c_str());
+           "  state of the parameters this GPU holds, without and with the distributed optimizer.\n"
+           "  %s\n",
+           fmt_num(o.gpu_mem_gib).c_str(),
+           o.attention == Attention::Flash
+               ? "Attention: flash in every layout (--attention flash): no s x s tensors, the fp32 lse instead;\n"
+                 "  selective keeps what none keeps, and full recompute rebuilds a layer without them."
+               : "Attention: the paper's unfused core in the first six layouts; the '+ flash' rows use flash attention\n"
+                 "  (the same with selective, which has nothing left to drop).");
     for (const Result& r : all) {
         const ModelSpec& m = r.spec;
         const PipelineCounts& pc = r.pipe;
@@ -508,7 +568,9 @@ void print_text(const std::vector<Result>& all, const Options& o) {
         printf("    %-24s %7s %7s %7s %7s | %7s %7s %-12s | %s\n", "configuration", "layers", "outside", "acts",
                "rebuilt", "states", "total", "verdict", "distributed optimizer: states, total, verdict");
         std::string only_dist;
-        for (int i = 0; i < kNumLayouts; i++) {
+        // Under --attention flash the paper's six layouts are flash already: the '+ flash' rows would repeat them.
+        const int rows = o.attention == Attention::Flash ? kNumPaperLayouts : kNumLayouts;
+        for (int i = 0; i < rows; i++) {
             const StageMemory& sm = r.stage[i];
             printf("    %-24s %7.1f %7.2f %7.1f %7.2f | %7.1f %7.1f %-12s | %7s %7s %s\n", kLayouts[i].label,
                    sm.layers / GiB, sm.extras / GiB, (sm.layers + sm.extras) / GiB, sm.transient / GiB,
@@ -612,6 +674,7 @@ void print_json(const std::vector<Result>& rs, const Options& o) {
     j.open('{');
     j.kv("paper", "Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer Models");
     j.kv("bytes_per_activation", o.d);
+    j.kv("attention", attention_name(o.attention));  // of the per-GPU totals' first six layouts
     j.kv("param_dtype", o.bf16_states ? "bf16" : "fp32");
     j.kv("bytes_per_param_override", o.bytes_per_param);
     j.kv("gpu_memory_gib", o.gpu_mem_gib);
@@ -636,6 +699,8 @@ void print_json(const std::vector<Result>& rs, const Options& o) {
             j.kv("configuration", table2_row_name((Table2Row)i));
             j.kv("formula", table2_row_formula((Table2Row)i));
             j.kv("bytes", r.table2[i]);
+            j.kv("flash_formula", table2_flash_formula((Table2Row)i));
+            j.kv("flash_bytes", r.table2_flash[i]);
             j.close('}');
         }
         j.close(']');
@@ -647,6 +712,8 @@ void print_json(const std::vector<Result>& rs, const Options& o) {
         j.open('{');
         j.kv("five_as_over_h", r.five_as_h);
         for (int i = 0; i < 4; i++) j.kv(kLayouts[kFig7Layouts[i]].key, r.fig7[i]);
+        j.kv("four_a_over_h", r.four_a_h);
+        j.kv(kLayouts[kTPFlash].key, r.fig7_flash[0]), j.kv(kLayouts[kTPSPFlash].key, r.fig7_flash[1]);
         j.close('}');
         j.kv("selective_saving_percent", 100 * r.saving_sel);
         j.kv("selective_saving_percent_plain_tp", 100 * r.saving_sel_tp);
