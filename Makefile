@@ -104,19 +104,20 @@ paper: deps
 	$(call programs,memory_calculator)
 	@mkdir -p docs && $(BUILD)/memory_calculator --chart docs/figure7.png && echo "chart: docs/figure7.png"
 
-# One line per layout and kind of memory, in bytes on one rank: a layer's saved activations, the whole model's,
-# and the model states (weights, gradients, master weights, AdamW moments), measured next to the formula.
+# One line per layout (unfused and flash attention) and kind of memory, in bytes on one rank: a layer's saved
+# activations, the whole model's, and the model states (weights, gradients, master weights, AdamW moments),
+# measured next to the formula.
 memory: trainer data
-	@printf "%-22s %-22s %14s %14s %10s\n" layout "memory (bytes)" measured formula difference
-	@for tp in 1 2 4; do for sp in "" "--sp"; do for rc in none selective full; do \
+	@printf "%-30s %-22s %14s %14s %10s\n" layout "memory (bytes)" measured formula difference
+	@for at in unfused flash; do for tp in 1 2 4; do for sp in "" "--sp"; do for rc in none selective full; do \
 	  $(MPIRUN) -np $$tp $(BUILD)/train_gpt --device cpu --dtype bf16 --tp $$tp $$sp --recompute $$rc --layers 2 --heads 8 \
-	    --hidden 64 --seq 64 --batch 2 --steps 1 --val none --memory-report | \
-	  awk -v layout="tp=$$tp $${sp:-   } $$rc" ' \
+	    --hidden 64 --seq 64 --batch 2 --steps 1 --val none --memory-report --attention $$at | \
+	  awk -v layout="tp=$$tp $${sp:-   } $$rc $$at" ' \
 	    /^Activation memory/ { part = "acts" } /^Model states/ { part = "states" } \
-	    $$1 == "total" && $$2 ~ /^[0-9]+$$/ { printf "%-22s %-22s %14s %14s %10s\n", layout, \
+	    $$1 == "total" && $$2 ~ /^[0-9]+$$/ { printf "%-30s %-22s %14s %14s %10s\n", layout, \
 	        (part == "states" ? "model states" : "activations / layer"), $$2, $$3, $$4 } \
-	    $$1 == "model" && $$2 ~ /^[0-9]+$$/ { printf "%-22s %-22s %14s %14s %10s\n", layout, "activations, model", $$2, $$3, $$4 }'; \
-	done; done; done
+	    $$1 == "model" && $$2 ~ /^[0-9]+$$/ { printf "%-30s %-22s %14s %14s %10s\n", layout, "activations, model", $$2, $$3, $$4 }'; \
+	done; done; done; done
 
 # Pictures of the last make train: the loss curve and the measured-vs-formula memory breakdown. Only the
 # plotting tool is built, in the folder make train used, whatever its architectures.

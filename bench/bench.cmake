@@ -50,4 +50,4 @@ add_test(NAME bench_gpu_suite_flow
          COMMAND bash ${CMAKE_SOURCE_DIR}/bench/gpu_suite.sh ${CMAKE_BINARY_DIR}/gpu_suite_flow)
 set_tests_properties(bench_gpu_suite_flow PROPERTIES LABELS unit TIMEOUT 120
   ENVIRONMENT "PATH=${CMAKE_BINARY_DIR}/fake_gpu:$ENV{PATH};PREBUILT=${CMAKE_BINARY_DIR};SUITE_SKIP_TESTS=1;SUITE_RESULTS_MD=${CMAKE_BINARY_DIR}/gpu_suite_flow_results;OMP_NUM_THREADS=1;LAYER_ARGS=${MM_LAYER_TINY_STR};E2E_ARGS=${MM_E2E_TINY_STR}"
-  PASS_REGULAR_EXPRESSION "layer_bench.*: ok.*selective \\+ sequence parallel.*sum of ops.*XL layer.*: ok.*sum of ops.*e2e_bench.*: ok.*none .*22B layer shape.*: ok.*none ")
+  PASS_REGULAR_EXPRESSION "layer_bench.*: ok.*selective \\+ sequence parallel.*sum of ops.*XL layer.*: ok.*sum of ops.*e2e_bench.*: ok.*none .*22B layer shape.*: ok.*none .*XL layer with --attention flash: ok.*XL with --attention flash: ok.*none ")

@@ -34,6 +34,7 @@ struct Options {
     float dropout = 0.1f, lr = 1e-4f;
     double peak = kH100PeakBf16;  // H100/H200 SXM dense bf16, datasheet (recompute/formulas.h)
     std::string dtype = "bf16", device = "auto", json, mpi = "auto", policies = "full,selective,none";
+    Attention attention = Attention::Unfused;  // --attention: core attention's form for every policy
 };
 
 static void usage() {
@@ -44,6 +45,7 @@ static void usage() {
         "  --warmup W       untimed steps per policy (2)     --steps N   timed steps per policy (5)\n"
         "  --policies LIST  comma-separated, run in this order (full,selective,none)\n"
         "  --dtype bf16|f32 (bf16)   --dropout P (0.1)   --lr LR (1e-4)\n"
+        "  --attention unfused|flash  core attention for every policy (unfused)\n"
         "  --peak FLOPS     datasheet peak for MFU/HFU (989e12: H100/H200 dense bf16)\n"
         "  --gemm-size N    size of the N^3 GEMM that measures the attainable rate (8192 on GPU, 512 on CPU; 0: skip)\n"
         "  --device auto|cpu|cuda   --json FILE   --mpi auto|on|off\n");
@@ -69,6 +71,12 @@ static Options parse(int argc, char** argv) {
         else if (bench_flag(argc, argv, i, "--peak", v)) o.peak = bench_double(v, "--peak");
         else if (bench_flag(argc, argv, i, "--policies", v)) o.policies = v;
         else if (bench_flag(argc, argv, i, "--dtype", v)) o.dtype = v;
+        else if (bench_flag(argc, argv, i, "--attention", v)) {
+            if (!parse_attention(v.c_str(), &o.attention)) {
+                fprintf(stderr, "error: --attention expects unfused or flash, got '%s'\n", v.c_str());
+                exit(2);
+            }
+        }
         else if (bench_flag(argc, argv, i, "--device", v)) o.device = v;
         else if (bench_flag(argc, argv, i, "--json", v)) o.json = v;
         else if (bench_flag(argc, argv, i, "--mpi", v)) o.mpi = v;
@@ -148,7 +156,7 @@ static void write_json(const Options& o, const std::string& dev_name, const GPTC
     j.open('{');
     j.kv("layers", cfg.layers); j.kv("hidden", cfg.channels); j.kv("heads", cfg.heads); j.kv("seq", o.seq);
     j.kv("vocab", cfg.vocab); j.kv("padded_vocab", cfg.padded_vocab); j.kv("batch", o.batch);
-    j.kv("params", (double)param_count(cfg)); j.kv("dropout", o.dropout);
+    j.kv("params", (double)param_count(cfg)); j.kv("dropout", o.dropout); j.kv("attention", attention_name(o.attention));
     j.kv("warmup_steps", o.warmup); j.kv("timed_steps", o.steps);
     j.close('}');
     j.kv("peak_datasheet_flops", o.peak);
@@ -207,8 +215,9 @@ int main(int argc, char** argv) {
     const std::string dev_name = bench_device_name(device);
     const double tokens = (double)o.batch * o.seq;
     printf("e2e_bench: GPT training steps on random tokens, per recompute policy (paper Table 5 style)\n");
-    printf("device: %s | dtype %s | dropout %.2f | %d warm-up + %d timed steps per policy | MPI %s\n", dev_name.c_str(),
-           dtype_name(dt), o.dropout, o.warmup, o.steps, mpi ? "on" : "off (one process, no MPI calls)");
+    printf("device: %s | dtype %s | dropout %.2f | attention %s | %d warm-up + %d timed steps per policy | MPI %s\n",
+           dev_name.c_str(), dtype_name(dt), o.dropout, attention_name(o.attention), o.warmup, o.steps,
+           mpi ? "on" : "off (one process, no MPI calls)");
     printf("model : L=%d h=%d a=%d s=%d V=%d (Vp=%d), %.3g parameters; %d sequences x %d tokens per step; tp=1, one device\n",
            cfg.layers, cfg.channels, cfg.heads, o.seq, cfg.vocab, cfg.padded_vocab, (double)param_count(cfg), o.batch, o.seq);
 
@@ -223,6 +232,7 @@ int main(int argc, char** argv) {
     ActivationAllocator first_alloc(device);
     GPT m;
     gpt_create(m, cfg, grid, ctx, first_alloc, dt, policies[0], o.dropout, 1337);
+    m.attention = o.attention;
     gpt_init_random(m, 1337);
     const double state_gb = (double)m.n_params * (4 + 4 + 4 + 4 + (dt == DType::F32 ? 0 : dtype_size(dt))) / 1e9;
     printf("init  : %.1f s; weights + gradients + AdamW state %.3g GB", wall_s() - t0, state_gb);
@@ -244,7 +254,7 @@ int main(int argc, char** argv) {
         // What the paper's formulas say the activations need (§4.3: layers + outside; plus one layer's
         // recomputed tensors during backward), against the free device memory.
         const ModelFormulaInput fi = formula_input(o.seq, o.batch, cfg.channels, cfg.heads, cfg.layers, cfg.padded_vocab,
-                                                   /*tp=*/1, /*sp=*/false, rc, (int)dtype_size(dt));
+                                                   /*tp=*/1, /*sp=*/false, rc, (int)dtype_size(dt), o.attention);
         r.act_estimate_gb = (first_stage_activation_bytes(fi) + recompute_transient_bytes(fi.layer())) / 1e9;
         double free_gb = device_free_gb(device);
         if (device == Device::CUDA && r.act_estimate_gb > 0.97 * free_gb) {
@@ -278,7 +288,10 @@ int main(int argc, char** argv) {
         const double sec = r.median_ms * 1e-3;
         r.tokens_per_s = tokens / sec;
         r.model_flops = model_flops(o.batch, cfg.layers, o.seq, cfg.channels, cfg.padded_vocab);  // Eq. 7
-        r.hw_flops = hardware_flops(rc, o.batch, cfg.layers, o.seq, cfg.channels, cfg.padded_vocab);  // Eq. 8 / full
+        // Flash attention's backward recomputes QKᵀ and the softmax, what selective recomputation reruns: its
+        // hardware FLOPs are counted as Eq. 8's unless full recompute reruns the whole layer.
+        const Recompute hw_rc = o.attention == Attention::Flash && rc == Recompute::None ? Recompute::Selective : rc;
+        r.hw_flops = hardware_flops(hw_rc, o.batch, cfg.layers, o.seq, cfg.channels, cfg.padded_vocab);  // Eq. 8 / full
         if (device == Device::CUDA) {
             r.mfu_peak = flops_utilization(r.model_flops, sec, o.peak, 1);
             r.hfu_peak = flops_utilization(r.hw_flops, sec, o.peak, 1);

@@ -6,7 +6,8 @@
 #   4. bench/layer_bench.cu: paper Table 4, one layer of the 22B model at its t = 8 per-rank shape, bf16,
 #      then one layer of the GPT-2 XL model of step 5; each with the time of every op of the layer;
 #   5. bench/e2e_bench.cu: GPT-2 XL class training steps per recompute policy, tokens/s, MFU, HFU, memory;
-#      then, with time left, 6 layers of the 22B layer shape (how MFU grows with the GEMM sizes).
+#      then, with time left, 6 layers of the 22B layer shape (how MFU grows with the GEMM sizes);
+#   6. with time left, flash attention (--attention flash): the GPT-2 XL layer, then the GPT-2 XL steps.
 # Every step has a timeout taken from a global budget, so the script always finishes and always writes its
 # summary. Results: at most 8 flat files in DIR; a short table is printed last.
 #
@@ -138,7 +139,7 @@ for path in sorted(glob.glob(sys.argv[1] + "/test/*.cmake") + glob.glob(sys.argv
         print(f"{name}|{exe}|{np}|{to}|{' '.join(args)}")
 PY
   else  # the list as of writing, when python3 is absent
-    for op in matmul linear attention embedding cross_entropy dropout layernorm gelu adamw runtime; do
+    for op in matmul linear attention flash_attention embedding cross_entropy dropout layernorm gelu adamw runtime; do
       echo "test_gpu_$op|test_$op|0|180|--gpu"; done
     printf '%s\n' "test_gpu_comm|test_gpu_comm|2|180|mpi" "test_gpu_comm_nccl|test_gpu_comm|1|180|nccl"
   fi
@@ -148,10 +149,15 @@ LAYER_CMD="layer_bench --device cuda --dtype bf16 --hidden 6144 --heads 64 --seq
 LAYER_XL_CMD="layer_bench --device cuda --dtype bf16 --hidden 1600 --heads 25 --seq 1024 --batch 8 --tp-emulated 1 --sp-emulation derived --reps 20 --warmup 5 --breakdown calls --lt-survey on ${LAYER_ARGS:-}"
 E2E_CMD="e2e_bench --device cuda --dtype bf16 --layers 48 --hidden 1600 --heads 25 --seq 1024 --batch 8 --warmup 2 --steps 5 ${E2E_ARGS:-}"
 E2E_BIG_CMD="e2e_bench --device cuda --dtype bf16 --layers 6 --hidden 6144 --heads 64 --seq 2048 --batch 4 --warmup 2 --steps 4 --gemm-size 0 ${E2E_ARGS:-}"
+# Flash attention at the GPT-2 XL shapes (head dim 64): against the unfused rows above. Selective equals none
+# under flash, so the end-to-end run times none only.
+LAYER_FLASH_CMD="layer_bench --device cuda --dtype bf16 --hidden 1600 --heads 25 --seq 1024 --batch 8 --tp-emulated 1 --sp-emulation derived --reps 20 --warmup 5 --attention flash ${LAYER_ARGS:-}"
+E2E_FLASH_CMD="e2e_bench --device cuda --dtype bf16 --layers 48 --hidden 1600 --heads 25 --seq 1024 --batch 8 --warmup 2 --steps 5 --gemm-size 0 --policies none --attention flash ${E2E_ARGS:-}"
 
 # Each part's time budget (seconds): what the part asks budget_for for, capped at run time by what is left of
 # SUITE_BUDGET_S, with the later parts' reserves kept (the numbers below are the ones the steps pass).
 BUDGET_BUILD=$((90 + 240)) BUDGET_TESTS=150 BUDGET_LAYER=120 BUDGET_LAYER_XL=60 BUDGET_E2E=300 BUDGET_E2E_BIG=180
+BUDGET_LAYER_FLASH=60 BUDGET_E2E_FLASH=120
 if [ $DRY = 1 ]; then
   say "== dry run: the plan (nothing is built or run); total budget ${BUDGET} s, each part capped by what is left"
   if [ -n "${PREBUILT:-}" ]; then say "binaries: prebuilt in $PREBUILT"
@@ -162,6 +168,8 @@ if [ $DRY = 1 ]; then
   say "bench (budget ${BUDGET_LAYER_XL} s): $LAYER_XL_CMD (log appended to layer_bench.log)"
   say "bench (budget ${BUDGET_E2E} s): $E2E_CMD --json $E2E_JSON"
   say "bench (budget ${BUDGET_E2E_BIG} s): $E2E_BIG_CMD (with time left; log appended to e2e_bench.log)"
+  say "bench (budget ${BUDGET_LAYER_FLASH} s): $LAYER_FLASH_CMD (with time left; log appended to layer_bench.log)"
+  say "bench (budget ${BUDGET_E2E_FLASH} s): $E2E_FLASH_CMD (with time left; log appended to e2e_bench.log)"
   say "results: the summary table is written into ${RESULTS_MD} as the next run"
   echo "dry run: GPU $GPU_NAME, driver $DRIVER; plan printed (env.txt in $OUT)" | tee "$SUMMARY"
   exit 0
@@ -315,11 +323,27 @@ BIG_LOG=$OUT/e2e_big.tmp
 E2E_BIG_STATUS="not run"
 if [ -x "$BIN/e2e_bench" ] && [ "$(budget_for "$BUDGET_E2E_BIG")" -ge 60 ]; then
   # shellcheck disable=SC2086
-  if run_bench "$BIG_LOG" "" "$BUDGET_E2E_BIG" 0 $E2E_BIG_CMD; then E2E_BIG_STATUS=ok; else E2E_BIG_STATUS="failed (rc $?)"; fi
+  if run_bench "$BIG_LOG" "" "$BUDGET_E2E_BIG" 60 $E2E_BIG_CMD; then E2E_BIG_STATUS=ok; else E2E_BIG_STATUS="failed (rc $?)"; fi
 elif [ -x "$BIN/e2e_bench" ]; then
   E2E_BIG_STATUS="skipped (less than 60 s of the budget left)"
 fi
 echo "e2e_bench (22B layer shape): $E2E_BIG_STATUS"
+
+# ---- 6. flash attention, with time left ------------------------------------------------------------------------
+FLASH_LAYER_LOG=$OUT/layer_flash.tmp FLASH_E2E_LOG=$OUT/e2e_flash.tmp
+: >"$FLASH_LAYER_LOG"
+: >"$FLASH_E2E_LOG"
+LAYER_FLASH_STATUS="not run" E2E_FLASH_STATUS="not run"
+if [ -x "$BIN/layer_bench" ] && [ "$(budget_for "$BUDGET_LAYER_FLASH")" -ge 30 ]; then
+  # shellcheck disable=SC2086
+  if run_bench "$FLASH_LAYER_LOG" "" "$BUDGET_LAYER_FLASH" 0 $LAYER_FLASH_CMD; then LAYER_FLASH_STATUS=ok; else LAYER_FLASH_STATUS="failed (rc $?)"; fi
+elif [ -x "$BIN/layer_bench" ]; then LAYER_FLASH_STATUS="skipped (less than 30 s of the budget left)"; fi
+echo "layer_bench (XL layer, flash attention): $LAYER_FLASH_STATUS"
+if [ -x "$BIN/e2e_bench" ] && [ "$(budget_for "$BUDGET_E2E_FLASH")" -ge 60 ]; then
+  # shellcheck disable=SC2086
+  if run_bench "$FLASH_E2E_LOG" "" "$BUDGET_E2E_FLASH" 0 $E2E_FLASH_CMD; then E2E_FLASH_STATUS=ok; else E2E_FLASH_STATUS="failed (rc $?)"; fi
+elif [ -x "$BIN/e2e_bench" ]; then E2E_FLASH_STATUS="skipped (less than 60 s of the budget left)"; fi
+echo "e2e_bench (GPT-2 XL, flash attention): $E2E_FLASH_STATUS"
 
 # ---- summary (last, so that the end of a long log holds it) ---------------------------------------------------
 {
@@ -338,9 +362,15 @@ echo "e2e_bench (22B layer shape): $E2E_BIG_STATUS"
   echo "e2e_bench, 6 layers of the 22B layer shape (h 6144, 64 heads, s 2048), 4 x 2048 tokens/step, bf16: $E2E_BIG_STATUS"
   sed -n '/^recompute /,$p' "$BIG_LOG" | grep -v -E "^wrote|^== "
   grep -E "out of memory|error" "$BIG_LOG" | head -3
+  echo "layer_bench, GPT-2 XL layer with --attention flash: $LAYER_FLASH_STATUS"
+  sed -n '/^experiment (Table 4)/,/^element-wise/p' "$FLASH_LAYER_LOG" | grep -v -E "^element-wise|^cross-check|^  (sequence|selective) |derived"
+  grep -E "flash_attention_(forward|backward)" "$FLASH_LAYER_LOG" | head -2
+  echo "e2e_bench, GPT-2 XL with --attention flash: $E2E_FLASH_STATUS"
+  sed -n '/^recompute /,$p' "$FLASH_E2E_LOG" | grep -v -E "^wrote|^== "
+  grep -E "out of memory|error" "$FLASH_E2E_LOG" | head -3
 } | tee "$SUMMARY"
-cat "$XL_LOG" >>"$LAYER_LOG" && rm -f "$XL_LOG"
-cat "$BIG_LOG" >>"$E2E_LOG" && rm -f "$BIG_LOG"
+cat "$XL_LOG" "$FLASH_LAYER_LOG" >>"$LAYER_LOG" && rm -f "$XL_LOG" "$FLASH_LAYER_LOG"
+cat "$BIG_LOG" "$FLASH_E2E_LOG" >>"$E2E_LOG" && rm -f "$BIG_LOG" "$FLASH_E2E_LOG"
 echo "files: $(cd "$OUT" && ls | tr '\n' ' ')" | tee -a "$SUMMARY"
 
 # ---- the table into RESULTS.md as the next run (newest first: before the first "## Run" heading) -----------

@@ -103,6 +103,7 @@ mm_cli_error(cli_interleaved_without_k "--pipeline-schedule interleaved needs --
 mm_cli_error(cli_interleaved_one_chunk "needs at least 2 model chunks per stage" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --pp 2 --num-layers-per-virtual-pipeline-stage 2)
 mm_cli_error(cli_unknown_flag "unknown flag --frobnicate" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --frobnicate 1)
 mm_cli_error(cli_bad_recompute "--recompute must be none.selective.full" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --recompute some)
+mm_cli_error(cli_bad_attention "--attention must be unfused.flash" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --attention fused)
 mm_cli_error(cli_missing_init "nope.bin" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --init nope.bin)
 mm_cli_error(cli_missing_train "missing_train.bin" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --train missing_train.bin)
 # NCCL with two ranks on one GPU: refused with a pointer to --comm mpi (needs a GPU: gpu label).
