@@ -40,6 +40,7 @@ elif [ "$case" = train ]; then
   $mpirun -np 8 "$train" $common --init "$d/hf" --tp 2 --pp 2 --use-distributed-optimizer --num-microbatches 2 \
     --steps 10 --lr 1e-3 --warmup 0 --val-every 10 --log "$d/train.jsonl" --save "$d/trained/" > "$d/train.txt"
   grep "layout:" "$d/train.txt"
+  grep "distributed optimizer: each of 2 data-parallel ranks" "$d/train.txt"
   before=$(val_loss "$d/train.jsonl" 0); after=$(val_loss "$d/train.jsonl" 10)
   close "$before" "$ref" "before training"
   awk -v a="$before" -v b="$after" 'BEGIN { printf "trained: val loss %s -> %s\n", a, b; exit !(b < a - 1e-3) }'
