@@ -228,24 +228,33 @@ static void test_bad_files(const std::vector<std::string>& tokens, int eot) {
 }
 
 // ---- --prepare-cli: prepare_data --tokenizer writes [EOT] doc1 [EOT] doc2, as llm.c's scripts do -------------
-static void test_prepare_data_cli(const std::string& exe, const Gpt2Tokenizer& tok) {
+// The same shard from llm.c's file and from Hugging Face's vocab.json + merges.txt (--tokenizer DIR).
+static void test_prepare_data_cli(const std::string& exe, const Gpt2Tokenizer& tok, const std::vector<std::string>& tokens,
+                                  const std::vector<std::pair<std::string, std::string>>& pairs) {
     const std::string a = tmp_dir() + "/a.txt", b = tmp_dir() + "/b.txt", out = tmp_dir() + "/shards";
     const std::string ta = "I'll say it's fine; the quick brown fox.\n", tb = "Привет, мир! 123 numbers";
     std::ofstream(a, std::ios::binary) << ta;
     std::ofstream(b, std::ios::binary) << tb;
-    std::string cmd = "'" + exe + "' --tokenizer '" + tmp_dir() + "/tokenizer.bin' --val-fraction 0 --out-dir '" + out +
-                      "' '" + a + "' '" + b + "' > '" + tmp_dir() + "/log.txt' 2>&1";
-    int rc = system(cmd.c_str());
-    CHECK(rc == 0, "prepare_data --tokenizer exited %d: %s", rc, read_bytes(tmp_dir() + "/log.txt").c_str());
-    std::vector<uint16_t> got;
-    std::string err;
-    CHECK(read_token_shard(out + "/train.bin", got, err), "%s", err.c_str());
-    std::vector<uint16_t> want = {(uint16_t)tok.eot};
-    for (int id : gpt2_encode(tok, ta)) want.push_back((uint16_t)id);
-    want.push_back((uint16_t)tok.eot);
-    for (int id : gpt2_encode(tok, tb)) want.push_back((uint16_t)id);
-    CHECK(got == want, "train.bin holds %zu tokens, expected %zu ([EOT] a [EOT] b)", got.size(), want.size());
-    CHECK(read_bytes(tmp_dir() + "/log.txt").find("BPE from") != std::string::npos, "log: %s", read_bytes(tmp_dir() + "/log.txt").c_str());
+    fs::create_directories(tmp_dir() + "/hf_cli");
+    hf_tokenizer_write(tmp_dir() + "/hf_cli", tokens, pairs);
+    std::string cmd;
+    int rc = 0;
+    for (const std::string& tokenizer : {tmp_dir() + "/tokenizer.bin", tmp_dir() + "/hf_cli"}) {
+        cmd = "'" + exe + "' --tokenizer '" + tokenizer + "' --val-fraction 0 --out-dir '" + out +
+              "' '" + a + "' '" + b + "' > '" + tmp_dir() + "/log.txt' 2>&1";
+        rc = system(cmd.c_str());
+        CHECK(rc == 0, "prepare_data --tokenizer exited %d: %s", rc, read_bytes(tmp_dir() + "/log.txt").c_str());
+        std::vector<uint16_t> got;
+        std::string err;
+        CHECK(read_token_shard(out + "/train.bin", got, err), "%s", err.c_str());
+        std::vector<uint16_t> want = {(uint16_t)tok.eot};
+        for (int id : gpt2_encode(tok, ta)) want.push_back((uint16_t)id);
+        want.push_back((uint16_t)tok.eot);
+        for (int id : gpt2_encode(tok, tb)) want.push_back((uint16_t)id);
+        CHECK(got == want, "--tokenizer %s: train.bin holds %zu tokens, expected %zu ([EOT] a [EOT] b)", tokenizer.c_str(), got.size(),
+              want.size());
+        CHECK(read_bytes(tmp_dir() + "/log.txt").find("BPE from") != std::string::npos, "log: %s", read_bytes(tmp_dir() + "/log.txt").c_str());
+    }
     // A bad tokenizer file stops it with a message naming the file.
     std::ofstream(tmp_dir() + "/bad_tok.bin", std::ios::binary) << std::string(2000, 'x');
     cmd = "'" + exe + "' --tokenizer '" + tmp_dir() + "/bad_tok.bin' --out-dir '" + out + "' '" + a + "' > '" + tmp_dir() +
@@ -341,7 +350,7 @@ int main(int argc, char** argv) {
         return rc;
     }
     if (argc == 3 && std::string(argv[1]) == "--prepare-cli") {
-        test_prepare_data_cli(argv[2], tok);
+        test_prepare_data_cli(argv[2], tok, tokens, pairs);
         tmp_dir_finish();
         return test_finish("test_gpt2_tokenizer --prepare-cli");
     }
