@@ -54,5 +54,7 @@ bool model_try_write(const std::string& path, const GPTConfig& cfg, const float*
 
 std::string model_format_name(const std::string& path, bool as_bf16) {
     if (!hf_save_path(path)) return "llm.c format, fp32";
-    return std::string("Hugging Face format, ") + (as_bf16 ? "bf16" : "fp32") + ": model.safetensors + config.json";
+    std::string weights, config;
+    hf_gpt2_files(path, weights, config);
+    return std::string("Hugging Face format, ") + (as_bf16 ? "bf16" : "fp32") + ": " + weights + " + " + config;
 }

@@ -26,5 +26,6 @@ std::string model_output_problem(const std::string& flag, const std::string& pat
 bool model_read(const std::string& path, GPTConfig& cfg, std::vector<float>& params, std::string& err);
 // Write a --save path in its format (as_bf16: BF16 weights; an llm.c file is always written fp32, as before).
 bool model_try_write(const std::string& path, const GPTConfig& cfg, const float* params, bool as_bf16, std::string& err);
-// What model_try_write writes, for the log line: "llm.c format, fp32" or "Hugging Face format, bf16 (model.safetensors + config.json)".
+// What model_try_write writes, for the log line: "llm.c format, fp32" or "Hugging Face format, bf16: DIR/model.safetensors
+// + DIR/config.json".
 std::string model_format_name(const std::string& path, bool as_bf16);
