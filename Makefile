@@ -8,7 +8,8 @@
 #   make memory  the Table 2 grid measured on a small model on CPU, next to the formulas
 #   make pictures  build/pictures/{loss,memory}.png from the last make train's log
 #   (train, paper, memory and pictures build only the programs they run; test and bench build everything)
-#   make deps    install missing Debian packages (as root), else print the command
+#   make deps    install missing Debian packages (as root), and the PyPI packages of the transformers tests
+#                for /usr/bin/python3; else print the commands
 #   make clean
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -23,7 +24,11 @@ NP ?= 2
 MPIRUN ?= mpirun --oversubscribe --bind-to none
 export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
-DEB_PACKAGES = cmake g++ make ccache ninja-build openmpi-bin libopenmpi-dev libopenblas-dev libstb-dev libpcre2-dev python3
+DEB_PACKAGES = cmake g++ make ccache ninja-build openmpi-bin libopenmpi-dev libopenblas-dev libstb-dev libpcre2-dev python3 \
+               nlohmann-json3-dev python3-torch python3-pip
+# PyPI packages the transformers tests need (test/model/hf_gpt2.py, test/data/hf_tokenizer_agrees.py), for
+# /usr/bin/python3, where Debian's python3-torch is (another python3 first on PATH would not see it).
+PIP_PACKAGES = transformers==4.46.3 safetensors
 CONFIGURE = PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 # A new build folder uses Ninja when it is installed: it compiles a program's own files alongside the
 # libraries it links instead of after them. (An existing folder keeps the generator it was made with.)
@@ -47,6 +52,11 @@ deps:
 	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
 	else echo "deps: missing$$missing; run: sudo apt-get install -y$$missing"; exit 1; fi
+	@if /usr/bin/python3 -c "import transformers, safetensors, torch; assert transformers.__version__ == '4.46.3'" 2>/dev/null; then \
+	  echo "deps: transformers and safetensors present for /usr/bin/python3"; \
+	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing $(PIP_PACKAGES) for /usr/bin/python3"; \
+	  /usr/bin/python3 -m pip install -q --break-system-packages $(PIP_PACKAGES) || exit 1; \
+	else echo "deps: missing $(PIP_PACKAGES) for /usr/bin/python3; run: sudo /usr/bin/python3 -m pip install --break-system-packages $(PIP_PACKAGES)"; exit 1; fi
 	@command -v nvcc >/dev/null || test -x /usr/local/cuda/bin/nvcc || \
 	  { echo "deps: nvcc not found: install the CUDA Toolkit (nvcc, cuBLAS, NCCL); it is needed to build"; exit 1; }
 
@@ -144,12 +154,18 @@ ASAN_TESTS ?= ^(cli_|bad_|resume_|crash_during_save_|nan_stops_|test_recompute_t
 ASAN_REPORTS = $(CURDIR)/$(ASAN_BUILD)/sanitizer-reports
 ASAN_ENV = ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0:abort_on_error=1:log_path=$(ASAN_REPORTS)/asan \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$(ASAN_REPORTS)/ubsan
-# make fuzz: libFuzzer targets for the checkpoint, shard and training-state parsers, built with clang as host
-# C++ (ASan + UBSan), each run FUZZ_SECONDS from a small seed corpus. Not part of make test.
+# make fuzz: libFuzzer targets for the checkpoint, shard and training-state parsers, the safetensors reader with
+# GPT-2's config.json, Hugging Face's tokenizer files and the HellaSwag eval file, built with clang as host C++
+# (ASan + UBSan), each run FUZZ_SECONDS from a small seed corpus. Not part of make test.
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = checkpoint:model/checkpoint.cu,data/atomic_file.cu,data/paths.cu shard:data/shard.cu,data/atomic_file.cu,data/paths.cu \
-               train_state:model/train_state.cu,model/checkpoint.cu,data/atomic_file.cu,data/paths.cu
+               train_state:model/train_state.cu,model/checkpoint.cu,data/atomic_file.cu,data/paths.cu \
+               safetensors:model/safetensors.cu,model/hf_gpt2.cu,model/checkpoint.cu,data/atomic_file.cu,data/paths.cu \
+               hf_tokenizer:data/hf_tokenizer.cu,data/gpt2_tokenizer.cu,data/atomic_file.cu,data/paths.cu \
+               eval_file:data/eval_file.cu,data/atomic_file.cu,data/paths.cu
+# FUZZ_ONLY="safetensors eval_file": only those targets.
+FUZZ_RUN = $(if $(FUZZ_ONLY),$(filter $(addsuffix :%,$(FUZZ_ONLY)),$(FUZZ_TARGETS)),$(FUZZ_TARGETS))
 .PHONY: test-asan fuzz
 
 test-asan: deps
@@ -165,10 +181,10 @@ test-asan: deps
 fuzz:
 	@command -v clang++ >/dev/null || { echo "fuzz: clang++ not found: apt-get install clang (libFuzzer comes with it)"; exit 1; }
 	@mkdir -p $(FUZZ_BUILD) && python3 tools/fuzz_seeds.py $(FUZZ_BUILD)/seeds
-	@for t in $(FUZZ_TARGETS); do name=$${t%%:*}; srcs=$$(echo $${t#*:} | tr , ' '); \
+	@for t in $(FUZZ_RUN); do name=$${t%%:*}; srcs=$$(echo $${t#*:} | tr , ' '); \
 	  clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. \
-	    -I/usr/local/cuda/include -x c++ tools/fuzz_$$name.cu $$srcs -o $(FUZZ_BUILD)/fuzz_$$name || exit 1; done
-	@for t in $(FUZZ_TARGETS); do name=$${t%%:*}; mkdir -p $(FUZZ_BUILD)/corpus_$$name; \
+	    -I/usr/local/cuda/include -x c++ tools/fuzz_$$name.cu $$srcs -o $(FUZZ_BUILD)/fuzz_$$name -lpcre2-8 || exit 1; done
+	@for t in $(FUZZ_RUN); do name=$${t%%:*}; mkdir -p $(FUZZ_BUILD)/corpus_$$name; \
 	  echo "fuzz_$$name: $(FUZZ_SECONDS) s"; \
 	  $(FUZZ_BUILD)/fuzz_$$name -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 \
 	    $(FUZZ_BUILD)/corpus_$$name $(FUZZ_BUILD)/seeds/$$name 2> $(FUZZ_BUILD)/fuzz_$$name.log || \

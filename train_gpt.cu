@@ -18,11 +18,13 @@
 #include <vector>
 
 #include "data/dataloader.h"
+#include "data/hf_tokenizer.h"
 #include "data/paths.h"
 #include "data/text_tokenizer.h"
 #include "model/checkpoint.h"
 #include "model/generate.h"
 #include "model/hellaswag.h"
+#include "model/model_file.h"
 #include "model/gpt.h"
 #include "model/train_state.h"
 #include "model/train_step.h"
@@ -275,22 +277,24 @@ static void pipeline_layout(Run& run) {
 
 // Every path on the command line, before any work (data/paths.h). Inputs: --init, a --train given (a plain
 // name; a pattern is expanded and each shard checked by the loader), a --val given, --tokenizer, --hellaswag:
-// each an existing regular file, on every rank (a file can be missing on one node). Their headers are read by
-// their readers further on, still before the first step. Outputs, on rank 0 that writes them: the directories of
-// --save and --log and the --checkpoint-dir exist or are made, and are writable. Collective.
+// each an existing regular file, on every rank (a file can be missing on one node); --init and --tokenizer may
+// also name Hugging Face's files (model/model_file.h, data/hf_tokenizer.h), and then those files must be there.
+// Their headers are read by their readers further on, still before the first step. Outputs, on rank 0 that
+// writes them: the directories of --save (or the --save DIR/ itself) and --log and the --checkpoint-dir exist or
+// are made, and are writable. Collective.
 static void check_paths(const TrainOptions& opt) {
     std::string problem;
     auto input = [&](const char* flag, const std::string& path) {
         if (problem.empty() && !path.empty()) problem = input_file_problem(flag, path);
     };
-    input("--init", opt.init);
+    if (!opt.init.empty()) problem = model_input_problem("--init", opt.init);
     if (opt.was_given("--train") && opt.train_file.find_first_of("*?[") == std::string::npos)  // the default: the loader's hint
         input("--train", opt.train_file);
     if (opt.was_given("--val") && opt.val_file != "none") input("--val", opt.val_file);
-    input("--tokenizer", opt.tokenizer);
+    if (problem.empty() && !opt.tokenizer.empty()) problem = tokenizer_path_problem("--tokenizer", opt.tokenizer);
     input("--hellaswag", opt.hellaswag);
     if (g_rank == 0) {
-        if (problem.empty() && !opt.save.empty()) problem = output_file_problem("--save", opt.save);
+        if (problem.empty() && !opt.save.empty()) problem = model_output_problem("--save", opt.save);
         if (problem.empty() && !opt.log.empty()) problem = output_file_problem("--log", opt.log);
         if (problem.empty() && !opt.checkpoint_dir.empty()) problem = output_dir_problem("--checkpoint-dir", opt.checkpoint_dir);
     }
@@ -316,7 +320,8 @@ static void check_shape_flags(const TrainOptions& opt, const GPTConfig& cfg) {
 }
 
 // The model's shape and first weights: a checkpoint directory to resume (with its training state), an llm.c
-// file (--init, model/checkpoint.cu), or a fresh model of the flags' shape (layers/model_shape.h).
+// file or a Hugging Face GPT-2 (--init, model/model_file.h), or a fresh model of the flags' shape
+// (layers/model_shape.h).
 static GPTConfig read_model_config(const TrainOptions& opt, std::vector<float>& init_params, TrainState& resumed,
                                    std::string& resumed_dir) {
     GPTConfig cfg;
@@ -324,7 +329,7 @@ static GPTConfig read_model_config(const TrainOptions& opt, std::vector<float>& 
     if (!opt.resume.empty()) {
         refuse_if(checkpoint_dir_load(opt.resume, cfg, init_params, resumed, resumed_dir, err) ? "" : err);
     } else if (!opt.init.empty()) {
-        refuse_if(checkpoint_read(opt.init, cfg, init_params, err) ? "" : err);
+        refuse_if(model_read(opt.init, cfg, init_params, err) ? "" : err);
     } else {
         cfg.layers = opt.layers;
         cfg.heads = opt.heads;
@@ -591,7 +596,8 @@ static void report_bubble(const Run& run, const Progress& p) {
 }
 
 // ---- the end of a run ------------------------------------------------------------------------------------
-// --save: one consolidated llm.c file, gathered from every rank, written by rank 0 (model/checkpoint.cu). Its
+// --save: one consolidated llm.c file (fp32), or a Hugging Face directory in the training dtype
+// (model/model_file.h), gathered from every rank, written by rank 0. Its
 // directory was checked at start (check_paths); if the write fails all the same (a full disk, a directory
 // removed since), the trained model goes to a rescue file that the message names, and the run stops with an
 // error (collective, so no rank is left waiting and MPI prints no abort report).
@@ -600,15 +606,18 @@ static void save_final_model(Run& run) {
     std::vector<float> full;
     gpt_gather_full(run.model, full);
     std::string err;
-    if (g_rank == 0 && !checkpoint_try_write(path, run.cfg, full.data(), false, err)) {
-        const std::string rescue = rescue_path(path);
+    const bool bf16 = run.dtype == DType::BF16;  // the Hugging Face format is written in the training dtype
+    if (g_rank == 0 && !model_try_write(path, run.cfg, full.data(), bf16, err)) {
+        // A Hugging Face directory ("out/") is rescued as a directory of the same kind ("rescued_<pid>_out/").
+        const bool dir = !path.empty() && path.back() == '/';
+        const std::string rescue = dir ? rescue_path(path.substr(0, path.find_last_not_of('/') + 1)) + "/" : rescue_path(path);
         std::string rescue_err;
-        const bool rescued = checkpoint_try_write(rescue, run.cfg, full.data(), false, rescue_err);
+        const bool rescued = model_try_write(rescue, run.cfg, full.data(), bf16, rescue_err);
         err = "--save " + path + ": the trained model could not be written (" + err + "); " +
               (rescued ? "it was written to " + rescue + " instead" : "the rescue file " + rescue + " failed too: " + rescue_err);
     }
     refuse_if(err);
-    LOG0("saved %s (llm.c format, fp32)\n", path.c_str());
+    LOG0("saved %s (%s)\n", path.c_str(), model_format_name(path, bf16).c_str());
 }
 
 // The done line: the steps this run ran (after --resume, from the checkpoint's step on), the losses of its

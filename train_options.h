@@ -11,7 +11,7 @@ struct TrainOptions {
     std::string comm = "auto";    // auto | nccl | mpi | mpi-strict  (auto: nccl on cuda, mpi on cpu; mpi-strict: MPI
                                   // with NCCL's point-to-point rules, parallel/comm.h)
     double comm_timeout = 300;    // --comm-timeout S: a collective or exchange waiting longer aborts every rank
-    // model: an llm.c checkpoint, or a fresh model of this shape
+    // model: an llm.c checkpoint or a Hugging Face GPT-2 (model/model_file.h), or a fresh model of this shape
     std::string init;
     int layers = 4, heads = 4, hidden = 128, vocab = 257, max_seq = 256, padded_vocab = 0;  // 0: round up to 128
     uint64_t seed = 1337;
@@ -47,7 +47,8 @@ struct TrainOptions {
     float temperature = 1.0f;
     int top_k = 0;
     std::string prompt;
-    std::string tokenizer;       // llm.c's gpt2_tokenizer.bin: GPT-2 BPE for --prompt and --sample ("" = byte-level)
+    std::string tokenizer;       // GPT-2 BPE for --prompt and --sample: llm.c's gpt2_tokenizer.bin or Hugging Face's
+                                 // vocab.json + merges.txt (data/hf_tokenizer.h); "" = byte-level
     int log_every = 1;
     // reliability: checkpoints for exact resume, numerical faults
     std::string checkpoint_dir;  // DIR/step_NNNNNNNN/{model.bin,state.bin} + DIR/latest (model/train_state.h)

@@ -144,7 +144,28 @@ std::vector<std::string> gpt2_pretokenize(const Gpt2Tokenizer& tok, const std::s
 // Parts start as single bytes; each round merges the adjacent pair whose concatenation has the smallest
 // rank (the leftmost of equal ranks), until no adjacent pair is a token. Pieces are short (a word), so the
 // quadratic scan is cheaper than a heap.
+// With Hugging Face's merges: the same loop over ids, the pair of the lowest merge rank first. No shortcut
+// for a piece that is itself a token: Hugging Face's BPE takes none, and a token the merges cannot build
+// would come out otherwise.
+static void encode_piece_by_merges(const Gpt2Tokenizer& tok, const std::string& piece, std::vector<int>& out) {
+    std::vector<int> parts;
+    for (char c : piece) parts.push_back(tok.ranks.at(std::string(1, c)));
+    while (parts.size() > 1) {
+        int best = INT_MAX, merged = -1;
+        size_t at = 0;
+        for (size_t i = 0; i + 1 < parts.size(); i++) {
+            auto m = tok.merges.find((uint64_t)(uint32_t)parts[i] << 32 | (uint32_t)parts[i + 1]);
+            if (m != tok.merges.end() && m->second.first < best) best = m->second.first, merged = m->second.second, at = i;
+        }
+        if (merged < 0) break;
+        parts[at] = merged;
+        parts.erase(parts.begin() + (long)at + 1);
+    }
+    out.insert(out.end(), parts.begin(), parts.end());
+}
+
 static void encode_piece(const Gpt2Tokenizer& tok, const std::string& piece, std::vector<int>& out) {
+    if (!tok.merges.empty()) return encode_piece_by_merges(tok, piece, out);
     auto whole = tok.ranks.find(piece);
     if (whole != tok.ranks.end()) {  // the common case: the piece is one token
         out.push_back(whole->second);

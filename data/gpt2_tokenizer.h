@@ -33,6 +33,11 @@ struct Gpt2Tokenizer {
     std::vector<std::string> tokens;             // id -> bytes
     std::unordered_map<std::string, int> ranks;  // bytes -> id (= merge rank); the first id wins a duplicate
     int eot = -1;                                // end-of-text id
+    // A tokenizer read from Hugging Face's vocab.json + merges.txt (data/hf_tokenizer.h) has its merges
+    // listed apart from its ids: (left id << 32 | right id) -> (merge rank, merged id). Then encoding merges
+    // the adjacent pair of the lowest rank, as Hugging Face's BPE does. Empty for llm.c's file, whose ids
+    // are the merge ranks.
+    std::unordered_map<uint64_t, std::pair<int, int>> merges;
     std::shared_ptr<Gpt2Regex> regex;
     int vocab() const { return (int)tokens.size(); }
 };

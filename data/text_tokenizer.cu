@@ -1,11 +1,12 @@
 // text_tokenizer.cu — byte-level or GPT-2 BPE, behind one interface (see text_tokenizer.h).
 #include "text_tokenizer.h"
 
+#include "hf_tokenizer.h"
 #include "tokenizer.h"
 
 bool text_tokenizer_open(const std::string& file, int model_vocab, TextTokenizer& tok, std::string& err) {
     tok.file = file;
-    if (!file.empty() && !gpt2_tokenizer_load(file, tok.bpe, err)) return false;
+    if (!file.empty() && !tokenizer_load_any(file, tok.bpe, err)) return false;  // llm.c's file or HF's pair
     if (tok.vocab() != model_vocab) {
         err = "the tokenizer (" + std::string(tok.describe()) + ") has " + std::to_string(tok.vocab()) +
               " tokens but the model's vocabulary is " + std::to_string(model_vocab) +

@@ -1,6 +1,7 @@
 // text_tokenizer.h — where text meets tokens in the trainer and the tools (prompts in, samples out): the
 // byte-level tokenizer by default (data/tokenizer.h), or GPT-2's BPE when a tokenizer file is given
-// (data/gpt2_tokenizer.h). One place decides which, and checks it against the model's vocabulary.
+// (data/gpt2_tokenizer.h), from llm.c's gpt2_tokenizer.bin or Hugging Face's vocab.json + merges.txt
+// (data/hf_tokenizer.h). One place decides which, and checks it against the model's vocabulary.
 #pragma once
 #include <string>
 #include <vector>
@@ -15,6 +16,6 @@ struct TextTokenizer {
     const char* describe() const;  // "byte-level" or the file
 };
 
-// file == "": the byte-level tokenizer. Otherwise load the file. Either way the model's real vocabulary
+// file == "": the byte-level tokenizer. Otherwise load the file (or directory: tokenizer_files). Either way the model's real vocabulary
 // `model_vocab` must be the tokenizer's, or the ids would mean other text: false with `err` giving both numbers.
 bool text_tokenizer_open(const std::string& file, int model_vocab, TextTokenizer& tok, std::string& err);

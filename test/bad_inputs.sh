@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bad_inputs.sh TRAIN_GPT PREPARE_DATA MPIEXEC FIXTURE_DIR CASE: one row of the bad-input table.
-#   CASE "setup" builds the fixture (token shards and a valid checkpoint directory after 2 steps).
+#   CASE "setup" builds the fixture (token shards, a valid checkpoint directory after 2 steps, and the same
+#   fresh model as a Hugging Face directory, hf/: model.safetensors + config.json).
 #   Any other CASE copies what it breaks into a temporary directory, breaks it, and runs the trainer through
 #   test/expect_error.sh: non-zero exit within 60 s (no rank hangs) and a message matching the case's regex.
 # docs/bad_inputs.md lists every case with the message it prints (test/bad_inputs_table.sh makes it).
@@ -16,6 +17,8 @@ if [ "$case" = setup ]; then
   "$prep" --out-dir "$fix" "$fix/text.txt" > /dev/null
   $mpirun -np 1 "$train" $T --train "$fix/train.bin" --checkpoint-dir "$fix/ck" --save-every 2 --exit-interval 2 > "$fix/setup.txt"
   test "$(cat "$fix/ck/latest")" = step_00000002
+  $mpirun -np 1 "$train" $T --train "$fix/train.bin" --steps 0 --save "$fix/hf/" > "$fix/setup_hf.txt"
+  test -f "$fix/hf/model.safetensors" && test -f "$fix/hf/config.json"
   echo "fixture ready: $fix"
   exit 0
 fi
@@ -24,6 +27,7 @@ w=$(mktemp -d); trap 'rm -rf "$w"' EXIT
 cp "$fix/train.bin" "$w/train.bin"; cp -r "$fix/ck" "$w/ck"
 model="$w/ck/step_00000002/model.bin"; state="$w/ck/step_00000002/state.bin"
 cp "$model" "$w/model.bin"
+cp -r "$fix/hf" "$w/hf"
 # put FILE OFFSET STRUCT-FORMAT VALUE: overwrite bytes in place (little-endian)
 put() { python3 -c "import struct,sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); f.write(struct.pack(sys.argv[3], int(sys.argv[4])))" "$@"; }
 cut_to() { python3 -c "import sys; p=sys.argv[1]; d=open(p,'rb').read(); open(p,'wb').write(d[:int(sys.argv[2])] if int(sys.argv[2])>=0 else d[:int(sys.argv[2])])" "$@"; }
@@ -35,10 +39,25 @@ open(sys.argv[1],'wb').write(struct.pack('<256i',int(sys.argv[2]),2,len(t),len(t
 # eval_file FILE CUT: an eval file of two examples (4 completions of 2 tokens each), less its last CUT bytes.
 eval_file() { python3 -c "import struct,sys; ex=lambda i: [65535,40,i,1,4,2,5,6]+[2,7,8]*4
 d=struct.pack('<256i',20240522,1,2,40,*[0]*252)+struct.pack('<40H',*(ex(0)+ex(1))); open(sys.argv[1],'wb').write(d[:len(d)-int(sys.argv[2])])" "$@"; }
+# st_edit FILE CODE: rewrite the JSON header h (a dict) of a safetensors file by the Python statements CODE; the
+# byte buffer b after it stays (CODE may change it too), the 8-byte header length follows the new header.
+st_edit() { python3 -c "import json,struct,sys; p=sys.argv[1]; d=open(p,'rb').read(); n=struct.unpack('<Q',d[:8])[0]; h=json.loads(d[8:8+n]); b=d[8+n:]
+exec(sys.argv[2]); t=json.dumps(h).encode(); open(p,'wb').write(struct.pack('<Q',len(t))+t+b)" "$@"; }
+# js_edit FILE CODE: the same for a JSON file (config.json) as the dict h.
+js_edit() { python3 -c "import json,sys; p=sys.argv[1]; h=json.load(open(p)); exec(sys.argv[2]); json.dump(h,open(p,'w'))" "$@"; }
+# hf_tokenizer DIR MERGE: Hugging Face tokenizer files of the 256 bytes and <|endoftext|> (257 tokens: the model's
+# vocabulary), whose merges.txt holds the one line MERGE.
+hf_tokenizer() { mkdir -p "$1"; python3 -c "import json,sys
+keep=list(range(33,127))+list(range(161,173))+list(range(174,256)); cp={}; k=256
+for b in range(256):
+    cp[b]=b if b in keep else k; k+=b not in keep
+v={chr(cp[b]):b for b in range(256)}; v['<|endoftext|>']=256
+json.dump(v,open(sys.argv[1]+'/vocab.json','w')); open(sys.argv[1]+'/merges.txt','w').write('#version: 0.2\n'+sys.argv[2]+'\n')" "$@"; }
 run1() { exec bash "$here/expect_error.sh" "$1" $mpirun -np 1 "$train" $T "${@:2}"; }
 # run2 REGEX FLAGS...: on 2 ranks, and refused before the first step (the paths and flags checked at start).
 run2() { exec bash "$here/expect_error.sh" --before-first-step "$1" $mpirun -np 2 "$train" $T "${@:2}"; }
 init() { run1 "$1" --train "$w/train.bin" --init "$w/model.bin"; }
+init_hf() { run1 "$1" --train "$w/train.bin" --init "$w/hf"; }
 shard() { run1 "$1" --train "$w/train.bin"; }
 resume() { run1 "$1" --train "$w/train.bin" --resume "$w/ck" "${@:2}"; }
 
@@ -53,6 +72,27 @@ case "$case" in
   ckpt_negative_hidden) put "$w/model.bin" 24 '<i' -32; init "invalid model configuration: hidden size \(C\) must be positive, got -32" ;;
   ckpt_heads_not_dividing) put "$w/model.bin" 20 '<i' 5; init "invalid model configuration: hidden 32 is not divisible by 5 heads" ;;
   ckpt_padded_vocab_small) put "$w/model.bin" 28 '<i' 100; init "padded vocabulary 100 is smaller than the vocabulary 257" ;;
+  # ---- Hugging Face GPT-2 (--init DIR: model.safetensors + config.json; model/safetensors.cu, model/hf_gpt2.cu)
+  hf_header_past_end) put "$w/hf/model.safetensors" 0 '<Q' 1000000000; init_hf "safetensors file .*hf/model.safetensors: the header length 1000000000 runs past the end of the [0-9]+-byte file" ;;
+  hf_header_not_json) put "$w/hf/model.safetensors" 8 '<B' 65; init_hf "safetensors file .*hf/model.safetensors: the header is not valid JSON" ;;
+  hf_offsets_overlap) st_edit "$w/hf/model.safetensors" "h['transformer.h.0.ln_2.weight']['data_offsets']=h['transformer.h.0.ln_1.weight']['data_offsets']"; init_hf "tensors 'transformer.h.0.ln_1.weight' and 'transformer.h.0.ln_2.weight' overlap" ;;
+  hf_offset_out_of_range) st_edit "$w/hf/model.safetensors" "o=h['transformer.ln_f.bias']['data_offsets']; o[1]+=400; o[0]+=400"; init_hf "tensor 'transformer.ln_f.bias' has data_offsets \[[0-9]+, [0-9]+\] outside the [0-9]+-byte buffer" ;;
+  hf_bytes_unclaimed) st_edit "$w/hf/model.safetensors" "b+=bytes(16)"; init_hf "the last 16 bytes of the buffer belong to no tensor" ;;
+  hf_unknown_dtype) st_edit "$w/hf/model.safetensors" "h['transformer.wpe.weight']['dtype']='F33'"; init_hf "tensor 'transformer.wpe.weight' has the unknown dtype 'F33'" ;;
+  hf_integer_dtype) st_edit "$w/hf/model.safetensors" "h['transformer.wpe.weight']['dtype']='I32'"; init_hf "tensor 'transformer.wpe.weight' is stored as I32, expected F32, F16 or BF16" ;;
+  hf_bytes_not_shape) st_edit "$w/hf/model.safetensors" "h['transformer.wpe.weight']['shape']=[32, 31]"; init_hf "tensor 'transformer.wpe.weight' has 4096 bytes, but its shape and dtype F32 make 3968" ;;
+  hf_shape_not_config) js_edit "$w/hf/config.json" "h['n_positions']=64"; init_hf "tensor 'transformer.wpe.weight' has shape \[32, 32\], but config.json \(.*n_positions 64.*\) makes \[64, 32\]" ;;
+  hf_missing_tensor) st_edit "$w/hf/model.safetensors" "h['transformer.h.1.mlp.c_fc.bais']=h.pop('transformer.h.1.mlp.c_fc.bias')"; init_hf "has no tensor 'transformer.h.1.mlp.c_fc.bias' \(nor 'h.1.mlp.c_fc.bias'\), which a GPT-2 of config.json" ;;
+  hf_unexpected_tensor) st_edit "$w/hf/model.safetensors" "e=h['transformer.ln_f.bias']['data_offsets'][1]; h['transformer.h.0.mlp.gate.weight']={'dtype':'F32','shape':[2],'data_offsets':[e,e+8]}; b+=bytes(8)"; init_hf "holds the tensor 'transformer.h.0.mlp.gate.weight', which is not part of a GPT-2" ;;
+  hf_untied_lm_head) st_edit "$w/hf/model.safetensors" "e=h['transformer.ln_f.bias']['data_offsets'][1]; h['lm_head.weight']={'dtype':'F32','shape':[257,32],'data_offsets':[e,e+257*32*4]}; b+=bytes(257*32*4)"; init_hf "lm_head.weight differs from transformer.wte.weight: the trainer ties the LM head" ;;
+  hf_config_missing_key) js_edit "$w/hf/config.json" "del h['n_head']"; init_hf "hf/config.json: has no \"n_head\"" ;;
+  hf_config_not_json) echo "{" > "$w/hf/config.json"; init_hf "hf/config.json: not valid JSON" ;;
+  hf_config_other_activation) js_edit "$w/hf/config.json" "h['activation_function']='relu'"; init_hf "hf/config.json: activation_function \"relu\": the trainer's GELU is the tanh approximation" ;;
+  hf_no_config) rm "$w/hf/config.json"; run2 "--init .*hf/config.json: No such file or directory \(a Hugging Face model needs model.safetensors and config.json\)" --train "$w/train.bin" --init "$w/hf" ;;
+  hf_init_empty_directory) mkdir "$w/empty"; run2 "--init .*/empty is a directory, expected a file \(an llm.c checkpoint\) or a Hugging Face model directory" --train "$w/train.bin" --init "$w/empty" ;;
+  hf_save_dir_under_file) run2 "--save .*train.bin/out: .*train.bin exists and is not a directory" --train "$w/train.bin" --save "$w/train.bin/out/" ;;
+  tokenizer_hf_bad_merge) hf_tokenizer "$w/tok" "a bc"; run1 "tok/merges.txt: line 2 'a bc' merges into 'abc', but its right token is not in .*tok/vocab.json" --train "$w/train.bin" --tokenizer "$w/tok" ;;
+  tokenizer_hf_no_merges) hf_tokenizer "$w/tok" "a b"; rm "$w/tok/merges.txt"; run2 "--tokenizer .*tok/merges.txt: No such file or directory \(a Hugging Face tokenizer is vocab.json and merges.txt side by side\)" --train "$w/train.bin" --tokenizer "$w/tok" ;;
   # ---- llm.c token shard (--train)
   shard_truncated_header) cut_to "$w/train.bin" 10; shard "token shard .*train.bin is truncated: expected a header of 1024 bytes, the file has 10" ;;
   shard_wrong_magic) put "$w/train.bin" 0 '<i' 1; shard "token shard .*train.bin has magic 1, expected 20240520" ;;

@@ -1,4 +1,5 @@
-// generate.cu — sample text from a saved llm.c checkpoint (any tensor- and pipeline-parallel layout under mpirun).
+// generate.cu — sample text from a saved llm.c checkpoint or Hugging Face GPT-2 directory (model/model_file.h), in any
+// tensor- and pipeline-parallel layout under mpirun.
 //   build/generate --init build/model.bin --prompt "// " --n 300 --temperature 0.8 --top-k 40
 #include <mpi.h>
 #include <algorithm>
@@ -10,14 +11,16 @@
 #include <string>
 #include "data/text_tokenizer.h"
 #include "model/checkpoint.h"
+#include "model/model_file.h"
 #include "model/generate.h"
 
 static void usage() {
     printf("usage: [mpirun -np T] build/generate --init FILE [--prompt TEXT] [--n N] [--temperature X] [--top-k K]\n"
            "                      [--window W] [--seed S] [--tp T] [--pp P] [--device cpu|cuda] [--tokenizer FILE]\n"
            "--tp defaults to the ranks / --pp (default 1): every rank in one tensor-parallel group.\n"
-           "Samples N tokens (default 200) from an llm.c checkpoint, decoded with the byte-level tokenizer,\n"
-           "or with GPT-2's BPE from llm.c's gpt2_tokenizer.bin (--tokenizer).\n");
+           "Samples N tokens (default 200) from an llm.c checkpoint (or a Hugging Face GPT-2 directory or .safetensors\n"
+           "file), decoded with the byte-level tokenizer, or with GPT-2's BPE (--tokenizer: llm.c's gpt2_tokenizer.bin,\n"
+           "or a directory holding Hugging Face's vocab.json and merges.txt).\n");
 }
 
 int main(int argc, char** argv) {
@@ -74,7 +77,7 @@ int main(int argc, char** argv) {
     GPTConfig cfg;
     std::vector<float> params;
     std::string err;
-    if (!checkpoint_read(init, cfg, params, err)) { if (rank == 0) fprintf(stderr, "error: %s\n", err.c_str()); MPI_Finalize(); return 1; }
+    if (!model_read(init, cfg, params, err)) { if (rank == 0) fprintf(stderr, "error: %s\n", err.c_str()); MPI_Finalize(); return 1; }
     TextTokenizer text;
     if (!text_tokenizer_open(tokenizer_file, cfg.vocab, text, err)) {
         if (rank == 0) fprintf(stderr, "error: %s\n", err.c_str());

@@ -1,11 +1,12 @@
 // prepare_data.cu — turn text files into llm.c token shards (train.bin, val.bin) with the byte tokenizer,
 // or with GPT-2's BPE tokenizer from a tokenizer file.
 //
-//   build/prepare_data --out-dir DIR [--val-fraction 0.1] [--tokenizer gpt2_tokenizer.bin] FILE...
+//   build/prepare_data --out-dir DIR [--val-fraction 0.1] [--tokenizer gpt2_tokenizer.bin | DIR] FILE...
 //   build/prepare_data --default [--root DIR] [--out-dir DIR] [--val-fraction 0.1]
 //
 // Each file is one document. Byte-level (the default): one token per byte, EOT between documents.
-// --tokenizer FILE (llm.c's tokenizer format, data/gpt2_tokenizer.h): GPT-2 byte-level BPE, each document
+// --tokenizer FILE (llm.c's tokenizer format, data/gpt2_tokenizer.h; or a directory, or a vocab.json, with
+// Hugging Face's vocab.json + merges.txt, data/hf_tokenizer.h): GPT-2 byte-level BPE, each document
 // preceded by the end-of-text token, as llm.c's data preparation scripts write GPT-2 shards. The last
 // val-fraction of the tokens becomes val.bin, the rest train.bin.
 //
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "../data/gpt2_tokenizer.h"
+#include "../data/hf_tokenizer.h"
 #include "../data/shard.h"
 #include "../data/tokenizer.h"
 
@@ -40,7 +42,8 @@ static void usage(FILE* out) {
             "  Encodes text files with the byte-level tokenizer (EOT between files) into DIR/train.bin and\n"
             "  DIR/val.bin (llm.c token shards); the last fraction F (default 0.1) of tokens is validation.\n"
             "  --tokenizer FILE: GPT-2 byte-level BPE from llm.c's gpt2_tokenizer.bin instead, each file\n"
-            "  preceded by the end-of-text token.\n"
+            "  preceded by the end-of-text token; or --tokenizer DIR (or DIR/vocab.json): the same from\n"
+            "  Hugging Face's vocab.json + merges.txt.\n"
             "  --default: the corpus is this repository's *.md and source files under --root (default .),\n"
             "  written to ROOT/data/generated/default unless --out-dir is given.\n");
 }
@@ -159,7 +162,7 @@ int main(int argc, char** argv) {
     Gpt2Tokenizer bpe;
     if (!tokenizer_file.empty()) {
         std::string err;
-        if (!gpt2_tokenizer_load(tokenizer_file, bpe, err)) die(err);
+        if (!tokenizer_load_any(tokenizer_file, bpe, err)) die(err);
     }
 
     // One document per file: byte-level with EOT between documents, BPE with EOT before each.

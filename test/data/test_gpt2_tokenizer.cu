@@ -5,12 +5,16 @@
 //   test_gpt2_tokenizer --prepare-cli EXE   build/prepare_data --tokenizer: GPT-2 shards of two files
 //   test_gpt2_tokenizer --dump DIR      write DIR/tokenizer.bin, DIR/text_K.txt and DIR/ids_K.txt (our
 //                                       encoding) for test/data/tiktoken_agrees.py, which encodes the same
-//                                       texts with tiktoken built offline from the same ranks
+//                                       texts with tiktoken built offline from the same ranks; and the same
+//                                       tokenizer as Hugging Face's DIR/vocab.json + DIR/merges.txt with
+//                                       DIR/ids_hf_K.txt (our encoding after reading those, data/hf_tokenizer.h)
+//                                       for test/data/hf_tokenizer_agrees.py (GPT2TokenizerFast)
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include "../test_util.h"
 #include "../../data/gpt2_tokenizer.h"
+#include "../../data/hf_tokenizer.h"
 #include "../../data/shard.h"
 
 namespace fs = std::filesystem;
@@ -24,7 +28,8 @@ static const char* kSample =
     "Numbers: 123 4567 89, 2024-05-20 and 3.14159.   Spaces   and\ttabs\n\n"
     "Naïve café déjà vu — über straße. Привет, мир! Καλημέρα κόσμε. 日本語のテキスト。 ¿Qué tal? «Bien».\n";
 
-static std::vector<std::string> learn_tokens(int merges, int* eot) {
+// `pairs`: the two parts of each new token, in the order learned (what Hugging Face's merges.txt lists).
+static std::vector<std::string> learn_tokens(int merges, int* eot, std::vector<std::pair<std::string, std::string>>* pairs) {
     std::vector<std::string> tokens;
     for (int b = 0; b < 256; b++) tokens.emplace_back(1, (char)b);
     Gpt2Tokenizer bytes_only;
@@ -53,7 +58,7 @@ static std::vector<std::string> learn_tokens(int merges, int* eot) {
         const std::string merged = best.first + best.second;
         bool known = false;
         for (const std::string& t : tokens) known |= t == merged;
-        if (!known) tokens.push_back(merged);
+        if (!known) tokens.push_back(merged), pairs->push_back(best);
         for (auto& w : words)
             for (size_t i = 0; i + 1 < w.size(); i++)
                 if (w[i] == best.first && w[i + 1] == best.second) {
@@ -223,24 +228,33 @@ static void test_bad_files(const std::vector<std::string>& tokens, int eot) {
 }
 
 // ---- --prepare-cli: prepare_data --tokenizer writes [EOT] doc1 [EOT] doc2, as llm.c's scripts do -------------
-static void test_prepare_data_cli(const std::string& exe, const Gpt2Tokenizer& tok) {
+// The same shard from llm.c's file and from Hugging Face's vocab.json + merges.txt (--tokenizer DIR).
+static void test_prepare_data_cli(const std::string& exe, const Gpt2Tokenizer& tok, const std::vector<std::string>& tokens,
+                                  const std::vector<std::pair<std::string, std::string>>& pairs) {
     const std::string a = tmp_dir() + "/a.txt", b = tmp_dir() + "/b.txt", out = tmp_dir() + "/shards";
     const std::string ta = "I'll say it's fine; the quick brown fox.\n", tb = "Привет, мир! 123 numbers";
     std::ofstream(a, std::ios::binary) << ta;
     std::ofstream(b, std::ios::binary) << tb;
-    std::string cmd = "'" + exe + "' --tokenizer '" + tmp_dir() + "/tokenizer.bin' --val-fraction 0 --out-dir '" + out +
-                      "' '" + a + "' '" + b + "' > '" + tmp_dir() + "/log.txt' 2>&1";
-    int rc = system(cmd.c_str());
-    CHECK(rc == 0, "prepare_data --tokenizer exited %d: %s", rc, read_bytes(tmp_dir() + "/log.txt").c_str());
-    std::vector<uint16_t> got;
-    std::string err;
-    CHECK(read_token_shard(out + "/train.bin", got, err), "%s", err.c_str());
-    std::vector<uint16_t> want = {(uint16_t)tok.eot};
-    for (int id : gpt2_encode(tok, ta)) want.push_back((uint16_t)id);
-    want.push_back((uint16_t)tok.eot);
-    for (int id : gpt2_encode(tok, tb)) want.push_back((uint16_t)id);
-    CHECK(got == want, "train.bin holds %zu tokens, expected %zu ([EOT] a [EOT] b)", got.size(), want.size());
-    CHECK(read_bytes(tmp_dir() + "/log.txt").find("BPE from") != std::string::npos, "log: %s", read_bytes(tmp_dir() + "/log.txt").c_str());
+    fs::create_directories(tmp_dir() + "/hf_cli");
+    hf_tokenizer_write(tmp_dir() + "/hf_cli", tokens, pairs);
+    std::string cmd;
+    int rc = 0;
+    for (const std::string& tokenizer : {tmp_dir() + "/tokenizer.bin", tmp_dir() + "/hf_cli"}) {
+        cmd = "'" + exe + "' --tokenizer '" + tokenizer + "' --val-fraction 0 --out-dir '" + out +
+              "' '" + a + "' '" + b + "' > '" + tmp_dir() + "/log.txt' 2>&1";
+        rc = system(cmd.c_str());
+        CHECK(rc == 0, "prepare_data --tokenizer exited %d: %s", rc, read_bytes(tmp_dir() + "/log.txt").c_str());
+        std::vector<uint16_t> got;
+        std::string err;
+        CHECK(read_token_shard(out + "/train.bin", got, err), "%s", err.c_str());
+        std::vector<uint16_t> want = {(uint16_t)tok.eot};
+        for (int id : gpt2_encode(tok, ta)) want.push_back((uint16_t)id);
+        want.push_back((uint16_t)tok.eot);
+        for (int id : gpt2_encode(tok, tb)) want.push_back((uint16_t)id);
+        CHECK(got == want, "--tokenizer %s: train.bin holds %zu tokens, expected %zu ([EOT] a [EOT] b)", tokenizer.c_str(), got.size(),
+              want.size());
+        CHECK(read_bytes(tmp_dir() + "/log.txt").find("BPE from") != std::string::npos, "log: %s", read_bytes(tmp_dir() + "/log.txt").c_str());
+    }
     // A bad tokenizer file stops it with a message naming the file.
     std::ofstream(tmp_dir() + "/bad_tok.bin", std::ios::binary) << std::string(2000, 'x');
     cmd = "'" + exe + "' --tokenizer '" + tmp_dir() + "/bad_tok.bin' --out-dir '" + out + "' '" + a + "' > '" + tmp_dir() +
@@ -251,10 +265,59 @@ static void test_prepare_data_cli(const std::string& exe, const Gpt2Tokenizer& t
           log.c_str());
 }
 
-// ---- --dump: the inputs of the tiktoken comparison --------------------------------------------------------
-static int dump(const std::string& dir, const Gpt2Tokenizer& tok, const std::vector<std::string>& tokens, int eot) {
+// ---- the same tokenizer from Hugging Face's vocab.json + merges.txt (data/hf_tokenizer.h) -------------------
+// Written from the learned tokens and merges, read back through a --tokenizer DIR path: every text encodes to
+// the ids of llm.c's file; then malformed files are refused with the file and the problem.
+static void test_hf_files(const Gpt2Tokenizer& tok, const std::vector<std::string>& tokens,
+                          const std::vector<std::pair<std::string, std::string>>& pairs, std::mt19937& rng) {
+    const std::string dir = tmp_dir() + "/hf";
+    fs::create_directories(dir);
+    hf_tokenizer_write(dir, tokens, pairs);
+    Gpt2Tokenizer hf;
+    std::string err;
+    CHECK(tokenizer_load_any(dir, hf, err), "the written vocab.json + merges.txt do not load: %s", err.c_str());
+    if (!err.empty()) return;
+    CHECK(hf.eot == tok.eot && hf.tokens == tok.tokens && hf.merges.size() == pairs.size(), "vocab.json + merges.txt: %d tokens, eot %d, %zu merges",
+          hf.vocab(), hf.eot, hf.merges.size());
+    std::vector<std::string> texts = test_texts();
+    for (int i = 0; i < 200; i++) texts.push_back(random_utf8(rng, 1 + (int)(rng() % 60)));
+    int same = 0;
+    for (const std::string& t : texts) same += gpt2_encode(hf, t) == gpt2_encode(tok, t);
+    CHECK(same == (int)texts.size(), "vocab.json + merges.txt encode %d of %zu texts as llm.c's file does", same, texts.size());
+    const std::string vocab = read_bytes(dir + "/vocab.json"), merges = read_bytes(dir + "/merges.txt");
+    struct Bad { std::string vocab, merges, expect; };
+    std::string no_eot = vocab;
+    no_eot.replace(no_eot.find("<|endoftext|>"), 13, "<|endoftexx|>");
+    const Bad cases[] = {
+        {"[1, 2]", merges, "vocab.json: not a JSON object"},
+        {"{\"a\": ", merges, "vocab.json: not valid JSON"},
+        {vocab.substr(0, vocab.size() - 1) + ", \"zz\": 99999}", merges, "is 99999, expected an integer in 0.."},
+        {no_eot, merges, "has no \"<|endoftext|>\" token"},
+        {"{\"a b\": 0}", merges, "1 tokens, outside 256..65536"},
+        {vocab, merges + "\xc4\xa0 q r\n", "is not two tokens in GPT-2's byte alphabet separated by one space"},
+        {vocab, merges + "zzz zzz\n", "but its left token is not in"},
+    };
+    for (const Bad& b : cases) {
+        Gpt2Tokenizer t;
+        std::string e;
+        bool ok = hf_tokenizer_parse(b.vocab, b.merges, "vocab.json", "merges.txt", t, e);
+        CHECK(!ok && e.find(b.expect) != std::string::npos, "expected an error with \"%s\", got %s \"%s\"", b.expect.c_str(),
+              ok ? "success" : "", e.c_str());
+    }
+    Gpt2Tokenizer t;
+    CHECK(!tokenizer_load_any(tmp_dir(), t, err) && err.find("vocab.json") != std::string::npos,
+          "a directory without vocab.json: \"%s\"", err.c_str());
+}
+
+// ---- --dump: the inputs of the tiktoken and transformers comparisons ---------------------------------------
+static int dump(const std::string& dir, const Gpt2Tokenizer& tok, const std::vector<std::string>& tokens, int eot,
+                const std::vector<std::pair<std::string, std::string>>& pairs) {
     fs::create_directories(dir);
     gpt2_tokenizer_write(dir + "/tokenizer.bin", tokens, eot);
+    hf_tokenizer_write(dir, tokens, pairs);
+    Gpt2Tokenizer hf;
+    std::string err;
+    if (!tokenizer_load_any(dir, hf, err)) mm_fatal("%s", err.c_str());
     std::vector<std::string> texts = test_texts();
     std::mt19937 rng(7);
     for (int i = 0; i < 50; i++) texts.push_back(random_utf8(rng, 1 + (int)(rng() % 80)));
@@ -262,6 +325,8 @@ static int dump(const std::string& dir, const Gpt2Tokenizer& tok, const std::vec
         std::ofstream(dir + "/text_" + std::to_string(k) + ".txt", std::ios::binary) << texts[k];
         std::ofstream ids(dir + "/ids_" + std::to_string(k) + ".txt");
         for (int id : gpt2_encode(tok, texts[k])) ids << id << "\n";
+        std::ofstream ids_hf(dir + "/ids_hf_" + std::to_string(k) + ".txt");
+        for (int id : gpt2_encode(hf, texts[k])) ids_hf << id << "\n";
     }
     printf("wrote %zu texts and our encodings to %s\n", texts.size(), dir.c_str());
     return 0;
@@ -270,7 +335,8 @@ static int dump(const std::string& dir, const Gpt2Tokenizer& tok, const std::vec
 int main(int argc, char** argv) {
     tmp_dir_create("test_gpt2_tokenizer");
     int eot = 0;
-    std::vector<std::string> tokens = learn_tokens(400, &eot);
+    std::vector<std::pair<std::string, std::string>> pairs;
+    std::vector<std::string> tokens = learn_tokens(400, &eot, &pairs);
     gpt2_tokenizer_write(tmp_dir() + "/tokenizer.bin", tokens, eot);
     Gpt2Tokenizer tok;
     std::string err;
@@ -279,12 +345,12 @@ int main(int argc, char** argv) {
         return 1;
     }
     if (argc == 3 && std::string(argv[1]) == "--dump") {
-        int rc = dump(argv[2], tok, tokens, eot);
+        int rc = dump(argv[2], tok, tokens, eot, pairs);
         fs::remove_all(tmp_dir());
         return rc;
     }
     if (argc == 3 && std::string(argv[1]) == "--prepare-cli") {
-        test_prepare_data_cli(argv[2], tok);
+        test_prepare_data_cli(argv[2], tok, tokens, pairs);
         tmp_dir_finish();
         return test_finish("test_gpt2_tokenizer --prepare-cli");
     }
@@ -294,6 +360,7 @@ int main(int argc, char** argv) {
     test_encode_decode(tok);
     test_round_trip_random(tok, rng);
     test_bad_files(tokens, eot);
+    test_hf_files(tok, tokens, pairs, rng);
     tmp_dir_finish();
     return test_finish("test_gpt2_tokenizer");
 }
