@@ -278,7 +278,9 @@ MM_CPU_LOOP static void flash_backward_cpu(T* dqkv, const T* dout, const T* out,
 // Each warp alternates two phases on every tile:
 //  - phase A, lanes over keys (or over queries): lane l computes one score x = q·k of a key tile of 32 keys
 //    (32 = the warp size, so there is no loop over key chunks), its probability, its keep bit from Philox and
-//    (backward) dS. One of the two rows it dots is read by all lanes at once (a shared-memory broadcast), the
+//    (backward) dS. Each lane draws its own element's Philox block: four neighbouring lanes compute the same
+//    block, about the cost of one score at HD = 64 (sharing it by shuffles would save 3/4 of that: left for
+//    later, correctness first); p = 0 draws nothing. One of the two rows it dots is read by all lanes at once (a shared-memory broadcast), the
 //    other is the lane's own row: those rows are padded to HDB + 1 floats, so the 32 lanes hit 32 different
 //    banks. The row statistics (max, sum) are xor-butterfly shuffles (warp_reduce.cuh): fixed order.
 //  - phase B, lanes over the head dimension: the accumulations o += p·V, dV += P_d·dO, dK += dS·Q, dQ += dS·K,
