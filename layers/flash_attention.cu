@@ -23,12 +23,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 #include "fast_exp.h"
 #include "matmul.h"
 #include "op_timer.h"
 #include "philox.h"
 #include "vec8.h"
+#include "warp_reduce.cuh"
 
 // Everything a kernel needs, passed by value.
 struct FlashArgs {
@@ -266,10 +268,497 @@ MM_CPU_LOOP static void flash_backward_cpu(T* dqkv, const T* dout, const T* out,
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// CUDA kernels. The same algorithm as the CPU path, in four kernels; all arithmetic in fp32 (bf16 is storage:
+// converted once, when a tile is staged into shared memory).
+//
+// Shape of the work. A block is 4 warps (128 threads). Every tile a block stages goes to shared memory as
+// fp32, columns HD .. HDB − 1 and rows past the sequence's end filled with 0, where HDB is the kernel's
+// compile-time bound on the head dimension (32, 64 or 128: flash_attention_hd_bound). With a compile-time
+// HDB, each lane's share of a row (HDB/32 columns c = lane + 32·j) lives in a fixed number of registers.
+// Each warp alternates two phases on every tile:
+//  - phase A, lanes over keys (or over queries): lane l computes one score x = q·k of a key tile of 32 keys
+//    (32 = the warp size, so there is no loop over key chunks), its probability, its keep bit from Philox and
+//    (backward) dS. Each lane draws its own element's Philox block: four neighbouring lanes compute the same
+//    block, about the cost of one score at HD = 64 (sharing it by shuffles would save 3/4 of that: left for
+//    later, correctness first); p = 0 draws nothing. One of the two rows it dots is read by all lanes at once (a shared-memory broadcast), the
+//    other is the lane's own row: those rows are padded to HDB + 1 floats, so the 32 lanes hit 32 different
+//    banks. The row statistics (max, sum) are xor-butterfly shuffles (warp_reduce.cuh): fixed order.
+//  - phase B, lanes over the head dimension: the accumulations o += p·V, dV += P_d·dO, dK += dS·Q, dQ += dS·K,
+//    reading the probabilities phase A left in shared memory (a broadcast) and one row of V, dO, Q or K per
+//    key (consecutive columns across the lanes: no bank conflict). The accumulators stay in registers for
+//    the whole block: rows per warp × HDB/32 floats.
+//
+// Registers per thread, accumulators only, at HDB = 128: forward 16 queries × 4 = 64 floats; dK, dV kernel
+// 2 × 8 keys × 4 = 64; dQ kernel 8 queries × 4 = 32. ptxas -v, all instantiations, no spills: sm_90 forward
+// 117 to 128 registers, dK-dV 72 to 98, dQ 44 to 70, D 29 to 30; sm_80 111 to 121, 54 to 90, 42 to 72, 29
+// to 30.
+// Shared memory per block (floats): forward 64·HDB (Q) + 32·(HDB+1) (K) + 32·HDB (V) + 64·32 (P); dK, dV
+// 2·32·HDB (K, V) + 2·32·(HDB+1) (Q, dO) + 2·32 (lse, D) + 2·32·32 (P_d, dS); dQ the same less one 32×32.
+// That is 20.5 to 40.5 KiB up to HDB = 64 and 68.5 to 72.5 KiB at HDB = 128: above the 48 KB default, so
+// those launches opt in (cudaFuncSetAttribute; every GPU from sm_80 on allows at least 99 KB per block).
+//
+// Determinism: every output element is summed by one thread, in an order fixed by S (key tiles in order,
+// keys in order, then the butterflies), and written once. No atomics, so two runs give the same bits.
+//  - forward: one block per (query tile of 64, head, sequence), warp w the queries 16w .. 16w + 15; the key
+//    tiles of 32 from key 0 up to the tile's last query (the ones wholly above the diagonal are never
+//    staged); a warp skips a tile whose keys all come after its queries. Lane r < 16 keeps query r's running
+//    max and sum; the other lanes get them by shuffle.
+//  - D_q = dO_q · O_q: one warp per query, into the context's scratch (flash_attention_scratch_bytes).
+//  - dK, dV: one block per (key tile of 32, head, sequence), warp w the keys 8w .. 8w + 7, over the query
+//    tiles of 32 from the diagonal to the end; lane l is query q0 + l in phase A.
+//  - dQ: one block per (query tile of 32, head, sequence), warp w the queries 8w .. 8w + 7, over the key
+//    tiles of 32 up to the diagonal; lane l is key k0 + l in phase A.
+// Both backward kernels rebuild P = e^{x − lse} and the keep bits (the same formulas and summation order,
+// so the same bits in the two). Long rows first where the work differs per block (the blockIdx order).
+// Exponentials are fast_exp (fast_exp.h), as on the CPU path: the two devices use one approximation of e^x.
+// ---------------------------------------------------------------------------------------------------------
+
+constexpr int kFlashWarps = 4;
+constexpr int kFlashThreads = 32 * kFlashWarps;
+constexpr int kFwdRows = 64;                                 // queries per forward block
+constexpr int kFwdRowsPerWarp = kFwdRows / kFlashWarps;      // 16
+constexpr int kKeyTile = 32;                                 // keys per tile: one per lane in phase A
+constexpr int kBwdTile = 32;                                 // queries (dQ) or keys (dK, dV) per backward block
+constexpr int kBwdPerWarp = kBwdTile / kFlashWarps;          // 8
+constexpr unsigned kFullWarp = 0xffffffffu;
+static_assert(kKeyTile == 32 && kBwdTile == 32, "phase A maps one key (or query) to each of the 32 lanes");
+
+constexpr size_t flash_fwd_smem_bytes(int HDB) {
+    return sizeof(float) * ((size_t)kFwdRows * HDB + kKeyTile * (HDB + 1) + kKeyTile * HDB + kFwdRows * kKeyTile);
+}
+constexpr size_t flash_bwd_kv_smem_bytes(int HDB) {
+    return sizeof(float) * ((size_t)2 * kBwdTile * HDB + 2 * kBwdTile * (HDB + 1) + 2 * kBwdTile +
+                            2 * kBwdTile * kKeyTile);
+}
+constexpr size_t flash_bwd_q_smem_bytes(int HDB) {
+    return sizeof(float) * ((size_t)2 * kBwdTile * HDB + 2 * kKeyTile * (HDB + 1) + 2 * kBwdTile +
+                            kBwdTile * kKeyTile);
+}
+
+// Rows r0 .. r0 + rows − 1 of a (sequence, head) matrix with row stride ld into shared memory as fp32 with
+// row stride lds; only the first `valid` rows exist (the sequence ends), the others and columns HD .. HDB − 1
+// are 0, so phase B can run over whole tiles without reading NaNs. All threads of the block take part.
+template <int HDB, class T>
+__device__ inline void stage_rows(float* dst, int lds, const T* m, int64_t ld, int r0, int rows, int valid,
+                                  int HD) {
+    for (int idx = threadIdx.x; idx < rows * HDB; idx += blockDim.x) {
+        const int r = idx / HDB, c = idx % HDB;  // consecutive threads, consecutive columns: coalesced
+        dst[r * lds + c] = r < valid && c < HD ? to_f32(m[(int64_t)(r0 + r) * ld + c]) : 0.f;
+    }
+}
+__device__ inline void stage_vec(float* dst, const float* v, int r0, int rows, int valid) {
+    for (int r = threadIdx.x; r < rows; r += blockDim.x) dst[r] = r < valid ? v[r0 + r] : 0.f;
+}
+
+// Σ_c a[c]·b[c] over the real head dimension, in order.
+__device__ inline float dot_hd(const float* a, const float* b, int HD) {
+    float acc = 0.f;
+#pragma unroll 4
+    for (int c = 0; c < HD; c++) acc = fmaf(a[c], b[c], acc);
+    return acc;
+}
+
+// The keep bit z of (q, k) for a visible key; no Philox call when p = 0.
+__device__ inline bool flash_keep(const FlashArgs& a, int b, int n, int q, int k) {
+    return a.threshold == 0 || dropout_keep(a.seed, a.stream, flash_keep_index(a, b, n, q, k), a.threshold);
+}
+
+// Block x → (tile rank, sequence b, head n): the B·NH blocks of one tile rank are consecutive, so that the
+// launch starts with one rank's tiles for every head.
+struct FlashBlock {
+    int rank, b, n;
+    int64_t bn;  // b·NH + n: the row of lse and D
+};
+__device__ inline FlashBlock flash_block(const FlashArgs& a) {
+    const int64_t BN = (int64_t)a.B * a.NH;
+    FlashBlock f;
+    f.rank = (int)(blockIdx.x / BN);
+    f.bn = blockIdx.x % BN;
+    f.n = (int)(f.bn % a.NH);
+    f.b = (int)(f.bn / a.NH);
+    return f;
+}
+
+// (128, 4): at most 128 registers a thread, 4 blocks an SM by registers. With the thread count alone, ptxas
+// kept the HDB = 64 instantiation at 72 registers and spilled 4 bytes; with this bound no instantiation spills.
+template <class T, int HDB>
+__global__ void __launch_bounds__(kFlashThreads, 4) flash_forward_kernel(T* out, float* lse, const T* qkv, FlashArgs a) {
+    constexpr int J = HDB / 32, RW = kFwdRowsPerWarp;
+    extern __shared__ float smem[];
+    float* Qs = smem;                       // [64][HDB]     broadcast in phase A
+    float* Ks = Qs + kFwdRows * HDB;        // [32][HDB + 1] lane k reads row k in phase A
+    float* Vs = Ks + kKeyTile * (HDB + 1);  // [32][HDB]     lanes over columns in phase B
+    float* Ps = Vs + kKeyTile * HDB;        // [64][32]      z_k·e_k of the warp's queries, from phase A to B
+    const int S = a.S, HD = a.HD, NH = a.NH;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const FlashBlock blk = flash_block(a);
+    const int tiles = (S + kFwdRows - 1) / kFwdRows;
+    const int q0 = (tiles - 1 - blk.rank) * kFwdRows;  // rank 0: the last query tile, the most keys
+    const int64_t R = (int64_t)a.B * 3 * NH * HD, RO = (int64_t)a.B * NH * HD;
+    const T* Q = qkv + (int64_t)blk.b * 3 * NH * HD + (int64_t)blk.n * HD;
+    const T* K = Q + (int64_t)NH * HD;
+    const T* V = Q + 2 * (int64_t)NH * HD;
+    stage_rows<HDB>(Qs, HDB, Q, R, q0, kFwdRows, min(kFwdRows, S - q0), HD);
+
+    const int row0 = warp * RW, qw = q0 + row0;  // this warp's queries qw .. qw + 15
+    float m_mine = -INFINITY, l_mine = 0.f, alpha_mine = 1.f;  // of query qw + lane, lanes 0 .. 15
+    float o[RW][J];
+#pragma unroll
+    for (int r = 0; r < RW; r++)
+#pragma unroll
+        for (int j = 0; j < J; j++) o[r][j] = 0.f;
+
+    const int last_query = min(q0 + kFwdRows, S) - 1;
+    for (int k0 = 0; k0 <= last_query; k0 += kKeyTile) {  // key tiles wholly above the diagonal: never
+        const int cols = min(kKeyTile, S - k0);
+        __syncthreads();  // the previous tile's K, V and P are read by now (and Q is staged, the first time)
+        stage_rows<HDB>(Ks, HDB + 1, K, R, k0, kKeyTile, cols, HD);
+        stage_rows<HDB>(Vs, HDB, V, R, k0, kKeyTile, cols, HD);
+        __syncthreads();
+        if (k0 > qw + RW - 1) continue;  // every key of the tile comes after this warp's queries
+
+        // Phase A, lane = key k0 + lane: scores, the online softmax, the keep bits.
+        const int k = k0 + lane;
+        for (int r = 0; r < RW; r++) {
+            const int q = qw + r;
+            const bool visible = k <= q && k < S && q < S;  // the causal mask (and the ends of the sequence)
+            const float x = dot_hd(&Qs[(row0 + r) * HDB], &Ks[lane * (HDB + 1)], HD) * a.scale;
+            const float m_old = __shfl_sync(kFullWarp, m_mine, r);
+            const float mt = fmaxf(m_old, warp_max(visible ? x : -INFINITY));
+            const float e = visible ? fast_exp(x - mt) : 0.f;
+            const float alpha = m_old == -INFINITY ? 0.f : fast_exp(m_old - mt);
+            const float tsum = warp_sum(e);  // l counts every visible key, kept or dropped
+            const bool keep = visible && flash_keep(a, blk.b, blk.n, q, k);
+            Ps[(row0 + r) * kKeyTile + lane] = keep ? e : 0.f;
+            if (lane == r) {
+                m_mine = mt;
+                l_mine = l_mine * alpha + tsum;
+                alpha_mine = alpha;
+            }
+        }
+        __syncwarp();  // Ps of all lanes written before any lane reads them
+
+        // Phase B, lane = columns lane + 32·j: o ← α·o + Σ_k (z·e)_k · V_k.
+#pragma unroll
+        for (int r = 0; r < RW; r++) {
+            const float alpha = __shfl_sync(kFullWarp, alpha_mine, r);
+#pragma unroll
+            for (int j = 0; j < J; j++) o[r][j] *= alpha;
+        }
+        const int kend = min(cols, qw + RW - k0);  // keys after the warp's last query add 0
+        for (int kk = 0; kk < kend; kk++) {
+            float v[J];
+#pragma unroll
+            for (int j = 0; j < J; j++) v[j] = Vs[kk * HDB + lane + 32 * j];
+#pragma unroll
+            for (int r = 0; r < RW; r++) {
+                const float pk = Ps[(row0 + r) * kKeyTile + kk];
+#pragma unroll
+                for (int j = 0; j < J; j++) o[r][j] = fmaf(pk, v[j], o[r][j]);
+            }
+        }
+    }
+
+    // out_q = o_q / l_q / (1 − p), lse_q = m_q + log l_q.
+    T* obase = out + (int64_t)blk.b * NH * HD + (int64_t)blk.n * HD;
+#pragma unroll
+    for (int r = 0; r < RW; r++) {
+        const int q = qw + r;
+        const float l = __shfl_sync(kFullWarp, l_mine, r), m = __shfl_sync(kFullWarp, m_mine, r);
+        if (q < S) {
+            const float f = a.inv_keep / l;
+            T* orow = obase + (int64_t)q * RO;
+#pragma unroll
+            for (int j = 0; j < J; j++) {
+                const int c = lane + 32 * j;
+                if (c < HD) orow[c] = from_f32<T>(o[r][j] * f);
+            }
+            if (lane == 0) lse[blk.bn * S + q] = m + logf(l);
+        }
+    }
+}
+
+// D_q = Σ_c dO[q, c]·O[q, c], f32 [B, NH, S] like lse: one warp per (sequence, head, query).
+template <class T>
+__global__ void __launch_bounds__(kFlashThreads) flash_dot_kernel(float* D, const T* dout, const T* out, FlashArgs a) {
+    const int64_t row = (int64_t)blockIdx.x * kFlashWarps + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= (int64_t)a.B * a.NH * a.S) return;  // whole warps: the butterfly sees full warps
+    const int q = (int)(row % a.S);
+    const int64_t bn = row / a.S;
+    const int64_t n = bn % a.NH, b = bn / a.NH;
+    const int64_t at = ((int64_t)q * a.B + b) * a.NH * a.HD + n * a.HD;
+    float acc = 0.f;
+    for (int c = lane; c < a.HD; c += 32) acc = fmaf(to_f32(dout[at + c]), to_f32(out[at + c]), acc);
+    acc = warp_sum(acc);
+    if (lane == 0) D[row] = acc;
+}
+
+// dK, dV of one key tile: Σ over the query tiles from the diagonal on of dV += P_dᵀ dO, dK += dSᵀ Q.
+template <class T, int HDB>
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_backward_kv_kernel(T* dqkv, const T* dout, const float* lse, const float* D, const T* qkv, FlashArgs a) {
+    constexpr int J = HDB / 32, KW = kBwdPerWarp;
+    extern __shared__ float smem[];
+    float* Ks = smem;                        // [32][HDB]     the block's keys: broadcast in phase A
+    float* Vs = Ks + kBwdTile * HDB;         // [32][HDB]
+    float* Qs = Vs + kBwdTile * HDB;         // [32][HDB + 1] lane q reads row q in phase A, rows in phase B
+    float* dOs = Qs + kBwdTile * (HDB + 1);  // [32][HDB + 1]
+    float* Ls = dOs + kBwdTile * (HDB + 1);  // [32] lse of the query tile
+    float* Ds = Ls + kBwdTile;               // [32] D of the query tile
+    float* Pds = Ds + kBwdTile;              // [32 keys][32 queries] P ⊙ z/(1 − p)
+    float* dSs = Pds + kBwdTile * kKeyTile;  // [32 keys][32 queries] dS
+    const int S = a.S, HD = a.HD, NH = a.NH;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const FlashBlock blk = flash_block(a);
+    const int tiles = (S + kBwdTile - 1) / kBwdTile;
+    const int jt = blk.rank;  // key tile: rank 0 = keys 0 .. 31, which every query sees
+    const int k0 = jt * kBwdTile;
+    const int64_t R = (int64_t)a.B * 3 * NH * HD, RO = (int64_t)a.B * NH * HD;
+    const int64_t qkv_at = (int64_t)blk.b * 3 * NH * HD + (int64_t)blk.n * HD;
+    const T* Q = qkv + qkv_at;
+    const T* K = Q + (int64_t)NH * HD;
+    const T* V = Q + 2 * (int64_t)NH * HD;
+    const T* dO = dout + (int64_t)blk.b * NH * HD + (int64_t)blk.n * HD;
+    const float* L = lse + blk.bn * S;
+    const float* Dq = D + blk.bn * S;
+    stage_rows<HDB>(Ks, HDB, K, R, k0, kBwdTile, min(kBwdTile, S - k0), HD);
+    stage_rows<HDB>(Vs, HDB, V, R, k0, kBwdTile, min(kBwdTile, S - k0), HD);
+
+    const int kr0 = warp * KW;  // this warp's keys k0 + kr0 .. k0 + kr0 + 7
+    float dk[KW][J], dv[KW][J];
+#pragma unroll
+    for (int kk = 0; kk < KW; kk++)
+#pragma unroll
+        for (int j = 0; j < J; j++) dk[kk][j] = dv[kk][j] = 0.f;
+
+    for (int it = jt; it < tiles; it++) {  // the query tiles on and below the diagonal, in order
+        const int q0 = it * kBwdTile, rows = min(kBwdTile, S - q0);
+        __syncthreads();  // the previous query tile is read by now (and K, V staged, the first time)
+        stage_rows<HDB>(Qs, HDB + 1, Q, R, q0, kBwdTile, rows, HD);
+        stage_rows<HDB>(dOs, HDB + 1, dO, RO, q0, kBwdTile, rows, HD);
+        stage_vec(Ls, L, q0, kBwdTile, rows);
+        stage_vec(Ds, Dq, q0, kBwdTile, rows);
+        __syncthreads();
+
+        // Phase A, lane = query q0 + lane: P, the keep bit, P_d and dS of the warp's 8 keys.
+        const int q = q0 + lane;
+        for (int kk = 0; kk < KW; kk++) {
+            const int k = k0 + kr0 + kk;
+            const bool visible = k <= q && q < S;  // k <= q < S: the key exists too
+            const float x = dot_hd(&Qs[lane * (HDB + 1)], &Ks[(kr0 + kk) * HDB], HD) * a.scale;
+            const float pk = visible ? fast_exp(x - Ls[lane]) : 0.f;
+            const bool keep = visible && flash_keep(a, blk.b, blk.n, q, k);
+            const float dpd = dot_hd(&dOs[lane * (HDB + 1)], &Vs[(kr0 + kk) * HDB], HD);  // (dO Vᵀ)[q, k]
+            const float dp = keep ? dpd * a.inv_keep : 0.f;
+            Pds[(kr0 + kk) * kKeyTile + lane] = keep ? pk * a.inv_keep : 0.f;
+            dSs[(kr0 + kk) * kKeyTile + lane] = visible ? pk * (dp - Ds[lane]) * a.scale : 0.f;
+        }
+        __syncwarp();
+
+        // Phase B, lane = columns lane + 32·j: dV_k += Σ_q P_d[q, k]·dO_q, dK_k += Σ_q dS[q, k]·Q_q.
+        for (int r = 0; r < rows; r++) {
+            float g[J], qv[J];
+#pragma unroll
+            for (int j = 0; j < J; j++) {
+                g[j] = dOs[r * (HDB + 1) + lane + 32 * j];
+                qv[j] = Qs[r * (HDB + 1) + lane + 32 * j];
+            }
+#pragma unroll
+            for (int kk = 0; kk < KW; kk++) {
+                const float pd = Pds[(kr0 + kk) * kKeyTile + r], ds = dSs[(kr0 + kk) * kKeyTile + r];
+#pragma unroll
+                for (int j = 0; j < J; j++) {
+                    dv[kk][j] = fmaf(pd, g[j], dv[kk][j]);
+                    dk[kk][j] = fmaf(ds, qv[j], dk[kk][j]);
+                }
+            }
+        }
+    }
+
+    T* dK = dqkv + qkv_at + (int64_t)NH * HD;
+    T* dV = dqkv + qkv_at + 2 * (int64_t)NH * HD;
+#pragma unroll
+    for (int kk = 0; kk < KW; kk++) {
+        const int k = k0 + kr0 + kk;
+        if (k >= S) break;
+#pragma unroll
+        for (int j = 0; j < J; j++) {
+            const int c = lane + 32 * j;
+            if (c < HD) {
+                dK[(int64_t)k * R + c] = from_f32<T>(dk[kk][j]);
+                dV[(int64_t)k * R + c] = from_f32<T>(dv[kk][j]);
+            }
+        }
+    }
+}
+
+// dQ of one query tile: Σ over the key tiles up to the diagonal of dQ += dS K.
+template <class T, int HDB>
+__global__ void __launch_bounds__(kFlashThreads)
+    flash_backward_q_kernel(T* dqkv, const T* dout, const float* lse, const float* D, const T* qkv, FlashArgs a) {
+    constexpr int J = HDB / 32, QW = kBwdPerWarp;
+    extern __shared__ float smem[];
+    float* Qs = smem;                       // [32][HDB]     broadcast in phase A
+    float* dOs = Qs + kBwdTile * HDB;       // [32][HDB]     broadcast in phase A
+    float* Ks = dOs + kBwdTile * HDB;       // [32][HDB + 1] lane k reads row k in phase A, rows in phase B
+    float* Vs = Ks + kKeyTile * (HDB + 1);  // [32][HDB + 1]
+    float* Ls = Vs + kKeyTile * (HDB + 1);  // [32]
+    float* Ds = Ls + kBwdTile;              // [32]
+    float* dSs = Ds + kBwdTile;             // [32 queries][32 keys]
+    const int S = a.S, HD = a.HD, NH = a.NH;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const FlashBlock blk = flash_block(a);
+    const int tiles = (S + kBwdTile - 1) / kBwdTile;
+    const int q0 = (tiles - 1 - blk.rank) * kBwdTile, rows = min(kBwdTile, S - q0);  // rank 0: the most keys
+    const int64_t R = (int64_t)a.B * 3 * NH * HD, RO = (int64_t)a.B * NH * HD;
+    const int64_t qkv_at = (int64_t)blk.b * 3 * NH * HD + (int64_t)blk.n * HD;
+    const T* Q = qkv + qkv_at;
+    const T* K = Q + (int64_t)NH * HD;
+    const T* V = Q + 2 * (int64_t)NH * HD;
+    const T* dO = dout + (int64_t)blk.b * NH * HD + (int64_t)blk.n * HD;
+    stage_rows<HDB>(Qs, HDB, Q, R, q0, kBwdTile, rows, HD);
+    stage_rows<HDB>(dOs, HDB, dO, RO, q0, kBwdTile, rows, HD);
+    stage_vec(Ls, lse + blk.bn * S, q0, kBwdTile, rows);
+    stage_vec(Ds, D + blk.bn * S, q0, kBwdTile, rows);
+
+    const int qr0 = warp * QW, qw = q0 + qr0;  // this warp's queries qw .. qw + 7
+    float dq[QW][J];
+#pragma unroll
+    for (int r = 0; r < QW; r++)
+#pragma unroll
+        for (int j = 0; j < J; j++) dq[r][j] = 0.f;
+
+    for (int k0 = 0; k0 < q0 + rows; k0 += kKeyTile) {  // key tiles up to the diagonal, in order
+        const int cols = min(kKeyTile, S - k0);
+        __syncthreads();
+        stage_rows<HDB>(Ks, HDB + 1, K, R, k0, kKeyTile, cols, HD);
+        stage_rows<HDB>(Vs, HDB + 1, V, R, k0, kKeyTile, cols, HD);
+        __syncthreads();
+        if (k0 > qw + QW - 1) continue;  // every key of the tile comes after this warp's queries
+
+        // Phase A, lane = key k0 + lane.
+        const int k = k0 + lane;
+        for (int r = 0; r < QW; r++) {
+            const int q = qw + r;
+            const bool visible = k <= q && q < S;
+            const float x = dot_hd(&Qs[(qr0 + r) * HDB], &Ks[lane * (HDB + 1)], HD) * a.scale;
+            const float pk = visible ? fast_exp(x - Ls[qr0 + r]) : 0.f;
+            const bool keep = visible && flash_keep(a, blk.b, blk.n, q, k);
+            const float dpd = dot_hd(&dOs[(qr0 + r) * HDB], &Vs[lane * (HDB + 1)], HD);
+            const float dp = keep ? dpd * a.inv_keep : 0.f;
+            dSs[(qr0 + r) * kKeyTile + lane] = visible ? pk * (dp - Ds[qr0 + r]) * a.scale : 0.f;
+        }
+        __syncwarp();
+
+        // Phase B, lane = columns: dQ_q += Σ_k dS[q, k]·K_k.
+        const int kend = min(cols, qw + QW - k0);
+        for (int kk = 0; kk < kend; kk++) {
+            float kv[J];
+#pragma unroll
+            for (int j = 0; j < J; j++) kv[j] = Ks[kk * (HDB + 1) + lane + 32 * j];
+#pragma unroll
+            for (int r = 0; r < QW; r++) {
+                const float ds = dSs[(qr0 + r) * kKeyTile + kk];
+#pragma unroll
+                for (int j = 0; j < J; j++) dq[r][j] = fmaf(ds, kv[j], dq[r][j]);
+            }
+        }
+    }
+
+    T* dQ = dqkv + qkv_at;
+#pragma unroll
+    for (int r = 0; r < QW; r++) {
+        const int q = qw + r;
+        if (q >= S) break;
+#pragma unroll
+        for (int j = 0; j < J; j++) {
+            const int c = lane + 32 * j;
+            if (c < HD) dQ[(int64_t)q * R + c] = from_f32<T>(dq[r][j]);
+        }
+    }
+}
+
+// ---- host side of the kernels ----------------------------------------------------------------------------
+
+// flash_attention_hd_bound (flash_attention.h) picks the instantiation; call launch(integral_constant<HDB>).
+template <class Launch>
+static void launch_by_hd(const char* op, int HD, Launch&& launch) {
+    switch (flash_attention_hd_bound(HD)) {
+        case 32: launch(std::integral_constant<int, 32>()); break;
+        case 64: launch(std::integral_constant<int, 64>()); break;
+        case 128: launch(std::integral_constant<int, 128>()); break;
+        default:
+            mm_fatal("%s: head dimension HD=%d: the flash attention CUDA kernels take HD from 1 to 128; use "
+                     "--attention unfused",
+                     op, HD);
+    }
+}
+
+// A kernel's dynamic shared memory above the 48 KB every launch may take must be opted into, per kernel.
+template <class Kernel>
+static void flash_allow_smem(const char* op, Kernel* kernel, size_t bytes) {
+    if (bytes <= 48 * 1024) return;
+    int dev = 0, optin = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if ((size_t)optin < bytes)
+        mm_fatal("%s: the kernel needs %zu bytes of shared memory per block, device %d allows %d; use "
+                 "--attention unfused",
+                 op, bytes, dev, optin);
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+}
+
+// Blocks of a launch with one block per (tile, sequence, head).
+static unsigned flash_grid(const char* op, int tiles, const FlashArgs& a) {
+    const int64_t blocks = (int64_t)tiles * a.B * a.NH;
+    if (blocks > INT32_MAX) mm_fatal("%s: %lld blocks in one launch (at most 2^31 - 1)", op, (long long)blocks);
+    return (unsigned)blocks;
+}
+
+template <class T>
+static void flash_forward_cuda(Ctx& ctx, const char* op, T* out, float* lse, const T* qkv, const FlashArgs& a) {
+    const unsigned blocks = flash_grid(op, (a.S + kFwdRows - 1) / kFwdRows, a);
+    launch_by_hd(op, a.HD, [&](auto hdb) {
+        constexpr int HDB = decltype(hdb)::value;
+        constexpr size_t smem = flash_fwd_smem_bytes(HDB);
+        flash_allow_smem(op, flash_forward_kernel<T, HDB>, smem);
+        flash_forward_kernel<T, HDB><<<blocks, kFlashThreads, smem, ctx.stream>>>(out, lse, qkv, a);
+        CUDA_CHECK_LAST();
+    });
+}
+
+template <class T>
+static void flash_backward_cuda(Ctx& ctx, const char* op, T* dqkv, const T* dout, const T* out, const float* lse,
+                                const T* qkv, const FlashArgs& a) {
+    // D in the context's scratch: the three kernels run in order on ctx.stream, so the next user of the
+    // scratch overwrites it only after the dQ kernel has read it.
+    float* D = static_cast<float*>(ctx_scratch(ctx, flash_attention_scratch_bytes(a.S, a.B, a.NH)));
+    const int64_t rows = (int64_t)a.B * a.NH * a.S;
+    const int64_t dot_blocks = (rows + kFlashWarps - 1) / kFlashWarps;
+    if (dot_blocks > INT32_MAX) mm_fatal("%s: %lld blocks in one launch (at most 2^31 - 1)", op, (long long)dot_blocks);
+    flash_dot_kernel<T><<<(unsigned)dot_blocks, kFlashThreads, 0, ctx.stream>>>(D, dout, out, a);
+    CUDA_CHECK_LAST();
+    const unsigned blocks = flash_grid(op, (a.S + kBwdTile - 1) / kBwdTile, a);
+    launch_by_hd(op, a.HD, [&](auto hdb) {
+        constexpr int HDB = decltype(hdb)::value;
+        constexpr size_t smem_kv = flash_bwd_kv_smem_bytes(HDB), smem_q = flash_bwd_q_smem_bytes(HDB);
+        flash_allow_smem(op, flash_backward_kv_kernel<T, HDB>, smem_kv);
+        flash_backward_kv_kernel<T, HDB><<<blocks, kFlashThreads, smem_kv, ctx.stream>>>(dqkv, dout, lse, D, qkv, a);
+        CUDA_CHECK_LAST();
+        flash_allow_smem(op, flash_backward_q_kernel<T, HDB>, smem_q);
+        flash_backward_q_kernel<T, HDB><<<blocks, kFlashThreads, smem_q, ctx.stream>>>(dqkv, dout, lse, D, qkv, a);
+        CUDA_CHECK_LAST();
+    });
+}
+
+size_t flash_attention_scratch_bytes(int S, int B, int NH) { return (size_t)S * B * NH * sizeof(float); }
+
+// ---------------------------------------------------------------------------------------------------------
 // Dispatch
 // ---------------------------------------------------------------------------------------------------------
 
-constexpr int kTileGpu = 64;
+constexpr int kTileGpu = kFwdRows;  // the forward's query tile (key tiles are 32: see "CUDA kernels")
 int flash_attention_tile(const Ctx& ctx) { return ctx.device == Device::CPU ? kTileCpu : kTileGpu; }
 
 static void check_flash(const char* op, const Ctx& ctx, const AttnShape& sh, const Tensor& qkv, const Tensor& o,
@@ -296,7 +785,7 @@ void flash_attention_forward(Ctx& ctx, Tensor out, Tensor lse, Tensor qkv, const
     const FlashArgs a = flash_args(sh, p, seed, stream);
     MM_DISPATCH_ACT(qkv.dtype, {
         if (ctx.device == Device::CUDA)
-            mm_fatal("%s: the CUDA kernel is not built yet", op);
+            flash_forward_cuda<T>(ctx, op, out.as<T>(), lse.as<float>(), qkv.as<T>(), a);
         else
             flash_forward_cpu<T>(out.as<T>(), lse.as<float>(), qkv.as<T>(), a);
     });
@@ -314,7 +803,7 @@ void flash_attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor out, Te
     const FlashArgs a = flash_args(sh, p, seed, stream);
     MM_DISPATCH_ACT(qkv.dtype, {
         if (ctx.device == Device::CUDA)
-            mm_fatal("%s: the CUDA kernel is not built yet", op);
+            flash_backward_cuda<T>(ctx, op, dqkv.as<T>(), dout.as<T>(), out.as<T>(), lse.as<float>(), qkv.as<T>(), a);
         else
             flash_backward_cpu<T>(dqkv.as<T>(), dout.as<T>(), out.as<T>(), lse.as<float>(), qkv.as<T>(), a);
     });

@@ -32,3 +32,15 @@ void flash_attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor out, Te
 
 // Rows of a query tile (and keys of a key tile) on ctx's device: the tiling the kernels use.
 int flash_attention_tile(const Ctx& ctx);
+
+// The CUDA kernels' compile-time bound on the head dimension for HD (32, 64 or 128: the instantiation that
+// runs), or 0 when no kernel takes HD (HD < 1 or HD > 128: the model must use --attention unfused on a GPU).
+// Inline, so that a caller checks a model (and test_kernel_coverage lists the instantiations) with no device.
+inline int flash_attention_hd_bound(int HD) {
+    return HD < 1 ? 0 : HD <= 32 ? 32 : HD <= 64 ? 64 : HD <= 128 ? 128 : 0;
+}
+
+// Bytes of ctx_scratch (runtime.h) flash_attention_backward takes on the GPU for a rank's S, B and NH (the
+// fp32 D = rowsum(dO ⊙ O), [B, NH, S]): the model reserves them before its first step, so the scratch never
+// grows inside a step.
+size_t flash_attention_scratch_bytes(int S, int B, int NH);

@@ -3,17 +3,19 @@
 //
 // Each launch site chooses its kernel (template arguments, vector width, fallback) in host code, and exposes
 // that choice as a plain function (attention_softmax_slots, layernorm_forward_slots, linear_forward_path,
-// tensor_convert_kernel). This test
+// tensor_convert_kernel, flash_attention_hd_bound). This test
 //  1. enumerates each choice over every shape the trainer can give it (S and C from 1 to past the widest
-//     kernel, both dtypes), and compares the set of instantiations found with the list below: a new kernel
+//     kernel, HD from 1 to past the largest flash bound, both dtypes), and compares the set of instantiations found with the list below: a new kernel
 //     instantiation (or a changed dispatch) must be added to the list, so it cannot go unnoticed;
 //  2. runs the same choice over the shapes the GPU tests iterate over (test/layers/gpu_shapes.h) and fails,
 //     naming the instantiation, when one is not reached.
 // Negative control: remove a shape from gpu_shapes.h (e.g. the attention case S = 300) and this test fails
-// with "not reached by any gpu test shape: softmax_vec<f32,2>".
+// with "not reached by any gpu test shape: softmax_vec<f32,2>"; remove the flash case HD = 128 and it fails
+// with "... flash<f32,128>" and "... flash<bf16,128>".
 #include <set>
 #include <string>
 #include "layers/attention.h"
+#include "layers/flash_attention.h"
 #include "layers/layernorm.h"
 #include "test/layers/gpu_shapes.h"
 #include "test/test_util.h"
@@ -39,6 +41,16 @@ static bool ragged_blocks(int S) {
     return S > blk && S % blk != 0;
 }
 static std::string ragged_name(DType dt) { return "softmax_vec<" + std::string(dn(dt)) + "> over ragged causal blocks"; }
+
+// Flash attention (flash_attention.cu): its forward, dK-dV and dQ kernels share one bound HDB on the head
+// dimension, so one name covers the three; "" for an HD no kernel takes (refused: --attention unfused). The
+// D = rowsum(dO ⊙ O) kernel has only the dtype as template argument.
+static std::string flash_name(int HD, DType dt) {
+    const int bound = flash_attention_hd_bound(HD);
+    return bound ? "flash<" + std::string(dn(dt)) + "," + std::to_string(bound) + ">" : "";
+}
+static std::string flash_dot_name(DType dt) { return "flash_dot<" + std::string(dn(dt)) + ">"; }
+constexpr int kFlashMaxHD = 128;  // the largest head dimension the kernels take
 
 static std::string layernorm_name(int C, DType dt) {
     const int slots = layernorm_forward_slots(C, dt);
@@ -73,6 +85,11 @@ static Names possible() {
             if (attention_softmax_slots(S, dt) && ragged_blocks(S)) n.insert(ragged_name(dt));
         }
         for (int C = 1; C <= 8192; C++) n.insert(layernorm_name(C, dt));
+        for (int HD = 1; HD <= 200; HD++)
+            if (!flash_name(HD, dt).empty()) {
+                n.insert(flash_name(HD, dt));
+                n.insert(flash_dot_name(dt));
+            }
         // A bias in the activation dtype; the output in that dtype or f32 (the LM head's logits).
         for (DType out : {dt, DType::F32}) {
             const LinearForwardPath p = linear_forward_path(dt, out, true);
@@ -97,6 +114,8 @@ static const Names kExpected = {
     "linear_fused_bias<f32>", "linear_fused_bias<bf16>", "linear_broadcast<f32,f32>",
     "linear_broadcast<bf16,bf16>", "linear_broadcast<f32,bf16>",
     "convert_copy<f32>", "convert_copy<bf16>", "convert_kernel<bf16,f32>", "convert_kernel<f32,bf16>",
+    "flash<f32,32>", "flash<f32,64>", "flash<f32,128>", "flash_dot<f32>",
+    "flash<bf16,32>", "flash<bf16,64>", "flash<bf16,128>", "flash_dot<bf16>",
 };
 
 // ---- 2. what the GPU tests reach ---------------------------------------------------------------------------
@@ -111,6 +130,11 @@ static Names reached() {
         }
         for (const LnGpuCase& c : kLayerNormGpuCases)
             if (runs_in(c.dtypes, dt)) n.insert(layernorm_name(c.C, dt));
+        for (const FlashGpuCase& c : kFlashGpuCases)
+            if (runs_in(c.dtypes, dt) && !flash_name(c.HD, dt).empty()) {
+                n.insert(flash_name(c.HD, dt));
+                n.insert(flash_dot_name(dt));
+            }
         for (const LinearGpuCase& c : kLinearGpuCases) {
             if (!runs_in(c.dtypes, dt)) continue;
             const DType out = c.out_f32 ? DType::F32 : dt;
@@ -149,6 +173,14 @@ static void cpu_checks() {
         return false;
     };
     for (int S : {300, 600, 2048}) CHECK(has_attn(S), "attention gpu shape S = %d missing", S);
+    // Flash: every HD from 1 to 128 has a kernel whose bound holds it, none above (those are refused), and
+    // every GPU case's HD is one the kernels take.
+    for (int HD = 1; HD <= 200; HD++) {
+        const int bound = flash_attention_hd_bound(HD);
+        CHECK(HD <= kFlashMaxHD ? bound >= HD : bound == 0, "flash_attention_hd_bound(%d) = %d", HD, bound);
+    }
+    for (const FlashGpuCase& c : kFlashGpuCases)
+        CHECK(flash_attention_hd_bound(c.HD) != 0, "flash gpu shape HD = %d: no kernel takes it", c.HD);
     for (int C : {1600, 6144}) CHECK(has_ln(C), "layernorm gpu shape C = %d missing", C);
 }
 
