@@ -359,6 +359,12 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
     std::string resumed_dir;
     run.cfg = read_model_config(opt, init_params, resumed, resumed_dir);
     check_shape_flags(opt, run.cfg);
+    if (run.attention == Attention::Flash && run.device == Device::CUDA) {
+        const int hd = run.cfg.channels / run.cfg.heads;
+        refuse_if(flash_attention_hd_bound(hd) ? "" : "--attention flash on a GPU takes head dimensions up to 128; this model's is " +
+                  std::to_string(hd) + " (hidden " + std::to_string(run.cfg.channels) + " / " + std::to_string(run.cfg.heads) +
+                  " heads): use --attention unfused, or more heads");
+    }
     refuse_if(grid_validate(world, opt.tp, opt.sp, run.cfg, opt.batch, opt.seq, opt.pp));
     int dp = world / (opt.tp * opt.pp);
     run.micro_batches = micro_batch_count(opt, dp);

@@ -758,8 +758,6 @@ size_t flash_attention_scratch_bytes(int S, int B, int NH) { return (size_t)S * 
 // Dispatch
 // ---------------------------------------------------------------------------------------------------------
 
-constexpr int kTileGpu = kFwdRows;  // the forward's query tile (key tiles are 32: see "CUDA kernels")
-int flash_attention_tile(const Ctx& ctx) { return ctx.device == Device::CPU ? kTileCpu : kTileGpu; }
 
 static void check_flash(const char* op, const Ctx& ctx, const AttnShape& sh, const Tensor& qkv, const Tensor& o,
                         const Tensor& lse) {

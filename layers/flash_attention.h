@@ -30,9 +30,6 @@ void flash_attention_forward(Ctx& ctx, Tensor out, Tensor lse, Tensor qkv, const
 void flash_attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor out, Tensor lse, Tensor qkv,
                               const AttnShape& sh, float p, uint64_t seed, uint32_t stream);
 
-// Rows of a query tile (and keys of a key tile) on ctx's device: the tiling the kernels use.
-int flash_attention_tile(const Ctx& ctx);
-
 // The CUDA kernels' compile-time bound on the head dimension for HD (32, 64 or 128: the instantiation that
 // runs), or 0 when no kernel takes HD (HD < 1 or HD > 128: the model must use --attention unfused on a GPU).
 // Inline, so that a caller checks a model (and test_kernel_coverage lists the instantiations) with no device.

@@ -279,6 +279,8 @@ static void reserve_step_scratch(GPT& m, const StepShape& sh) {
         for (int cols : {C, 3 * C / t, 4 * C / t}) bytes = std::max(bytes, bias_backward_scratch_bytes(rows, cols));
     }
     bytes = std::max(bytes, sums_of_squares_scratch_bytes(std::vector<int64_t>(m.sizes, m.sizes + NUM_PARAM_TENSORS)));
+    if (m.attention == Attention::Flash)  // the backward's D = rowsum(dO ⊙ O)
+        bytes = std::max(bytes, flash_attention_scratch_bytes(sh.S, sh.B, m.cfg.heads / t));
     ctx_scratch(*m.ctx, bytes);  // a no-op once it is large enough (every later micro-batch and step)
 }
 

@@ -106,10 +106,17 @@ mm_cli_error(cli_bad_recompute "--recompute must be none.selective.full" ${MM_MP
 mm_cli_error(cli_bad_attention "--attention must be unfused.flash" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --attention fused)
 mm_cli_error(cli_missing_init "nope.bin" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --init nope.bin)
 mm_cli_error(cli_missing_train "missing_train.bin" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --train missing_train.bin)
-# NCCL with two ranks on one GPU: refused with a pointer to --comm mpi (needs a GPU: gpu label).
+# NCCL with two ranks on one GPU: refused with a pointer to --comm mpi (needs a GPU: gpu label; any existing
+# file passes the path check of --train, and the refusal comes before the data is read).
 add_test(NAME cli_gpu_nccl_shared_gpu COMMAND ${MM_EXPECT} --gpu "use --comm mpi" ${MM_MPIRUN} -np 2 $<TARGET_FILE:train_gpt>
-         --device cuda --comm nccl --tp 2 --steps 1 --train ${CMAKE_BINARY_DIR}/tiny_train.bin --val none)
+         --device cuda --comm nccl --tp 2 --steps 1 --train ${CMAKE_SOURCE_DIR}/README.md --val none)
 set_tests_properties(cli_gpu_nccl_shared_gpu PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+# Flash attention's CUDA kernels take head dimensions up to 128: a model with 130 is refused before any step
+# (before the data is read: any existing file passes the start-up path check of --train).
+add_test(NAME cli_gpu_flash_head_dim COMMAND ${MM_EXPECT} --gpu "takes head dimensions up to 128; this model's is 130"
+         ${MM_MPIRUN} -np 1 $<TARGET_FILE:train_gpt> --device cuda --attention flash --hidden 260 --heads 2 --steps 1
+         --train ${CMAKE_SOURCE_DIR}/README.md --val none)
+set_tests_properties(cli_gpu_flash_head_dim PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 
 # Checkpoints under TP: train at tp 2 with SP and save one consolidated llm.c file; load it at tp 1 and at
 # tp 4 and save again without training: the three files are byte-identical.
