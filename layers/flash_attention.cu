@@ -758,7 +758,6 @@ size_t flash_attention_scratch_bytes(int S, int B, int NH) { return (size_t)S * 
 // Dispatch
 // ---------------------------------------------------------------------------------------------------------
 
-
 static void check_flash(const char* op, const Ctx& ctx, const AttnShape& sh, const Tensor& qkv, const Tensor& o,
                         const Tensor& lse) {
     if (sh.S <= 0 || sh.B <= 0 || sh.NH <= 0 || sh.HD <= 0)
