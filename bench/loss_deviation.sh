@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# loss_deviation.sh BUILD_DIR [STEPS] [LR]: how far fp32 training drifts from float64 training (issue 22).
+# [DATA=text|random] loss_deviation.sh BUILD_DIR [STEPS] [LR]: how far fp32 training drifts from float64 training (issue 22).
 # The model of cpu_peer.sh (vocabulary 1000 padded to 1024, 4 layers, 8 heads, hidden 256, batch 8 x 128
 # tokens, no dropout, no gradient clipping, AdamW betas 0.9/0.999, constant learning rate, default 60 steps
 # at 1e-3) is trained three times from the same llm.c checkpoint on the same token shard: by mini-megatron in
@@ -18,14 +18,22 @@ py=""
 for p in python3 /usr/bin/python3; do "$p" -c "import torch" 2>/dev/null && { py="$p"; break; }; done
 [ -n "$py" ] || { echo "loss_deviation: PyTorch is not installed (apt-get install python3-torch)"; exit 0; }
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-# The token shard of cpu_peer.sh: 200,000 tokens drawn uniformly from 1000 (seed 1), llm.c's shard format.
-python3 - "$dir/shard.bin" <<'PY'
-import random, struct, sys
-random.seed(1)
-n = 200000
-with open(sys.argv[1], "wb") as f:
-    f.write(struct.pack("<256i", 20240520, 1, n, *([0] * 253)))
-    f.write(struct.pack(f"<{n}H", *(random.randrange(1000) for _ in range(n))))
+# The token shard (llm.c's format). DATA=text (the default): the bytes of the repository's README.md and
+# docs/*.md as tokens (0..255 of the 1000): text the model learns from, so the loss falls and training
+# amplifies rounding differences as it does on real data. DATA=random: cpu_peer.sh's 200,000 tokens drawn
+# uniformly from 1000 (seed 1), on which the loss stays at ln 1000 and the runs barely diverge.
+python3 - "$dir/shard.bin" "${DATA:-text}" "$here/.." <<'PY'
+import glob, os, random, struct, sys
+path, kind, root = sys.argv[1:4]
+if kind == "random":
+    random.seed(1)
+    tokens = [random.randrange(1000) for _ in range(200000)]
+else:
+    files = [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+    tokens = list(b"".join(open(f, "rb").read() for f in files))
+with open(path, "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, len(tokens), *([0] * 253)))
+    f.write(struct.pack(f"<{len(tokens)}H", *tokens))
 PY
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 model="--layers 4 --heads 8 --hidden 256 --vocab 1000 --padded-vocab 1024 --max-seq 128"
@@ -37,9 +45,9 @@ for dtype in float64 float32; do
   "$py" "$here/torch_gpt.py" "$dir/init.bin" "$dir/shard.bin" --batch 8 --seq 128 --steps "$steps" \
     --threads "$OMP_NUM_THREADS" --lr "$lr" --dtype $dtype > "$dir/torch_$dtype.txt"
 done
-python3 - "$dir" "$steps" "$lr" <<'PY'
+python3 - "$dir" "$steps" "$lr" "${DATA:-text}" <<'PY'
 import json, sys
-d, steps, lr = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+d, steps, lr, data = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 ours = [json.loads(l)["train_loss"] for l in open(f"{d}/ours.jsonl") if "train_loss" in l]
 torch = {t: [float(l.split()[3]) for l in open(f"{d}/torch_{t}.txt")] for t in ("float64", "float32")}
 ref = torch["float64"]
@@ -48,7 +56,7 @@ half = steps // 2
 def dev(run, n):
     return max(abs(a - b) for a, b in zip(run[:n], ref[:n]))
 print(f"loss deviation from PyTorch float64 (4 layers, h 256, 8 heads, 8 x 128 tokens, lr {lr} constant, "
-      f"no clipping, no dropout; {steps} steps):")
+      f"no clipping, no dropout; {steps} steps; data {data}):")
 print(f"  {'run':<22} {'max over ' + str(steps) + ' steps':>20} {'max over first ' + str(half):>20}")
 for name, run in (("mini-megatron fp32", ours), ("PyTorch fp32", torch["float32"])):
     print(f"  {name:<22} {dev(run, steps):>20.3e} {dev(run, half):>20.3e}")
