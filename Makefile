@@ -4,6 +4,8 @@
 #   make test    build everything and run every CTest test (unit, mpi; gpu tests skip without a GPU)
 #   make bench   layer and end-to-end benchmarks (tiny shapes on CPU, and the CPU peer against PyTorch when it
 #                is installed; the paper's shapes on a GPU)
+#   make accuracy  every op's fp32 error against float64 next to PyTorch fp32's, and the 60-step loss deviation
+#                from a float64 PyTorch run (needs PyTorch: apt-get install python3-torch)
 #   make paper   the paper-scale calculator: Table 2, Figure 7 (docs/figure7.png), memory totals, MFU/HFU
 #   make memory  the Table 2 grid measured on a small model on CPU, next to the formulas
 #   make pictures  build/pictures/{loss,memory}.png from the last make train's log
@@ -40,7 +42,7 @@ TRAIN_ARGS ?= --tp 2 --sp --recompute selective --memory-report --layers 4 --hea
               --batch 16 --steps 600 --lr 2e-3 --warmup 50 --dropout 0.0 --val-every 200 --log-every 50 \
               --sample 400 --temperature 0.7 --top-k 20 --save $(BUILD)/model.bin --log $(BUILD)/train.jsonl
 
-.PHONY: all build trainer train test bench paper memory pictures deps data clean
+.PHONY: all build trainer train test bench accuracy paper memory pictures deps data clean
 # One cmake --build at a time in the build folder, whatever -j says.
 .NOTPARALLEL:
 
@@ -109,6 +111,17 @@ bench: build
 	  $(BUILD)/e2e_bench --device cpu --dtype f32 --layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 256 \
 	    --warmup 1 --steps 2 --gemm-size 256 && \
 	  bash bench/cpu_peer.sh $(BUILD); fi
+
+# Accuracy (issue 22): op_accuracy writes each op's fp32 inputs and outputs, op_accuracy.py recomputes them in
+# float64 and in PyTorch fp32 (bench/PERF_NOTES.md "Accuracy"); then the loss deviation of a 60-step run.
+# PyTorch is looked for as cpu_peer.sh does (the first python3 on PATH, else the system's).
+accuracy: deps
+	$(call programs,op_accuracy train_gpt)
+	@py=$$(for p in python3 /usr/bin/python3; do "$$p" -c "import torch" 2>/dev/null && { echo "$$p"; break; }; done); \
+	if [ -z "$$py" ]; then echo "accuracy: PyTorch is not installed (apt-get install python3-torch)"; exit 1; fi; \
+	rm -rf $(BUILD)/op_accuracy && mkdir -p $(BUILD)/op_accuracy && \
+	$(BUILD)/op_accuracy --out $(BUILD)/op_accuracy --device $$(nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo cpu) && \
+	"$$py" bench/op_accuracy.py $(BUILD)/op_accuracy && bash bench/loss_deviation.sh $(BUILD)
 
 paper: deps
 	$(call programs,memory_calculator)

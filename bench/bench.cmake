@@ -3,7 +3,10 @@
 # so that bench/gpu_suite.sh and the Makefile find them at build-dir/layer_bench and build-dir/e2e_bench.
 mm_executable(layer_bench SOURCES ${CMAKE_SOURCE_DIR}/bench/layer_bench.cu ${CMAKE_SOURCE_DIR}/bench/lt_survey.cu)
 mm_executable(e2e_bench SOURCES ${CMAKE_SOURCE_DIR}/bench/e2e_bench.cu)
-set_target_properties(layer_bench e2e_bench PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+# Every op's fp32 error against float64, next to PyTorch fp32's (make accuracy: bench/op_accuracy.py reads
+# the folder this program writes).
+mm_executable(op_accuracy SOURCES ${CMAKE_SOURCE_DIR}/bench/op_accuracy.cu)
+set_target_properties(layer_bench e2e_bench op_accuracy PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 
 # CPU smoke tests on tiny shapes (label unit: they run anywhere, in seconds). --device cpu even on a GPU
 # machine, so that the unit suite never depends on a GPU. The mpirun variant exercises the MPI grid and the

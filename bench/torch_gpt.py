@@ -5,8 +5,11 @@ with like. Prints one line per step: step, loss, milliseconds.
 
     python3 bench/torch_gpt.py CHECKPOINT SHARD --batch 8 --seq 128 --steps 10 --threads 2 --lr 1e-4
 
-Written for this comparison only: plain modules, no fused kernels, fp32, no dropout; AdamW (betas 0.9/0.999,
-eps 1e-8, no weight decay) without gradient clipping, as the trainer runs with --grad-clip 0."""
+Written for this comparison only: plain modules, no fused kernels, no dropout; AdamW (betas 0.9/0.999,
+eps 1e-8, no weight decay) without gradient clipping, as the trainer runs with --grad-clip 0.
+--dtype float64 trains the same model from the same fp32 weights in double precision: the reference that
+bench/loss_deviation.sh measures mini-megatron's fp32 losses and PyTorch's own fp32 losses against. The loss
+is printed with 9 significant digits (all of an fp32's, and enough to see a deviation of 1e-7)."""
 import argparse
 import math
 import struct
@@ -16,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 
-def read_checkpoint(path):
+def read_checkpoint(path, dtype=torch.float32):
     with open(path, "rb") as f:
         header = struct.unpack("<256i", f.read(1024))
         assert header[0] == 20240326 and header[1] == 3, f"{path}: not an llm.c fp32 checkpoint (version 3)"
@@ -31,7 +34,7 @@ def read_checkpoint(path):
              "fcprojw", "fcprojb", "lnfw", "lnfb"]
     params, off = {}, 0
     for name, n, shape in zip(names, sizes, shapes):
-        params[name] = torch.nn.Parameter(flat[off:off + n].clone().view(shape))
+        params[name] = torch.nn.Parameter(flat[off:off + n].clone().view(shape).to(dtype))
         off += n
     return dict(V=V, L=L, NH=NH, C=C), params
 
@@ -67,9 +70,10 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    cfg, params = read_checkpoint(a.checkpoint)
+    cfg, params = read_checkpoint(a.checkpoint, getattr(torch, a.dtype))
     with open(a.shard, "rb") as f:
         header = struct.unpack("<256i", f.read(1024))
         assert header[0] == 20240520, f"{a.shard}: not an llm.c token shard"
@@ -85,7 +89,7 @@ def main():
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        print(f"step {step + 1} loss {loss.item():.6f} ms {(time.perf_counter() - t0) * 1e3:.3f}", flush=True)
+        print(f"step {step + 1} loss {loss.item():.9g} ms {(time.perf_counter() - t0) * 1e3:.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -60,6 +60,13 @@ __host__ __device__ inline int64_t owned_column(int32_t t, int64_t v_begin, int 
 // lm = -inf and s = 0, and stays 0.
 __host__ __device__ inline float rescaled_sum(float s, float lm, float M) { return lm == M ? s : s * expf(lm - M); }
 
+// One row's loss log Σ + m − z_t, in double: one value per row (N of them, nothing next to the passes over
+// the logits), and it saves the roundings of the log and of the two additions (in float the losses were 1.1x
+// PyTorch fp32's error, bench/PERF_NOTES.md "Accuracy"). Shared by the CPU loop and the kernel.
+__host__ __device__ inline float row_loss(float m, float s, float zt) {
+    return (float)(log((double)s) + (double)m - (double)zt);
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Fast CPU path, in the order the ops run: the row statistics (pass 1), the losses, the gradient (pass 2)
 // ---------------------------------------------------------------------------------------------------------
@@ -122,7 +129,7 @@ MM_CPU_LOOP static void ce_stats_cpu(float* rowmax, float* sumexp, float* target
     }
 }
 
-// (The per-row losses log Σ + m − z_t are computed inline by ce_losses, and the rescale by ce_rescale_sumexp.)
+// (The rescale is ce_rescale_sumexp; the per-row losses are ce_losses, with row_loss below.)
 
 // Pass 2: dlogits = scale · (softmax − onehot(target)); padded columns get 0. `scale` is typically 1/(B·S)
 // (mean over all targets, GPT-2) times the loss scale. One division per row (1/Σ).
@@ -216,7 +223,7 @@ __global__ void ce_rescale_kernel(float* sumexp, const float* local_max, const f
 
 __global__ void ce_losses_kernel(float* losses, const float* rowmax, const float* sumexp, const float* tl, int N) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < N) losses[i] = logf(sumexp[i]) + rowmax[i] - tl[i];
+    if (i < N) losses[i] = row_loss(rowmax[i], sumexp[i], tl[i]);
 }
 
 // Pass 2: the row's maximum, 1/Σ and target column are read once per block; every column of the row,
@@ -319,7 +326,7 @@ void ce_losses(Ctx& ctx, Tensor losses, Tensor rowmax, Tensor sumexp, Tensor tar
     } else {
         float* l = losses.as<float>();
         const float *rm = rowmax.as<float>(), *se = sumexp.as<float>(), *tl = target_logit.as<float>();
-        for (int i = 0; i < N; i++) l[i] = logf(se[i]) + rm[i] - tl[i];
+        for (int i = 0; i < N; i++) l[i] = row_loss(rm[i], se[i], tl[i]);
     }
 }
 

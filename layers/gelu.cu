@@ -20,9 +20,16 @@
 constexpr float kGeluK = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluA = 0.044715f;
 
+// x · s, written as x − x·e·s (the same value: 1 − s = e·s) where x >= 0. Why: there s is close to 1 and the
+// product x · s carries the roundings of 1 + e and of s in full, while in x − x·e·s they only touch the
+// small correction x·e·s; the one rounding left is the subtraction's. For x < 0, x · s (s small, no
+// cancellation either way). RMS error against float64 on N(0, 2) inputs: 4.1e-8 as x · s everywhere, 2.5e-8
+// this way, 3.5e-8 for PyTorch's 0.5 x (1 + tanh u) (bench/PERF_NOTES.md "Accuracy").
 __host__ __device__ inline float gelu_f(float x) {
     const float u = kGeluK * (x + kGeluA * x * x * x);
-    return x / (1.0f + fast_exp(-2.0f * u));  // x · s
+    const float e = fast_exp(-2.0f * u);
+    const float s = 1.0f / (1.0f + e);
+    return select_f(x >= 0.0f, x - (x * e) * s, x * s);
 }
 
 __host__ __device__ inline float gelu_grad_f(float x) {

@@ -38,17 +38,20 @@ static void bias_broadcast_cpu(TO* out, const TB* bias, int N, int C) {
 template <class TD, class TG>
 MM_CPU_LOOP static void bias_backward_cpu(TG* dbias, const TD* dout, int N, int C, bool accumulate) {
     // Columns in blocks of 64 so that each thread walks rows of a contiguous strip (cache friendly), and
-    // each column is summed top to bottom in one thread: a fixed order.
-    const int CB = 64;
+    // each column is summed in one thread, over the rows in the fixed pairwise order of vec8.h (a running
+    // sum down 1024+ rows was 3x less accurate than PyTorch's).
+    constexpr int CB = 64;
     const int nblk = (C + CB - 1) / CB;
 #pragma omp parallel for schedule(static)
     for (int blk = 0; blk < nblk; blk++) {
-        float acc[CB];
-        int c0 = blk * CB, c1 = c0 + CB < C ? c0 + CB : C;
-        for (int c = c0; c < c1; c++) acc[c - c0] = 0.f;
-        for (int64_t r = 0; r < N; r++)
-            for (int c = c0; c < c1; c++) acc[c - c0] += to_f32(dout[r * C + c]);
-        for (int c = c0; c < c1; c++) dbias[c] = from_f32<TG>((accumulate ? to_f32(dbias[c]) : 0.f) + acc[c - c0]);
+        const int c0 = blk * CB, w = C - c0 < CB ? C - c0 : CB;
+        float sum[CB];
+        cpu_pairwise_row_sums<CB>(N, sum, [&](float* acc, int64_t r) {
+            const TD* row = dout + r * C + c0;
+#pragma omp simd
+            for (int j = 0; j < w; j++) acc[j] += to_f32(row[j]);
+        });
+        for (int j = 0; j < w; j++) dbias[c0 + j] = from_f32<TG>((accumulate ? to_f32(dbias[c0 + j]) : 0.f) + sum[j]);
     }
 }
 

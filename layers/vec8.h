@@ -127,6 +127,47 @@ inline float cpu_partials_total(const float* acc) {
     return t;
 }
 
+// Sums over the rows of a matrix (the bias and LayerNorm weight gradients: N = batch × sequence rows, 1024
+// to 8192 and more), for a strip of columns, in a fixed pairwise order. Why not one running sum per column
+// down the rows: its rounding error grows with N (the n-th addition rounds a sum n times larger than each
+// term), and at N = 1024 the bias gradients were 3× less accurate than PyTorch's, whose reductions add in a
+// tree (bench/PERF_NOTES.md "Accuracy"). Here the rows go in leaves of kSumLeafRows, each summed top to
+// bottom, and the leaves are added as a binary tree: leaf sums wait on a stack of levels, like a binary
+// counter (level k holds the sum of 2^k leaves), so the error grows with kSumLeafRows + log2(N) instead of N,
+// with one extra vector add per leaf. The order depends on N alone: the same bits for any thread count.
+// add_row(acc, r) adds row r's terms for the strip into acc[0, kWidth); the column sums land in total[0, kWidth).
+constexpr int kSumLeafRows = 16;
+template <int kWidth, class AddRow>
+inline void cpu_pairwise_row_sums(int64_t N, float* total, AddRow&& add_row) {
+    constexpr int kLevels = 40;  // 2^40 leaves: any row count an int64 index reaches here
+    float level[kLevels][kWidth];
+    int64_t leaves = 0;
+    for (int64_t r0 = 0; r0 < N; r0 += kSumLeafRows, leaves++) {
+        float acc[kWidth] = {0};
+        const int64_t r1 = N - r0 < kSumLeafRows ? N : r0 + kSumLeafRows;
+        for (int64_t r = r0; r < r1; r++) add_row(acc, r);
+        // Carry: while level k is taken (bit k of the leaf count set), the two subtrees merge one level up.
+        int k = 0;
+        for (int64_t b = leaves; b & 1; b >>= 1, k++) {
+#pragma omp simd
+            for (int j = 0; j < kWidth; j++) acc[j] = level[k][j] + acc[j];
+        }
+        for (int j = 0; j < kWidth; j++) level[k][j] = acc[j];
+    }
+    // The levels still taken (the bits of the leaf count), the smallest first.
+    for (int j = 0; j < kWidth; j++) total[j] = 0.0f;
+    for (int k = 0; k < kLevels && (leaves >> k) != 0; k++)
+        if ((leaves >> k) & 1)
+            for (int j = 0; j < kWidth; j++) total[j] += level[k][j];
+}
+
+// The same total in double (for a row statistic computed once per row, where the extra precision is free).
+inline double cpu_partials_total_f64(const float* acc) {
+    double t = 0.0;
+    for (int j = 0; j < kCpuPack; j++) t += acc[j];
+    return t;
+}
+
 // Elements [i, min(i + kCpuPack, n)) of src as floats in dst[0, kCpuPack), zero-filled; returns the count
 // (for a row's partial last pack).
 template <class T>

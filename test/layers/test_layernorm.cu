@@ -9,7 +9,8 @@
 //    accumulate onto prefilled buffers, so "+=" is checked too;
 //  * bf16 storage against fp32 storage (same values) within bf16 tolerance;
 //  * the backward's reductions give the same bits with 1 and 3 OpenMP threads (fixed order);
-//  * GradWrite::Overwrite into NaN-filled dweight / dbias gives the bits of accumulating into zeros.
+//  * GradWrite::Overwrite into NaN-filled dweight / dbias gives the bits of accumulating into zeros;
+//  * dbias over 8192 rows against double within 4e-7 (a running sum down the rows fails it).
 // GPU checks, f32 and bf16, the shapes of test/layers/gpu_shapes.h (not multiples of any block size; every
 // forward kernel instantiation): forward (out, mean, rstd; the
 // same output bits without mean/rstd) and backward (accumulated din, dweight, dbias) against the CPU, outputs
@@ -181,6 +182,24 @@ static void test_overwrite(std::mt19937& rng) {
     }
 }
 
+// dbias (and dweight, in the same loop) sum over all the step's rows. Summed down the rows in one running
+// float, the error grows with N; the pairwise order (vec8.h, cpu_pairwise_row_sums) keeps it near one
+// rounding. dout in [0.5, 1.5] (a sum that only grows), N = 8192: the running sum's error was 2e-6 relative
+// (bench/PERF_NOTES.md "Accuracy"), the bound here is 4e-7.
+static void test_backward_sums_accuracy(std::mt19937& rng) {
+    const int N = 8192, C = 67;
+    vf x = random_vec((size_t)N * C, rng), w = random_vec(C, rng), b = random_vec(C, rng);
+    vf dout = random_vec((size_t)N * C, rng, 0.5f, 1.5f), z((size_t)N * C, 0.0f), zc(C, 0.0f);
+    LnGrad g = ln_backward(DType::F32, x, w, b, dout, z, zc, zc, N, C, GradWrite::Overwrite);
+    double worst = 0;
+    for (int c = 0; c < C; c++) {
+        double want = 0;
+        for (int r = 0; r < N; r++) want += dout[(size_t)r * C + c];
+        worst = std::fmax(worst, std::fabs(g.db[c] - want) / want);
+    }
+    CHECK(worst < 4e-7, "layernorm dbias over %d rows vs double: relative error %.3g (bound 4e-7)", N, worst);
+}
+
 static void cpu_checks() {
     std::mt19937 rng(1234);
     test_layernorm_forward_values(rng);
@@ -188,6 +207,7 @@ static void cpu_checks() {
     test_layernorm_bf16(rng);
     test_thread_independence(rng);
     test_overwrite(rng);
+    test_backward_sums_accuracy(rng);
 }
 
 // =========================================================================================================

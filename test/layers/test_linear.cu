@@ -5,7 +5,8 @@
 // accumulators (dweight and dbias always accumulate, din when asked); directional finite differences of
 // L = Σ G ⊙ linear(x, W, b); empty gradients skipped; bf16 storage against fp32 within bf16 precision;
 // GradWrite::Overwrite into NaN-filled dweight / dbias gives the bits of accumulating into zeros (the first
-// write of a step), for dW GEMMs of one and of several output tiles, and zeros for zero rows.
+// write of a step), for dW GEMMs of one and of several output tiles, and zeros for zero rows; the bias
+// gradient over 8192 rows against double within 4e-7 (a running sum down the rows fails it).
 // GPU checks, f32 and bf16, the shapes of test/layers/gpu_shapes.h (N=37, IC=129, OC=67 unpinned and pinned
 // to the broadcast path; 64×128×256 pinned to cuBLASLt's fused bias), with and without bias and din
 // accumulation: out, din, dweight, dbias against the CPU (outputs poisoned first), the path a pin names is
@@ -154,11 +155,29 @@ static void test_linear_overwrite(Ctx& ctx) {
     free_all({&dW, &db, &empty_in, &empty_out});
 }
 
+// The bias gradient is a sum over all the step's rows (batch × sequence: thousands). Summed down the rows in
+// one running float, its error grows with N; the pairwise order (vec8.h, cpu_pairwise_row_sums) keeps it near
+// one rounding. Terms in [0.5, 1.5] (a sum that only grows: the running sum's worst case), N = 8192: the
+// running sum's error was 2e-6 relative (bench/PERF_NOTES.md "Accuracy"), the bound here is 4e-7.
+static void test_bias_backward_accuracy(Ctx& ctx) {
+    const int N = 8192, C = 67;
+    std::vector<float> G = random_vec((size_t)N * C, g_rng, 0.5f, 1.5f), db(C);
+    bias_backward(ctx, cpu_view(db), cpu_view(G), N, C, GradWrite::Overwrite);
+    double worst = 0;
+    for (int c = 0; c < C; c++) {
+        double want = 0;
+        for (int r = 0; r < N; r++) want += G[(size_t)r * C + c];
+        worst = std::max(worst, std::fabs(db[c] - want) / want);
+    }
+    CHECK(worst < 4e-7, "bias_backward over %d rows vs double: relative error %.3g (bound 4e-7)", N, worst);
+}
+
 static void cpu_checks() {
     g_rng.seed(1234);
     test_linear(g_cpu);
     test_linear_bf16(g_cpu);
     test_linear_overwrite(g_cpu);
+    test_bias_backward_accuracy(g_cpu);
 }
 
 // =========================================================================================================
