@@ -21,6 +21,7 @@
 
 #include "layers/adamw.h"
 #include "layers/attention.h"
+#include "layers/flash_attention.h"
 #include "layers/cross_entropy.h"
 #include "layers/dropout.h"
 #include "layers/embedding.h"
@@ -145,6 +146,19 @@ static void op_attention(Case& k) {
     k.free({&qkv, &dout, &probs, &probs_drop, &scratch, &mask, &out, &dqkv});
 }
 
+// Core attention, flash (flash_attention.cu), no dropout: the same inputs' shapes, out and dqkv; PyTorch's
+// side is the same math as "attention" (the reference does not depend on how the kernel tiles it).
+static void op_flash_attention(Case& k) {
+    const AttnShape sh{kS, kB, kNH, kC / kNH, 0, kB, 0, kNH};
+    k.param("S", kS), k.param("B", kB), k.param("NH", kNH), k.param("HD", kC / kNH);
+    Tensor qkv = k.input("qkv", k.normal((int64_t)kN * 3 * kC, 0, 1)), dout = k.input("dout", k.normal((int64_t)kN * kC, 0, 1));
+    Tensor out = k.zeros((int64_t)kN * kC), dqkv = k.zeros((int64_t)kN * 3 * kC), lse = k.zeros((int64_t)kB * kNH * kS);
+    flash_attention_forward(k.ctx, out, lse, qkv, sh, 0.f, 1, 0);
+    flash_attention_backward(k.ctx, dqkv, dout, out, lse, qkv, sh, 0.f, 1, 0);
+    k.output("out", out), k.output("dqkv", dqkv);
+    k.free({&qkv, &dout, &out, &dqkv, &lse});
+}
+
 // GeLU (tanh form) on fc1's output.
 static void op_gelu(Case& k) {
     const int64_t n = (int64_t)kN * 4 * kC;
@@ -207,6 +221,7 @@ struct OpEntry {
 };
 static const OpEntry kOps[] = {
     {"embedding", op_embedding}, {"layernorm", op_layernorm}, {"linear", op_linear}, {"attention", op_attention},
+    {"flash_attention", op_flash_attention},
     {"gelu", op_gelu}, {"bias_dropout_residual", op_bias_dropout_residual}, {"cross_entropy", op_cross_entropy},
     {"adamw", op_adamw},
 };

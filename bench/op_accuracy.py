@@ -97,7 +97,7 @@ def adamw(a, p):
     return {"param": param.detach(), "m": st["exp_avg"], "v": st["exp_avg_sq"]}
 
 
-OPS = {"embedding": embedding, "layernorm": layernorm, "linear": linear, "attention": attention, "gelu": gelu,
+OPS = {"embedding": embedding, "layernorm": layernorm, "linear": linear, "attention": attention, "flash_attention": attention, "gelu": gelu,
        "bias_dropout_residual": bias_dropout_residual, "cross_entropy": cross_entropy, "adamw": adamw}
 
 
