@@ -280,9 +280,10 @@ MM_CPU_LOOP static void flash_backward_cpu(T* dqkv, const T* dout, const T* out,
 //    (32 = the warp size, so there is no loop over key chunks), its probability, its keep bit from Philox and
 //    (backward) dS. Each lane draws its own element's Philox block: four neighbouring lanes compute the same
 //    block, about the cost of one score at HD = 64 (sharing it by shuffles would save 3/4 of that: left for
-//    later, correctness first); p = 0 draws nothing. One of the two rows it dots is read by all lanes at once (a shared-memory broadcast), the
-//    other is the lane's own row: those rows are padded to HDB + 1 floats, so the 32 lanes hit 32 different
-//    banks. The row statistics (max, sum) are xor-butterfly shuffles (warp_reduce.cuh): fixed order.
+//    later, correctness first); p = 0 draws nothing. One of the two rows it dots is read by all lanes at
+//    once (a shared-memory broadcast), the other is the lane's own row: those rows are padded to HDB + 1
+//    floats, so the 32 lanes hit 32 different banks. The row statistics (max, sum) are xor-butterfly
+//    shuffles (warp_reduce.cuh): a fixed order.
 //  - phase B, lanes over the head dimension: the accumulations o += p·V, dV += P_d·dO, dK += dS·Q, dQ += dS·K,
 //    reading the probabilities phase A left in shared memory (a broadcast) and one row of V, dO, Q or K per
 //    key (consecutive columns across the lanes: no bank conflict). The accumulators stay in registers for
@@ -382,7 +383,8 @@ __device__ inline FlashBlock flash_block(const FlashArgs& a) {
 // (128, 4): at most 128 registers a thread, 4 blocks an SM by registers. With the thread count alone, ptxas
 // kept the HDB = 64 instantiation at 72 registers and spilled 4 bytes; with this bound no instantiation spills.
 template <class T, int HDB>
-__global__ void __launch_bounds__(kFlashThreads, 4) flash_forward_kernel(T* out, float* lse, const T* qkv, FlashArgs a) {
+__global__ void __launch_bounds__(kFlashThreads, 4)
+    flash_forward_kernel(T* out, float* lse, const T* qkv, FlashArgs a) {
     constexpr int J = HDB / 32, RW = kFwdRowsPerWarp;
     extern __shared__ float smem[];
     float* Qs = smem;                       // [64][HDB]     broadcast in phase A
