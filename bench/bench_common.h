@@ -22,6 +22,7 @@
 #include "../layers/philox.h"
 #include "../layers/runtime.h"
 #include "../parallel/process_grid.h"
+#include "../recompute/formulas.h"
 
 // ---- command-line helpers -------------------------------------------------------------------------------
 // Every flag takes a value ("--flag value"); a bad or missing value stops with a message naming the flag.
@@ -56,6 +57,14 @@ inline DType bench_dtype(const std::string& v) {
     if (v == "bf16") return DType::BF16;
     if (v == "f32" || v == "fp32") return DType::F32;
     fprintf(stderr, "error: --dtype expects bf16 or f32, got '%s'\n", v.c_str());
+    exit(2);
+}
+
+// --attention unfused|flash (recompute/formulas.h's names).
+inline Attention bench_attention(const std::string& v) {
+    Attention at;
+    if (parse_attention(v.c_str(), &at)) return at;
+    fprintf(stderr, "error: --attention expects unfused or flash, got '%s'\n", v.c_str());
     exit(2);
 }
 

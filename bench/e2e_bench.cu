@@ -71,12 +71,7 @@ static Options parse(int argc, char** argv) {
         else if (bench_flag(argc, argv, i, "--peak", v)) o.peak = bench_double(v, "--peak");
         else if (bench_flag(argc, argv, i, "--policies", v)) o.policies = v;
         else if (bench_flag(argc, argv, i, "--dtype", v)) o.dtype = v;
-        else if (bench_flag(argc, argv, i, "--attention", v)) {
-            if (!parse_attention(v.c_str(), &o.attention)) {
-                fprintf(stderr, "error: --attention expects unfused or flash, got '%s'\n", v.c_str());
-                exit(2);
-            }
-        }
+        else if (bench_flag(argc, argv, i, "--attention", v)) o.attention = bench_attention(v);
         else if (bench_flag(argc, argv, i, "--device", v)) o.device = v;
         else if (bench_flag(argc, argv, i, "--json", v)) o.json = v;
         else if (bench_flag(argc, argv, i, "--mpi", v)) o.mpi = v;

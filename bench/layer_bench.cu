@@ -91,12 +91,7 @@ static Options parse(int argc, char** argv) {
         else if (bench_flag(argc, argv, i, "--warmup", v)) o.warmup = bench_int(v, "--warmup", 0);
         else if (bench_flag(argc, argv, i, "--dropout", v)) o.dropout = (float)bench_double(v, "--dropout");
         else if (bench_flag(argc, argv, i, "--dtype", v)) o.dtype = v;
-        else if (bench_flag(argc, argv, i, "--attention", v)) {
-            if (!parse_attention(v.c_str(), &o.attention)) {
-                fprintf(stderr, "error: --attention expects unfused or flash, got '%s'\n", v.c_str());
-                exit(2);
-            }
-        }
+        else if (bench_flag(argc, argv, i, "--attention", v)) o.attention = bench_attention(v);
         else if (bench_flag(argc, argv, i, "--device", v)) o.device = v;
         else if (bench_flag(argc, argv, i, "--json", v)) o.json = v;
         else if (bench_flag(argc, argv, i, "--mpi", v)) o.mpi = v;

@@ -127,6 +127,20 @@ static inline float online_softmax_row(float* x, int len, int cols, float& m, fl
     return alpha;
 }
 
+// This thread's work space: grown to the largest call seen, never freed, so that the calls of a training step
+// allocate nothing once the first step has run (docs/design.md, "Performance direction"). OpenMP keeps its
+// threads, and with them these buffers.
+static float* thread_floats(size_t n) {
+    static thread_local std::vector<float> buf;
+    if (buf.size() < n) buf.resize(n);
+    return buf.data();
+}
+static uint8_t* thread_bytes(size_t n) {
+    static thread_local std::vector<uint8_t> buf;
+    if (buf.size() < n) buf.resize(n);
+    return buf.data();
+}
+
 template <class T>
 MM_CPU_LOOP static void flash_forward_cpu(T* out, float* lse, const T* qkv, const FlashArgs& a) {
     const int S = a.S, HD = a.HD, NH = a.NH, Bt = kTileCpu;
@@ -135,8 +149,10 @@ MM_CPU_LOOP static void flash_forward_cpu(T* out, float* lse, const T* qkv, cons
     const int64_t tasks = (int64_t)a.B * NH * tiles;
 #pragma omp parallel if (cpu_gemm_single_threaded())
     {
-        std::vector<float> q(Bt * HD), k(Bt * HD), v(Bt * HD), x(Bt * Bt), o(Bt * HD), m(Bt), l(Bt);
-        std::vector<uint8_t> keep(Bt);
+        const size_t tile = (size_t)Bt * HD;  // Q_i, K_j, V_j, o: [Bt, HD]; x: [Bt, Bt]; m, l: [Bt]
+        float* q = thread_floats(4 * tile + (size_t)Bt * Bt + 2 * Bt);
+        float *k = q + tile, *v = k + tile, *o = v + tile, *x = o + tile, *m = x + (size_t)Bt * Bt, *l = m + Bt;
+        uint8_t* keep = thread_bytes(Bt);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             const int i = tiles - 1 - (int)(task % tiles);  // the longest rows first
@@ -146,27 +162,27 @@ MM_CPU_LOOP static void flash_forward_cpu(T* out, float* lse, const T* qkv, cons
             const T* K = Q + (int64_t)NH * HD;
             const T* V = Q + 2 * (int64_t)NH * HD;
             const int q0 = i * Bt, rows = std::min(Bt, S - q0);
-            load_rows(q.data(), Q, R, q0, rows, HD);
-            std::fill(m.begin(), m.end(), -INFINITY);
-            std::fill(l.begin(), l.end(), 0.f);
-            std::fill(o.begin(), o.end(), 0.f);
+            load_rows(q, Q, R, q0, rows, HD);
+            std::fill(m, m + Bt, -INFINITY);
+            std::fill(l, l + Bt, 0.f);
+            std::fill(o, o + tile, 0.f);
             for (int j = 0; j <= i; j++) {
                 const int k0 = j * Bt, cols = std::min(Bt, S - k0);
-                load_rows(k.data(), K, R, k0, cols, HD);
-                load_rows(v.data(), V, R, k0, cols, HD);
-                gemm_f32_here(false, true, rows, cols, HD, a.scale, q.data(), HD, k.data(), HD, 0.f, x.data(), Bt);
+                load_rows(k, K, R, k0, cols, HD);
+                load_rows(v, V, R, k0, cols, HD);
+                gemm_f32_here(false, true, rows, cols, HD, a.scale, q, HD, k, HD, 0.f, x, Bt);
                 for (int r = 0; r < rows; r++) {
                     const int len = visible_keys(q0 + r, k0, cols);
                     if (a.threshold)
-                        dropout_keep_run(keep.data(), a.seed, a.stream, flash_keep_index(a, b, n, q0 + r, k0), len,
+                        dropout_keep_run(keep, a.seed, a.stream, flash_keep_index(a, b, n, q0 + r, k0), len,
                                          a.threshold);
                     const float alpha = online_softmax_row(&x[(size_t)r * Bt], len, cols, m[r], l[r],
-                                                           a.threshold ? keep.data() : nullptr);
+                                                           a.threshold ? keep : nullptr);
                     float* orow = &o[(size_t)r * HD];
 #pragma omp simd
                     for (int c = 0; c < HD; c++) orow[c] *= alpha;
                 }
-                gemm_f32_here(false, false, rows, HD, cols, 1.f, x.data(), Bt, v.data(), HD, 1.f, o.data(), HD);
+                gemm_f32_here(false, false, rows, HD, cols, 1.f, x, Bt, v, HD, 1.f, o, HD);
             }
             for (int r = 0; r < rows; r++) {
                 const float f = a.inv_keep / l[r];
@@ -175,7 +191,7 @@ MM_CPU_LOOP static void flash_forward_cpu(T* out, float* lse, const T* qkv, cons
                 for (int c = 0; c < HD; c++) orow[c] *= f;
                 lse[bn * S + q0 + r] = m[r] + logf(l[r]);
             }
-            store_rows(out + (int64_t)b * NH * HD + (int64_t)n * HD, RO, q0, rows, HD, o.data());
+            store_rows(out + (int64_t)b * NH * HD + (int64_t)n * HD, RO, q0, rows, HD, o);
         }
     }
 }
@@ -190,18 +206,19 @@ MM_CPU_LOOP static void flash_backward_cpu(T* dqkv, const T* dout, const T* out,
 #pragma omp parallel if (cpu_gemm_single_threaded())
     {
         // The (sequence, head)'s Q, K, V, dO and dQ, whole, as compact fp32 [S, HD]; tiles of one key tile.
-        std::vector<float> Q((size_t)S * HD), K((size_t)S * HD), V((size_t)S * HD), dO((size_t)S * HD),
-            dQ((size_t)S * HD), D(S);
-        std::vector<float> P(Bt * Bt), Pd(Bt * Bt), dS(Bt * Bt), dK(Bt * HD), dV(Bt * HD);
-        std::vector<uint8_t> keep(Bt * Bt);
+        const size_t whole = (size_t)S * HD, sq = (size_t)Bt * Bt, tile = (size_t)Bt * HD;
+        float* Q = thread_floats(5 * whole + S + 3 * sq + 2 * tile);
+        float *K = Q + whole, *V = K + whole, *dO = V + whole, *dQ = dO + whole, *D = dQ + whole;
+        float *P = D + S, *Pd = P + sq, *dS = Pd + sq, *dK = dS + sq, *dV = dK + tile;
+        uint8_t* keep = thread_bytes(sq);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t bn = 0; bn < tasks; bn++) {
             const int n = (int)(bn % NH), b = (int)(bn / NH);
             const int64_t qkv_at = (int64_t)b * 3 * NH * HD + (int64_t)n * HD, out_at = (int64_t)b * NH * HD + n * HD;
-            load_rows(Q.data(), qkv + qkv_at, R, 0, S, HD);
-            load_rows(K.data(), qkv + qkv_at + NH * HD, R, 0, S, HD);
-            load_rows(V.data(), qkv + qkv_at + 2 * NH * HD, R, 0, S, HD);
-            load_rows(dO.data(), dout + out_at, RO, 0, S, HD);
+            load_rows(Q, qkv + qkv_at, R, 0, S, HD);
+            load_rows(K, qkv + qkv_at + NH * HD, R, 0, S, HD);
+            load_rows(V, qkv + qkv_at + 2 * NH * HD, R, 0, S, HD);
+            load_rows(dO, dout + out_at, RO, 0, S, HD);
             for (int qi = 0; qi < S; qi++) {  // D_q = dO_q · O_q
                 const T* orow = out + out_at + (int64_t)qi * RO;
                 const float* g = &dO[(size_t)qi * HD];
@@ -209,12 +226,12 @@ MM_CPU_LOOP static void flash_backward_cpu(T* dqkv, const T* dout, const T* out,
                 cpu_row_partials(HD, [&](int j, int64_t c) { acc[j] += g[c] * to_f32(orow[c]); });
                 D[qi] = cpu_partials_total(acc);
             }
-            std::fill(dQ.begin(), dQ.end(), 0.f);
+            std::fill(dQ, dQ + whole, 0.f);
             const float* L = lse + bn * S;
             for (int j = 0; j < tiles; j++) {
                 const int k0 = j * Bt, cols = std::min(Bt, S - k0);
-                std::fill(dK.begin(), dK.end(), 0.f);
-                std::fill(dV.begin(), dV.end(), 0.f);
+                std::fill(dK, dK + tile, 0.f);
+                std::fill(dV, dV + tile, 0.f);
                 const float* Kj = &K[(size_t)k0 * HD];
                 const float* Vj = &V[(size_t)k0 * HD];
                 for (int i = j; i < tiles; i++) {
@@ -222,7 +239,7 @@ MM_CPU_LOOP static void flash_backward_cpu(T* dqkv, const T* dout, const T* out,
                     const float* Qi = &Q[(size_t)q0 * HD];
                     const float* dOi = &dO[(size_t)q0 * HD];
                     // P (the forward's probabilities) and P ⊙ Z/(1 − p), row by row.
-                    gemm_f32_here(false, true, rows, cols, HD, a.scale, Qi, HD, Kj, HD, 0.f, P.data(), Bt);
+                    gemm_f32_here(false, true, rows, cols, HD, a.scale, Qi, HD, Kj, HD, 0.f, P, Bt);
                     for (int r = 0; r < rows; r++) {
                         const int qg = q0 + r, len = visible_keys(qg, k0, cols);
                         float* pr = &P[(size_t)r * Bt];
@@ -240,9 +257,9 @@ MM_CPU_LOOP static void flash_backward_cpu(T* dqkv, const T* dout, const T* out,
                             pdr[k] = select_f(k < len && z[k] != 0, pk * a.inv_keep, 0.f);
                         }
                     }
-                    gemm_f32_here(true, false, cols, HD, rows, 1.f, Pd.data(), Bt, dOi, HD, 1.f, dV.data(), HD);
+                    gemm_f32_here(true, false, cols, HD, rows, 1.f, Pd, Bt, dOi, HD, 1.f, dV, HD);
                     // dP_d = dO_i V_jᵀ, then dS in place.
-                    gemm_f32_here(false, true, rows, cols, HD, 1.f, dOi, HD, Vj, HD, 0.f, dS.data(), Bt);
+                    gemm_f32_here(false, true, rows, cols, HD, 1.f, dOi, HD, Vj, HD, 0.f, dS, Bt);
                     for (int r = 0; r < rows; r++) {
                         const int qg = q0 + r, len = visible_keys(qg, k0, cols);
                         const float* pr = &P[(size_t)r * Bt];
@@ -255,14 +272,14 @@ MM_CPU_LOOP static void flash_backward_cpu(T* dqkv, const T* dout, const T* out,
                             dsr[k] = pr[k] * (dp - Dq) * a.scale;  // P is 0 for k >= len
                         }
                     }
-                    gemm_f32_here(false, false, rows, HD, cols, 1.f, dS.data(), Bt, Kj, HD, 1.f, &dQ[(size_t)q0 * HD],
+                    gemm_f32_here(false, false, rows, HD, cols, 1.f, dS, Bt, Kj, HD, 1.f, &dQ[(size_t)q0 * HD],
                                   HD);
-                    gemm_f32_here(true, false, cols, HD, rows, 1.f, dS.data(), Bt, Qi, HD, 1.f, dK.data(), HD);
+                    gemm_f32_here(true, false, cols, HD, rows, 1.f, dS, Bt, Qi, HD, 1.f, dK, HD);
                 }
-                store_rows(dqkv + qkv_at + NH * HD, R, k0, cols, HD, dK.data());
-                store_rows(dqkv + qkv_at + 2 * NH * HD, R, k0, cols, HD, dV.data());
+                store_rows(dqkv + qkv_at + NH * HD, R, k0, cols, HD, dK);
+                store_rows(dqkv + qkv_at + 2 * NH * HD, R, k0, cols, HD, dV);
             }
-            store_rows(dqkv + qkv_at, R, 0, S, HD, dQ.data());
+            store_rows(dqkv + qkv_at, R, 0, S, HD, dQ);
         }
     }
 }
