@@ -21,8 +21,8 @@ struct AttnShape {
 // Global dropout index of element (b, n, q, k) of this rank's [B, NH, S, S] block: the position of the same
 // element in the single-rank tensor [B_total, NH_total, S, S]. Flash attention (flash_attention.h) draws its
 // keep bits at the same indices, so both paths drop the same probabilities.
-__host__ __device__ inline uint64_t attn_dropout_index(int64_t b_glob, int64_t h_glob, int64_t NH_total, int S,
-                                                       int q, int k) {
+__host__ __device__ inline uint64_t attn_dropout_index(int64_t b_glob, int64_t h_glob, int64_t NH_total, int64_t S,
+                                                       int64_t q, int64_t k) {
     return (((uint64_t)b_glob * (uint64_t)NH_total + (uint64_t)h_glob) * (uint64_t)S + (uint64_t)q) *
                (uint64_t)S + (uint64_t)k;
 }

@@ -32,20 +32,29 @@
 #include "vec8.h"
 #include "warp_reduce.cuh"
 
-// Everything a kernel needs, passed by value.
+// Everything a kernel needs, passed by value. One call is the queries of S consecutive positions against the
+// keys of Sk consecutive positions: one rank's whole sequence (S = Sk = S_total, q_pos = k_pos = 0), or one
+// block of ring attention (context parallelism: flash_block_forward below).
 struct FlashArgs {
-    int S, B, NH, HD;
+    int S, B, NH, HD;    // S: queries per (sequence, head)
+    int Sk;              // keys per (sequence, head)
     float scale;         // 1/√HD
     uint32_t threshold;  // dropout_threshold(p)
     float inv_keep;      // 1/(1 − p)
     uint64_t seed;
     uint32_t stream;
     int64_t b_offset, head_offset, NH_total;
+    int64_t q_pos, k_pos;    // global positions of the first query and the first key: the causal mask's
+    int64_t S_total;         // and the dropout index's (the whole sequence's length)
+    int q_width, kv_width;   // row widths of the Q and of the K, V matrices ([S·B, width])
+    int dq_width, dkv_width; // and of their gradients' (the backward's outputs)
+    int64_t lse_ld;          // elements between the lse rows of two (sequence, head) pairs
 };
 
 static FlashArgs flash_args(const AttnShape& sh, float p, uint64_t seed, uint32_t stream) {
     FlashArgs a;
     a.S = sh.S;
+    a.Sk = sh.S;
     a.B = sh.B;
     a.NH = sh.NH;
     a.HD = sh.HD;
@@ -57,12 +66,18 @@ static FlashArgs flash_args(const AttnShape& sh, float p, uint64_t seed, uint32_
     a.b_offset = sh.b_offset;
     a.head_offset = sh.head_offset;
     a.NH_total = sh.NH_total;
+    a.q_pos = a.k_pos = 0;
+    a.S_total = sh.S;
+    a.q_width = a.kv_width = 3 * sh.NH * sh.HD;  // Q, K and V side by side in qkv (and dqkv)
+    a.dq_width = a.dkv_width = a.q_width;
+    a.lse_ld = sh.S;
     return a;
 }
 
-// The global dropout index of (b, n, q, k) of this rank's block (attention.h).
+// The global dropout index of (b, n, q, k) of this call's block (attention.h): q, k count from the block's
+// first query and key.
 __host__ __device__ inline uint64_t flash_keep_index(const FlashArgs& a, int b, int n, int q, int k) {
-    return attn_dropout_index(a.b_offset + b, a.head_offset + n, a.NH_total, a.S, q, k);
+    return attn_dropout_index(a.b_offset + b, a.head_offset + n, a.NH_total, a.S_total, a.q_pos + q, a.k_pos + k);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -98,9 +113,13 @@ static void store_rows(T* m, int64_t ld, int r0, int rows, int HD, const float* 
     }
 }
 
-// Keys of key tile k0 .. k0 + cols − 1 that query q sees: up to q itself (at least one: tiles above the
-// diagonal are never visited).
-static inline int visible_keys(int q, int k0, int cols) { return std::min(cols, q - k0 + 1); }
+// Keys of key tile k0 .. k0 + cols − 1 (block-local) that query q sees: those at or before it in the GLOBAL
+// positions (a ring-attention block's queries and keys start at q_pos and k_pos; 0 and 0 for one rank's whole
+// sequence). 0 to cols: a tile that is visited may still hide every key from some rows of a block.
+static inline int visible_keys(const FlashArgs& a, int q, int k0, int cols) {
+    const int64_t v = a.q_pos + q - (a.k_pos + k0) + 1;
+    return v <= 0 ? 0 : v >= cols ? cols : (int)v;
+}
 
 // One row of a score tile: x[0 .. len) holds the scaled scores. Folds them into the running (m, l) and leaves
 // in x the exponentials e_k = e^{x_k − m'} of the kept keys (0 for dropped ones and for k >= len, up to
@@ -141,11 +160,14 @@ static uint8_t* thread_bytes(size_t n) {
     return buf.data();
 }
 
-template <class T>
-MM_CPU_LOOP static void flash_forward_cpu(T* out, float* lse, const T* qkv, const FlashArgs& a) {
+// Query tiles of `a` against its key tiles: Q, K, V are the (sequence, head) matrices of rows q_width or
+// kv_width elements apart per batch entry (row s·B + b of a [S·B, width] matrix, head n at column n·HD); out
+// has rows of NH·HD; O is the activation dtype, or f32 for a ring-attention block (flash_block_forward).
+template <class T, class O>
+MM_CPU_LOOP static void flash_forward_cpu(O* out, float* lse, const T* Qm, const T* Km, const T* Vm, const FlashArgs& a) {
     const int S = a.S, HD = a.HD, NH = a.NH, Bt = kTileCpu;
-    const int tiles = (S + Bt - 1) / Bt;
-    const int64_t R = (int64_t)a.B * 3 * NH * HD, RO = (int64_t)a.B * NH * HD;
+    const int tiles = (S + Bt - 1) / Bt, key_tiles = (a.Sk + Bt - 1) / Bt;
+    const int64_t R = (int64_t)a.B * a.q_width, RK = (int64_t)a.B * a.kv_width, RO = (int64_t)a.B * NH * HD;
     const int64_t tasks = (int64_t)a.B * NH * tiles;
 #pragma omp parallel if (cpu_gemm_single_threaded())
     {
@@ -158,21 +180,24 @@ MM_CPU_LOOP static void flash_forward_cpu(T* out, float* lse, const T* qkv, cons
             const int i = tiles - 1 - (int)(task % tiles);  // the longest rows first
             const int64_t bn = task / tiles;
             const int n = (int)(bn % NH), b = (int)(bn / NH);
-            const T* Q = qkv + (int64_t)b * 3 * NH * HD + (int64_t)n * HD;
-            const T* K = Q + (int64_t)NH * HD;
-            const T* V = Q + 2 * (int64_t)NH * HD;
+            const T* Q = Qm + (int64_t)b * a.q_width + (int64_t)n * HD;
+            const T* K = Km + (int64_t)b * a.kv_width + (int64_t)n * HD;
+            const T* V = Vm + (int64_t)b * a.kv_width + (int64_t)n * HD;
             const int q0 = i * Bt, rows = std::min(Bt, S - q0);
+            // The key tiles that hold a key at or before the tile's last query (global positions).
+            const int64_t last_key = a.q_pos + q0 + rows - 1 - a.k_pos;
+            const int last_tile = last_key < 0 ? -1 : (int)std::min<int64_t>(key_tiles - 1, last_key / Bt);
             load_rows(q, Q, R, q0, rows, HD);
             std::fill(m, m + Bt, -INFINITY);
             std::fill(l, l + Bt, 0.f);
             std::fill(o, o + tile, 0.f);
-            for (int j = 0; j <= i; j++) {
-                const int k0 = j * Bt, cols = std::min(Bt, S - k0);
-                load_rows(k, K, R, k0, cols, HD);
-                load_rows(v, V, R, k0, cols, HD);
+            for (int j = 0; j <= last_tile; j++) {
+                const int k0 = j * Bt, cols = std::min(Bt, a.Sk - k0);
+                load_rows(k, K, RK, k0, cols, HD);
+                load_rows(v, V, RK, k0, cols, HD);
                 gemm_f32_here(false, true, rows, cols, HD, a.scale, q, HD, k, HD, 0.f, x, Bt);
                 for (int r = 0; r < rows; r++) {
-                    const int len = visible_keys(q0 + r, k0, cols);
+                    const int len = visible_keys(a, q0 + r, k0, cols);
                     if (a.threshold)
                         dropout_keep_run(keep, a.seed, a.stream, flash_keep_index(a, b, n, q0 + r, k0), len,
                                          a.threshold);
@@ -185,39 +210,59 @@ MM_CPU_LOOP static void flash_forward_cpu(T* out, float* lse, const T* qkv, cons
                 gemm_f32_here(false, false, rows, HD, cols, 1.f, x, Bt, v, HD, 1.f, o, HD);
             }
             for (int r = 0; r < rows; r++) {
-                const float f = a.inv_keep / l[r];
+                // A row that sees no key of the block (possible in a ring block only) contributes nothing:
+                // output 0 and lse = −inf, which the merge (flash_block_merge) gives weight 0.
+                const float f = l[r] > 0.f ? a.inv_keep / l[r] : 0.f;
                 float* orow = &o[(size_t)r * HD];
 #pragma omp simd
                 for (int c = 0; c < HD; c++) orow[c] *= f;
-                lse[bn * S + q0 + r] = m[r] + logf(l[r]);
+                lse[bn * a.lse_ld + q0 + r] = l[r] > 0.f ? m[r] + logf(l[r]) : -INFINITY;
             }
             store_rows(out + (int64_t)b * NH * HD + (int64_t)n * HD, RO, q0, rows, HD, o);
         }
     }
 }
 
-template <class T>
-MM_CPU_LOOP static void flash_backward_cpu(T* dqkv, const T* dout, const T* out, const float* lse, const T* qkv,
-                                           const FlashArgs& a) {
-    const int S = a.S, HD = a.HD, NH = a.NH, Bt = kTileCpu;
-    const int tiles = (S + Bt - 1) / Bt;
-    const int64_t R = (int64_t)a.B * 3 * NH * HD, RO = (int64_t)a.B * NH * HD;
+// Rows r0 .. r0 + rows − 1 of `m` (row stride ld) += src (G = f32: a ring block's accumulators), or = src.
+template <bool kAdd, class G>
+static void put_rows(G* m, int64_t ld, int r0, int rows, int HD, const float* src) {
+    if (!kAdd) return store_rows(m, ld, r0, rows, HD, src);
+    for (int r = 0; r < rows; r++) {
+        G* d = m + (int64_t)(r0 + r) * ld;
+        const float* s = src + (int64_t)r * HD;
+#pragma omp simd
+        for (int c = 0; c < HD; c++) d[c] = from_f32<G>(to_f32(d[c]) + s[c]);
+    }
+}
+
+// The backward of `a`'s queries against its keys. dQ, dK, dV have the row widths dq_width and dkv_width; kAdd: they are f32 accumulators and the block's terms are added (flash_block_backward), else
+// they are written. out, dout: [S·B, NH·HD], the forward's output (whole: for a ring block, the merged one).
+template <bool kAdd, class T, class G>
+MM_CPU_LOOP static void flash_backward_cpu(G* dQm, G* dKm, G* dVm, const T* dout, const T* out, const float* lse,
+                                           const T* Qm, const T* Km, const T* Vm, const FlashArgs& a) {
+    const int S = a.S, Sk = a.Sk, HD = a.HD, NH = a.NH, Bt = kTileCpu;
+    const int tiles = (S + Bt - 1) / Bt, key_tiles = (Sk + Bt - 1) / Bt;
+    const int64_t R = (int64_t)a.B * a.q_width, RK = (int64_t)a.B * a.kv_width, RO = (int64_t)a.B * NH * HD;
+    const int64_t RdQ = (int64_t)a.B * a.dq_width, RdK = (int64_t)a.B * a.dkv_width;
     const int64_t tasks = (int64_t)a.B * NH;
 #pragma omp parallel if (cpu_gemm_single_threaded())
     {
-        // The (sequence, head)'s Q, K, V, dO and dQ, whole, as compact fp32 [S, HD]; tiles of one key tile.
-        const size_t whole = (size_t)S * HD, sq = (size_t)Bt * Bt, tile = (size_t)Bt * HD;
-        float* Q = thread_floats(5 * whole + S + 3 * sq + 2 * tile);
-        float *K = Q + whole, *V = K + whole, *dO = V + whole, *dQ = dO + whole, *D = dQ + whole;
+        // The (sequence, head)'s Q, dO, dQ [S, HD] and K, V [Sk, HD], whole, as compact fp32; tiles of one
+        // key tile.
+        const size_t wq = (size_t)S * HD, wk = (size_t)Sk * HD, sq = (size_t)Bt * Bt, tile = (size_t)Bt * HD;
+        float* Q = thread_floats(3 * wq + 2 * wk + S + 3 * sq + 2 * tile);
+        float *dO = Q + wq, *dQ = dO + wq, *K = dQ + wq, *V = K + wk, *D = V + wk;
         float *P = D + S, *Pd = P + sq, *dS = Pd + sq, *dK = dS + sq, *dV = dK + tile;
         uint8_t* keep = thread_bytes(sq);
 #pragma omp for schedule(dynamic, 1)
         for (int64_t bn = 0; bn < tasks; bn++) {
             const int n = (int)(bn % NH), b = (int)(bn / NH);
-            const int64_t qkv_at = (int64_t)b * 3 * NH * HD + (int64_t)n * HD, out_at = (int64_t)b * NH * HD + n * HD;
-            load_rows(Q, qkv + qkv_at, R, 0, S, HD);
-            load_rows(K, qkv + qkv_at + NH * HD, R, 0, S, HD);
-            load_rows(V, qkv + qkv_at + 2 * NH * HD, R, 0, S, HD);
+            const int64_t q_at = (int64_t)b * a.q_width + (int64_t)n * HD;
+            const int64_t kv_at = (int64_t)b * a.kv_width + (int64_t)n * HD, out_at = (int64_t)b * NH * HD + n * HD;
+            const int64_t dq_at = (int64_t)b * a.dq_width + (int64_t)n * HD, dkv_at = (int64_t)b * a.dkv_width + (int64_t)n * HD;
+            load_rows(Q, Qm + q_at, R, 0, S, HD);
+            load_rows(K, Km + kv_at, RK, 0, Sk, HD);
+            load_rows(V, Vm + kv_at, RK, 0, Sk, HD);
             load_rows(dO, dout + out_at, RO, 0, S, HD);
             for (int qi = 0; qi < S; qi++) {  // D_q = dO_q · O_q
                 const T* orow = out + out_at + (int64_t)qi * RO;
@@ -226,22 +271,24 @@ MM_CPU_LOOP static void flash_backward_cpu(T* dqkv, const T* dout, const T* out,
                 cpu_row_partials(HD, [&](int j, int64_t c) { acc[j] += g[c] * to_f32(orow[c]); });
                 D[qi] = cpu_partials_total(acc);
             }
-            std::fill(dQ, dQ + whole, 0.f);
-            const float* L = lse + bn * S;
-            for (int j = 0; j < tiles; j++) {
-                const int k0 = j * Bt, cols = std::min(Bt, S - k0);
+            std::fill(dQ, dQ + wq, 0.f);
+            const float* L = lse + bn * a.lse_ld;
+            for (int j = 0; j < key_tiles; j++) {
+                const int k0 = j * Bt, cols = std::min(Bt, Sk - k0);
                 std::fill(dK, dK + tile, 0.f);
                 std::fill(dV, dV + tile, 0.f);
                 const float* Kj = &K[(size_t)k0 * HD];
                 const float* Vj = &V[(size_t)k0 * HD];
-                for (int i = j; i < tiles; i++) {
+                // The first query tile with a query at or after the tile's first key (global positions).
+                const int64_t first_q = a.k_pos + k0 - a.q_pos;
+                for (int i = first_q <= 0 ? 0 : (int)(first_q / Bt); i < tiles; i++) {
                     const int q0 = i * Bt, rows = std::min(Bt, S - q0);
                     const float* Qi = &Q[(size_t)q0 * HD];
                     const float* dOi = &dO[(size_t)q0 * HD];
                     // P (the forward's probabilities) and P ⊙ Z/(1 − p), row by row.
                     gemm_f32_here(false, true, rows, cols, HD, a.scale, Qi, HD, Kj, HD, 0.f, P, Bt);
                     for (int r = 0; r < rows; r++) {
-                        const int qg = q0 + r, len = visible_keys(qg, k0, cols);
+                        const int qg = q0 + r, len = visible_keys(a, qg, k0, cols);
                         float* pr = &P[(size_t)r * Bt];
                         float* pdr = &Pd[(size_t)r * Bt];
                         uint8_t* z = &keep[(size_t)r * Bt];
@@ -261,7 +308,7 @@ MM_CPU_LOOP static void flash_backward_cpu(T* dqkv, const T* dout, const T* out,
                     // dP_d = dO_i V_jᵀ, then dS in place.
                     gemm_f32_here(false, true, rows, cols, HD, 1.f, dOi, HD, Vj, HD, 0.f, dS, Bt);
                     for (int r = 0; r < rows; r++) {
-                        const int qg = q0 + r, len = visible_keys(qg, k0, cols);
+                        const int qg = q0 + r, len = visible_keys(a, qg, k0, cols);
                         const float* pr = &P[(size_t)r * Bt];
                         const uint8_t* z = &keep[(size_t)r * Bt];
                         float* dsr = &dS[(size_t)r * Bt];
@@ -276,10 +323,10 @@ MM_CPU_LOOP static void flash_backward_cpu(T* dqkv, const T* dout, const T* out,
                                   HD);
                     gemm_f32_here(true, false, cols, HD, rows, 1.f, dS, Bt, Qi, HD, 1.f, dK, HD);
                 }
-                store_rows(dqkv + qkv_at + NH * HD, R, k0, cols, HD, dK);
-                store_rows(dqkv + qkv_at + 2 * NH * HD, R, k0, cols, HD, dV);
+                put_rows<kAdd>(dKm + dkv_at, RdK, k0, cols, HD, dK);
+                put_rows<kAdd>(dVm + dkv_at, RdK, k0, cols, HD, dV);
             }
-            store_rows(dqkv + qkv_at, R, 0, S, HD, dQ);
+            put_rows<kAdd>(dQm + dq_at, RdQ, 0, S, HD, dQ);
         }
     }
 }
@@ -771,6 +818,19 @@ static void flash_backward_cuda(Ctx& ctx, const char* op, T* dqkv, const T* dout
     });
 }
 
+// Ring attention's blocks on the GPU: the kernels above with a block's positions, widths and f32 outputs.
+// Not written yet: the trainer refuses --cp > 1 on a GPU before the first step (train_gpt.cu).
+template <class T>
+static void flash_block_forward_cuda(Ctx&, const char* op, float*, float*, const T*, const T*, const T*,
+                                     const FlashArgs&) {
+    mm_fatal("%s: ring attention's blocks have no CUDA kernels yet; run context parallelism on the CPU", op);
+}
+template <class T>
+static void flash_block_backward_cuda(Ctx&, const char* op, float*, float*, float*, const T*, const T*, const float*,
+                                      const T*, const T*, const T*, const FlashArgs&) {
+    mm_fatal("%s: ring attention's blocks have no CUDA kernels yet; run context parallelism on the CPU", op);
+}
+
 size_t flash_attention_scratch_bytes(int S, int B, int NH) { return (size_t)S * B * NH * sizeof(float); }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -799,11 +859,12 @@ void flash_attention_forward(Ctx& ctx, Tensor out, Tensor lse, Tensor qkv, const
     if (!(p >= 0.f && p < 1.f)) mm_fatal("%s: dropout p=%g outside [0, 1)", op, p);
     OpScope scope(ctx, op, 2 * 2.0 * sh.B * sh.NH * (double)sh.S * sh.S * sh.HD);  // QKᵀ and P·V
     const FlashArgs a = flash_args(sh, p, seed, stream);
+    const int64_t C = (int64_t)sh.NH * sh.HD;  // K starts C columns after Q, V 2C
     MM_DISPATCH_ACT(qkv.dtype, {
         if (ctx.device == Device::CUDA)
             flash_forward_cuda<T>(ctx, op, out.as<T>(), lse.as<float>(), qkv.as<T>(), a);
         else
-            flash_forward_cpu<T>(out.as<T>(), lse.as<float>(), qkv.as<T>(), a);
+            flash_forward_cpu<T, T>(out.as<T>(), lse.as<float>(), qkv.as<T>(), qkv.as<T>() + C, qkv.as<T>() + 2 * C, a);
     });
 }
 
@@ -817,10 +878,186 @@ void flash_attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor out, Te
     // QKᵀ again, then dV, dP, dQ, dK: five products of the full square's size.
     OpScope scope(ctx, op, 5 * 2.0 * sh.B * sh.NH * (double)sh.S * sh.S * sh.HD);
     const FlashArgs a = flash_args(sh, p, seed, stream);
+    const int64_t C = (int64_t)sh.NH * sh.HD;  // K starts C columns after Q, V 2C
     MM_DISPATCH_ACT(qkv.dtype, {
         if (ctx.device == Device::CUDA)
             flash_backward_cuda<T>(ctx, op, dqkv.as<T>(), dout.as<T>(), out.as<T>(), lse.as<float>(), qkv.as<T>(), a);
         else
-            flash_backward_cpu<T>(dqkv.as<T>(), dout.as<T>(), out.as<T>(), lse.as<float>(), qkv.as<T>(), a);
+            flash_backward_cpu<false, T, T>(dqkv.as<T>(), dqkv.as<T>() + C, dqkv.as<T>() + 2 * C, dout.as<T>(),
+                                            out.as<T>(), lse.as<float>(), qkv.as<T>(), qkv.as<T>() + C,
+                                            qkv.as<T>() + 2 * C, a);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The blocks of ring attention (flash_attention.h, parallel/context_parallel.cu)
+// ---------------------------------------------------------------------------------------------------------
+
+static FlashArgs block_args(const AttnBlock& blk, float p, uint64_t seed, uint32_t stream) {
+    FlashArgs a = flash_args(blk.attn, p, seed, stream);
+    a.S = blk.Sq;
+    a.Sk = blk.Sk;
+    a.q_pos = blk.q_pos;
+    a.k_pos = blk.k_pos;
+    a.S_total = blk.S_total;
+    a.q_width = blk.q_width;
+    a.kv_width = blk.kv_width;
+    a.lse_ld = blk.lse_ld;
+    return a;
+}
+
+static void check_block(const char* op, const AttnBlock& b, float p) {
+    const AttnShape& sh = b.attn;
+    if (b.Sq <= 0 || b.Sk <= 0 || sh.B <= 0 || sh.NH <= 0 || sh.HD <= 0)
+        mm_fatal("%s: bad shape Sq=%d Sk=%d B=%d NH=%d HD=%d", op, b.Sq, b.Sk, sh.B, sh.NH, sh.HD);
+    if (b.q_pos < 0 || b.k_pos < 0 || b.q_pos + b.Sq > b.S_total || b.k_pos + b.Sk > b.S_total)
+        mm_fatal("%s: positions q %lld+%d, k %lld+%d outside the sequence of %lld", op, (long long)b.q_pos, b.Sq,
+                 (long long)b.k_pos, b.Sk, (long long)b.S_total);
+    if (b.q_width < sh.NH * sh.HD || b.kv_width < sh.NH * sh.HD || b.lse_ld < b.Sq)
+        mm_fatal("%s: row widths q %d, kv %d or lse stride %lld smaller than the block", op, b.q_width, b.kv_width,
+                 (long long)b.lse_ld);
+    if (!(p >= 0.f && p < 1.f)) mm_fatal("%s: dropout p=%g outside [0, 1)", op, p);
+}
+
+// A view that must hold `rows` rows of `width` elements, the last one `used` elements long.
+static void check_rows(const Ctx& ctx, const Tensor& t, DType dt, int64_t rows, int64_t width, int64_t used,
+                       const char* op, const char* name) {
+    check_tensor(ctx, t, dt, t.n, op, name);
+    if (t.n < (rows - 1) * width + used)
+        mm_fatal("%s: %s holds %lld elements, the block needs %lld", op, name, (long long)t.n,
+                 (long long)((rows - 1) * width + used));
+}
+
+static void check_lse(const Ctx& ctx, const Tensor& t, const AttnBlock& b, const char* op, const char* name) {
+    check_rows(ctx, t, DType::F32, (int64_t)b.attn.B * b.attn.NH, b.lse_ld, b.Sq, op, name);
+}
+
+// The log-sum-exp rule for one query's two partial results, in fp32, shared by the CPU loop and the CUDA
+// kernels: lse' = log(e^l + e^lb) = mx + log(e^(l − mx) + e^(lb − mx)), mx = max(l, lb), and the two weights
+// e^(l − lse'), e^(lb − lse') of the outputs. −inf (no key seen yet) gets weight 0; both −inf stay −inf.
+__host__ __device__ inline void flash_merge_weights(float l, float lb, float* w, float* wb, float* merged) {
+    const float mx = l > lb ? l : lb;
+    if (mx == -INFINITY) {
+        *w = 0.f, *wb = 0.f, *merged = -INFINITY;
+        return;
+    }
+    const float el = expf(l - mx), eb = expf(lb - mx), sum = el + eb;
+    *merged = mx + logf(sum);
+    *w = el / sum;
+    *wb = eb / sum;
+}
+
+// o' = w·o + wb·o_blk, one thread per element of o; lse is rewritten afterwards (flash_merge_lse_kernel), so
+// that every thread reads the old lse.
+__global__ void flash_merge_out_kernel(float* o, const float* lse, const float* ob, const float* lb, int Sq, int B,
+                                       int NH, int HD, int64_t lse_ld) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, C = (int64_t)NH * HD;
+    if (i >= (int64_t)Sq * B * C) return;
+    const int64_t row = i / C;
+    const int n = (int)((i % C) / HD), b = (int)(row % B), q = (int)(row / B);
+    const int64_t at = ((int64_t)b * NH + n) * lse_ld + q;
+    float w, wb, merged;
+    flash_merge_weights(lse[at], lb[at], &w, &wb, &merged);
+    o[i] = w * o[i] + wb * ob[i];
+}
+__global__ void flash_merge_lse_kernel(float* lse, const float* lb, int Sq, int BNH, int64_t lse_ld) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (int64_t)Sq * BNH) return;
+    const int64_t at = (i / Sq) * lse_ld + i % Sq;
+    float w, wb;
+    flash_merge_weights(lse[at], lb[at], &w, &wb, &lse[at]);
+}
+
+void flash_block_merge(Ctx& ctx, Tensor o, Tensor lse, Tensor o_blk, Tensor lse_blk, const AttnBlock& blk) {
+    const char* op = "flash_block_merge";
+    check_block(op, blk, 0.f);
+    const int Sq = blk.Sq, B = blk.attn.B, NH = blk.attn.NH, HD = blk.attn.HD;
+    const int64_t C = (int64_t)NH * HD, n = (int64_t)Sq * B * C;
+    check_rows(ctx, o, DType::F32, n, 1, 1, op, "o");
+    check_rows(ctx, o_blk, DType::F32, n, 1, 1, op, "o_blk");
+    check_lse(ctx, lse, blk, op, "lse");
+    check_lse(ctx, lse_blk, blk, op, "lse_blk");
+    OpScope scope(ctx, op, 3.0 * n);
+    float *O = o.as<float>(), *L = lse.as<float>();
+    const float *Ob = o_blk.as<float>(), *Lb = lse_blk.as<float>();
+    if (ctx.device == Device::CUDA) {
+        const int threads = 256;
+        flash_merge_out_kernel<<<(unsigned)((n + threads - 1) / threads), threads, 0, ctx.stream>>>(O, L, Ob, Lb, Sq, B,
+                                                                                                    NH, HD, blk.lse_ld);
+        CUDA_CHECK_LAST();
+        const int64_t rows = (int64_t)Sq * B * NH;
+        flash_merge_lse_kernel<<<(unsigned)((rows + threads - 1) / threads), threads, 0, ctx.stream>>>(L, Lb, Sq, B * NH,
+                                                                                                     blk.lse_ld);
+        CUDA_CHECK_LAST();
+        return;
+    }
+#pragma omp parallel for if (cpu_gemm_single_threaded())
+    for (int64_t bn = 0; bn < (int64_t)B * NH; bn++) {
+        const int b = (int)(bn / NH), h = (int)(bn % NH);
+        for (int q = 0; q < Sq; q++) {
+            const int64_t at = bn * blk.lse_ld + q;
+            float w, wb, merged;
+            flash_merge_weights(L[at], Lb[at], &w, &wb, &merged);
+            float* orow = O + ((int64_t)q * B + b) * C + (int64_t)h * HD;
+            const float* brow = Ob + ((int64_t)q * B + b) * C + (int64_t)h * HD;
+#pragma omp simd
+            for (int c = 0; c < HD; c++) orow[c] = w * orow[c] + wb * brow[c];
+            L[at] = merged;
+        }
+    }
+}
+
+void flash_block_forward(Ctx& ctx, Tensor o, Tensor lse, Tensor q, Tensor k, Tensor v, const AttnBlock& blk, float p,
+                         uint64_t seed, uint32_t stream) {
+    const char* op = "flash_block_forward";
+    check_block(op, blk, p);
+    const AttnShape& sh = blk.attn;
+    const int64_t C = (int64_t)sh.NH * sh.HD, rows_q = (int64_t)blk.Sq * sh.B, rows_k = (int64_t)blk.Sk * sh.B;
+    check_rows(ctx, q, q.dtype, rows_q, blk.q_width, C, op, "q");
+    check_rows(ctx, k, q.dtype, rows_k, blk.kv_width, C, op, "k");
+    check_rows(ctx, v, q.dtype, rows_k, blk.kv_width, C, op, "v");
+    check_rows(ctx, o, DType::F32, rows_q * C, 1, 1, op, "o");
+    check_lse(ctx, lse, blk, op, "lse");
+    // QKᵀ and P·V over the block's rectangle (its causal half when it is on the diagonal)
+    const double pairs = blk.q_pos == blk.k_pos ? 0.5 * blk.Sq * (blk.Sq + 1.0) : (double)blk.Sq * blk.Sk;
+    OpScope scope(ctx, op, 2 * 2.0 * sh.B * sh.NH * pairs * sh.HD);
+    const FlashArgs a = block_args(blk, p, seed, stream);
+    MM_DISPATCH_ACT(q.dtype, {
+        if (ctx.device == Device::CUDA)
+            flash_block_forward_cuda<T>(ctx, op, o.as<float>(), lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(), a);
+        else
+            flash_forward_cpu<T, float>(o.as<float>(), lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(), a);
+    });
+}
+
+void flash_block_backward(Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, int dkv_width, Tensor dout, Tensor out,
+                          Tensor lse, Tensor q, Tensor k, Tensor v, const AttnBlock& blk, float p, uint64_t seed,
+                          uint32_t stream) {
+    const char* op = "flash_block_backward";
+    check_block(op, blk, p);
+    const AttnShape& sh = blk.attn;
+    const int64_t C = (int64_t)sh.NH * sh.HD, rows_q = (int64_t)blk.Sq * sh.B, rows_k = (int64_t)blk.Sk * sh.B;
+    if (dkv_width < C) mm_fatal("%s: dK, dV row width %d below NH*HD = %lld", op, dkv_width, (long long)C);
+    check_rows(ctx, q, q.dtype, rows_q, blk.q_width, C, op, "q");
+    check_rows(ctx, k, q.dtype, rows_k, blk.kv_width, C, op, "k");
+    check_rows(ctx, v, q.dtype, rows_k, blk.kv_width, C, op, "v");
+    check_rows(ctx, out, q.dtype, rows_q * C, 1, 1, op, "out");
+    check_rows(ctx, dout, q.dtype, rows_q * C, 1, 1, op, "dout");
+    check_rows(ctx, dq, DType::F32, rows_q * C, 1, 1, op, "dq");
+    check_rows(ctx, dk, DType::F32, rows_k, dkv_width, C, op, "dk");
+    check_rows(ctx, dv, DType::F32, rows_k, dkv_width, C, op, "dv");
+    check_lse(ctx, lse, blk, op, "lse");
+    const double pairs = blk.q_pos == blk.k_pos ? 0.5 * blk.Sq * (blk.Sq + 1.0) : (double)blk.Sq * blk.Sk;
+    OpScope scope(ctx, op, 5 * 2.0 * sh.B * sh.NH * pairs * sh.HD);
+    FlashArgs a = block_args(blk, p, seed, stream);
+    a.dq_width = (int)C;
+    a.dkv_width = dkv_width;
+    MM_DISPATCH_ACT(q.dtype, {
+        if (ctx.device == Device::CUDA)
+            flash_block_backward_cuda<T>(ctx, op, dq.as<float>(), dk.as<float>(), dv.as<float>(), dout.as<T>(),
+                                         out.as<T>(), lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(), a);
+        else
+            flash_backward_cpu<true, T, float>(dq.as<float>(), dk.as<float>(), dv.as<float>(), dout.as<T>(),
+                                               out.as<T>(), lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(), a);
     });
 }

@@ -41,3 +41,37 @@ inline int flash_attention_hd_bound(int HD) {
 // fp32 D = rowsum(dO ⊙ O), [B, NH, S]): the model reserves them before its first step, so the scratch never
 // grows inside a step.
 size_t flash_attention_scratch_bytes(int S, int B, int NH);
+
+// ---- the blocks of ring attention (context parallelism: parallel/context_parallel.h) ----------------------
+// Under context parallelism a rank holds the queries of a few runs of consecutive positions and receives the
+// keys and values of the other ranks' runs one at a time. One block is the queries of one run against the keys
+// of one run: the same tiles as above, with the causal mask and the dropout bits of the GLOBAL positions (so a
+// block strictly below the diagonal is unmasked, one on it is the triangle above, and every keep bit is the
+// single-rank run's). The online softmax is what makes the blocks separable: a block's output and its lse are
+// merged into the running ones by the log-sum-exp rule, exactly as the tiles of one call are.
+struct AttnBlock {
+    AttnShape attn;                 // B, NH, HD and the global batch and head coordinates (attn.S is unused)
+    int Sq = 0, Sk = 0;             // the block's queries and keys (positions)
+    int64_t q_pos = 0, k_pos = 0;   // their first global positions
+    int64_t S_total = 0;            // the whole sequence's length: the dropout index's S
+    int q_width = 0, kv_width = 0;  // row widths (elements) of the Q matrix and of the K and V matrices
+    int64_t lse_ld = 0;             // elements between the lse rows of two (sequence, head) pairs
+};
+
+// The block alone: o (f32 [Sq·B, NH·HD]) = dropout(softmax over the block's keys) · V and its lse (f32,
+// lse[(b·NH + n)·lse_ld + q]). A query that sees no key of the block
+// gets o = 0 and lse = −inf. q, k, v are views whose element 0 is Q (K, V) of the block's first position,
+// first sequence, head 0; row s·B + b is q_width (kv_width) elements further.
+void flash_block_forward(Ctx& ctx, Tensor o, Tensor lse, Tensor q, Tensor k, Tensor v, const AttnBlock& blk, float p,
+                         uint64_t seed, uint32_t stream);
+// (o, lse) ← the merge of (o, lse) with a block's (o_blk, lse_blk), all f32 with the layout above and Sq, B, NH,
+// HD of blk: lse' = log(e^lse + e^lse_blk), o' = e^(lse − lse')·o + e^(lse_blk − lse')·o_blk. Start from o = 0,
+// lse = −inf.
+void flash_block_merge(Ctx& ctx, Tensor o, Tensor lse, Tensor o_blk, Tensor lse_blk, const AttnBlock& blk);
+// The block's terms of dQ, dK and dV added into f32 accumulators dq [Sq·B, NH·HD] and dk, dv (rows dkv_width
+// elements apart, element 0 at the block's first key), from the MERGED out and lse of the queries (out, dout:
+// [Sq·B, NH·HD], activation dtype): FlashAttention-2's backward needs only the final statistics, so each block's
+// gradient is computed on its own and the sums over blocks are plain additions.
+void flash_block_backward(Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, int dkv_width, Tensor dout, Tensor out,
+                          Tensor lse, Tensor q, Tensor k, Tensor v, const AttnBlock& blk, float p, uint64_t seed,
+                          uint32_t stream);

@@ -506,9 +506,6 @@ void send_later(Comm& c, const Ctx& ctx, Tensor t, int peer, int tag, const std:
 // The order check's header, sent before each message in the same exchange (so it matches in the same
 // order as the message): the caller's tag, the byte count and the message's index among those from this
 // rank to that peer. The receiver compares it with what it expects.
-struct P2PHeader {
-    int64_t tag = 0, bytes = 0, index = 0;
-};
 static void check_header(const Comm& c, const P2PHeader& got, const P2PMessage& want, uint64_t index) {
     if (got.tag == want.tag && got.bytes == (int64_t)want.t.bytes() && got.index == (int64_t)index) return;
     mm_fatal("comm: message order broken: rank %d expected %s (tag %d, %lld bytes, message %llu from rank %d) but rank %d "
@@ -520,12 +517,16 @@ static void check_header(const Comm& c, const P2PHeader& got, const P2PMessage& 
 
 // MPI: every receive and send posted at once (MPI_Irecv, MPI_Isend or, strict, MPI_Issend), then one wait for
 // all. Posting receives first lets MPI deliver straight into them.
-static void mpi_exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what) {
+// The exchange's requests are posted (mpi_exchange_post) and waited for (mpi_exchange_complete) apart, so that
+// exchange_start can return in between; c.inflight keeps what the second half needs.
+static void mpi_exchange_post(Comm& c, const std::vector<P2PMessage>& recvs) {
+    Comm::InFlight& f = c.inflight;
     const bool check = c.rules.check_order;
     const int per = check ? 2 : 1;  // requests per message
-    std::vector<P2PHeader> in_hdr(recvs.size()), out_hdr(c.sends.size());
-    std::vector<MPI_Request> reqs;
-    reqs.reserve((recvs.size() + c.sends.size()) * (size_t)per);
+    f.in_hdr.assign(recvs.size(), P2PHeader{});
+    f.out_hdr.assign(c.sends.size(), P2PHeader{});
+    f.reqs.clear();
+    f.reqs.reserve((recvs.size() + c.sends.size()) * (size_t)per);
     if (c.recv_stage.size() < recvs.size()) c.recv_stage.resize(recvs.size());
     auto mpi_tag = [&](int tag) { return c.rules.strict ? 0 : tag; };  // strict: one tag, matched in order
     for (size_t i = 0; i < recvs.size(); i++) {
@@ -533,33 +534,40 @@ static void mpi_exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>&
         void* dst = r.t.device == Device::CPU ? r.t.data : host_buffer(c, c.recv_stage[i], r.t.bytes(), true);
         MPI_Request q;
         if (check) {
-            MPI_CHECK(MPI_Irecv(&in_hdr[i], (int)sizeof(P2PHeader), MPI_BYTE, r.peer, mpi_tag(r.tag), c.mpi, &q));
-            reqs.push_back(q);
+            MPI_CHECK(MPI_Irecv(&f.in_hdr[i], (int)sizeof(P2PHeader), MPI_BYTE, r.peer, mpi_tag(r.tag), c.mpi, &q));
+            f.reqs.push_back(q);
         }
         MPI_CHECK(MPI_Irecv(dst, mpi_count((int64_t)r.t.bytes()), MPI_BYTE, r.peer, mpi_tag(r.tag), c.mpi, &q));
-        reqs.push_back(q);
+        f.reqs.push_back(q);
     }
     for (size_t i = 0; i < c.sends.size(); i++) {
         Comm::PendingSend& p = c.sends[i];
         auto post = c.rules.strict ? MPI_Issend : MPI_Isend;
         MPI_Request q;
         if (check) {
-            out_hdr[i] = P2PHeader{p.tag, (int64_t)p.bytes, (int64_t)c.sent[(size_t)p.peer]++};
-            MPI_CHECK(post(&out_hdr[i], (int)sizeof(P2PHeader), MPI_BYTE, p.peer, mpi_tag(p.tag), c.mpi, &q));
-            reqs.push_back(q);
+            f.out_hdr[i] = P2PHeader{p.tag, (int64_t)p.bytes, (int64_t)c.sent[(size_t)p.peer]++};
+            MPI_CHECK(post(&f.out_hdr[i], (int)sizeof(P2PHeader), MPI_BYTE, p.peer, mpi_tag(p.tag), c.mpi, &q));
+            f.reqs.push_back(q);
         }
         MPI_CHECK(post(p.host.ptr, mpi_count((int64_t)p.bytes), MPI_BYTE, p.peer, mpi_tag(p.tag), c.mpi, &q));
-        reqs.push_back(q);
+        f.reqs.push_back(q);
     }
+}
+
+static void mpi_exchange_complete(Comm& c, const Ctx& ctx) {
+    Comm::InFlight& f = c.inflight;
+    const std::vector<P2PMessage>& recvs = f.recvs;
+    const bool check = c.rules.check_order;
+    const int per = check ? 2 : 1;
     std::vector<MPI_Status> st;
-    mpi_wait(c, reqs, st, [&](size_t q) {
+    mpi_wait(c, f.reqs, st, [&](size_t q) {
         const size_t m = q / (size_t)per;
         const std::string& which = m < recvs.size() ? recvs[m].what : c.sends[m - recvs.size()].what;
-        return which + " in the exchange " + what;
+        return which + " in the exchange " + f.what;
     });
     for (size_t i = 0; i < recvs.size(); i++) {
         const P2PMessage& r = recvs[i];
-        if (check) check_header(c, in_hdr[i], r, c.received[(size_t)r.peer]++);
+        if (check) check_header(c, f.in_hdr[i], r, c.received[(size_t)r.peer]++);
         int got = 0;
         MPI_CHECK(MPI_Get_count(&st[i * (size_t)per + (size_t)(per - 1)], MPI_BYTE, &got));
         if ((size_t)got != r.t.bytes())
@@ -596,7 +604,7 @@ static void nccl_watch(Comm& c) {
     c.exchanged_what.clear();
 }
 
-static void nccl_exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what) {
+static void nccl_exchange(Comm& c, cudaStream_t stream, const std::vector<P2PMessage>& recvs, const std::string& what) {
     nccl_watch(c);
     const bool check = c.rules.check_order;
     // The order check's headers: device copies of the headers, sent and received in the group before each
@@ -607,22 +615,22 @@ static void nccl_exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>
         for (size_t i = 0; i < c.sends.size(); i++)
             host_hdr[i] = P2PHeader{c.sends[i].tag, (int64_t)c.sends[i].bytes, (int64_t)c.sent[(size_t)c.sends[i].peer]++};
         hdr = tensor_alloc(Device::CUDA, DType::U8, (int64_t)(host_hdr.size() * sizeof(P2PHeader)));
-        CUDA_CHECK(cudaMemcpyAsync(hdr.data, host_hdr.data(), c.sends.size() * sizeof(P2PHeader), cudaMemcpyHostToDevice, ctx.stream));
+        CUDA_CHECK(cudaMemcpyAsync(hdr.data, host_hdr.data(), c.sends.size() * sizeof(P2PHeader), cudaMemcpyHostToDevice, stream));
     }
     P2PHeader* dev_hdr = (P2PHeader*)hdr.data;
     NCCL_CHECK(ncclGroupStart());
     for (size_t i = 0; i < recvs.size(); i++) {
         const P2PMessage& r = recvs[i];
-        if (check) NCCL_CHECK(ncclRecv(dev_hdr + c.sends.size() + i, sizeof(P2PHeader), ncclUint8, r.peer, nccl_of(c), ctx.stream));
-        NCCL_CHECK(ncclRecv(r.t.data, r.t.bytes(), ncclUint8, r.peer, nccl_of(c), ctx.stream));
+        if (check) NCCL_CHECK(ncclRecv(dev_hdr + c.sends.size() + i, sizeof(P2PHeader), ncclUint8, r.peer, nccl_of(c), stream));
+        NCCL_CHECK(ncclRecv(r.t.data, r.t.bytes(), ncclUint8, r.peer, nccl_of(c), stream));
     }
     for (size_t i = 0; i < c.sends.size(); i++) {
         const Comm::PendingSend& p = c.sends[i];
-        if (check) NCCL_CHECK(ncclSend(dev_hdr + i, sizeof(P2PHeader), ncclUint8, p.peer, nccl_of(c), ctx.stream));
-        NCCL_CHECK(ncclSend(p.device, p.bytes, ncclUint8, p.peer, nccl_of(c), ctx.stream));
+        if (check) NCCL_CHECK(ncclSend(dev_hdr + i, sizeof(P2PHeader), ncclUint8, p.peer, nccl_of(c), stream));
+        NCCL_CHECK(ncclSend(p.device, p.bytes, ncclUint8, p.peer, nccl_of(c), stream));
     }
     NCCL_CHECK(ncclGroupEnd());
-    CUDA_CHECK(cudaEventRecord(c.exchanged, ctx.stream));
+    CUDA_CHECK(cudaEventRecord(c.exchanged, stream));
     // For the timeout's message: the exchange and every message in it (their peers).
     c.exchanged_what = what + " (";
     for (const P2PMessage& r : recvs) c.exchanged_what += r.what + "; ";
@@ -630,28 +638,72 @@ static void nccl_exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>
     c.exchanged_what.replace(c.exchanged_what.size() - 2, 2, ")");
     if (check && !host_hdr.empty()) {
         nccl_watch(c);
-        CUDA_CHECK(cudaMemcpyAsync(host_hdr.data(), hdr.data, host_hdr.size() * sizeof(P2PHeader), cudaMemcpyDeviceToHost, ctx.stream));
-        CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+        CUDA_CHECK(cudaMemcpyAsync(host_hdr.data(), hdr.data, host_hdr.size() * sizeof(P2PHeader), cudaMemcpyDeviceToHost, stream));
+        CUDA_CHECK(cudaStreamSynchronize(stream));
         for (size_t i = 0; i < recvs.size(); i++)
             check_header(c, host_hdr[c.sends.size() + i], recvs[i], c.received[(size_t)recvs[i].peer]++);
         tensor_free(hdr);
     }
 }
 
-void exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what) {
+void exchange_start(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what) {
+    if (c.inflight.active)
+        mm_fatal("comm: exchange_start (%s) while the exchange %s is still in flight: finish it first", what.c_str(),
+                 c.inflight.what.c_str());
     for (const P2PMessage& r : recvs) {
         check_tensor(c, ctx, r.t, "exchange");
         check_peer(c, r.peer, "exchange: receive from");
     }
-    if (recvs.empty() && c.sends.empty()) return;
+    Comm::InFlight& f = c.inflight;
+    f.active = true;
+    f.what = what;
+    f.recvs = recvs;
+    f.stream = false;
     const double t0 = MPI_Wtime();
-    if (c.backend == CommBackend::NCCL) nccl_exchange(c, ctx, recvs, what);
-    else mpi_exchange(c, ctx, recvs, what);
-    // The send copies are free again: MPI has completed them; NCCL reads them on ctx.stream before any later
-    // send_later can overwrite them there.
+    if (recvs.empty() && c.sends.empty()) return;
+    if (c.backend == CommBackend::NCCL) {
+        // On the communication stream, after what ctx.stream has queued so far (the send copies, the
+        // receive buffers' last readers); exchange_finish makes ctx.stream wait for its end.
+        f.stream = ctx.comm_stream != nullptr;
+        cudaStream_t s = f.stream ? ctx.comm_stream : ctx.stream;
+        if (f.stream) {
+            CUDA_CHECK(cudaEventRecord(c.ready, ctx.stream));
+            CUDA_CHECK(cudaStreamWaitEvent(s, c.ready, 0));
+        }
+        nccl_exchange(c, s, recvs, what);
+        if (f.stream) CUDA_CHECK(cudaEventRecord(c.done, s));
+    } else {
+        mpi_exchange_post(c, recvs);
+    }
+    c.counters.recv_wait_s += MPI_Wtime() - t0;
+}
+
+void exchange_finish(Comm& c, const Ctx& ctx) {
+    Comm::InFlight& f = c.inflight;
+    if (!f.active) mm_fatal("comm: exchange_finish without an exchange_start");
+    const double t0 = MPI_Wtime();
+    if (!f.recvs.empty() || !c.sends.empty()) {
+        if (c.backend == CommBackend::NCCL) {
+            if (f.stream) CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, c.done, 0));
+        } else {
+            mpi_exchange_complete(c, ctx);
+        }
+    }
+    // The send copies are free again: MPI has completed them; NCCL reads them on its stream before ctx.stream
+    // (which waits for it) can run any later send_later's copy into them.
     for (Comm::PendingSend& p : c.sends) c.spare_sends.push_back(p);
     c.sends.clear();
+    f.active = false;
+    f.recvs.clear();
     c.counters.recv_wait_s += MPI_Wtime() - t0;
+}
+
+void exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what) {
+    // The pipeline's exchanges run on ctx.stream itself (the next op needs what arrives at once).
+    Ctx same = ctx;
+    same.comm_stream = nullptr;
+    exchange_start(c, same, recvs, what);
+    exchange_finish(c, same);
 }
 
 void all_reduce_host(Comm& c, void* data, int count, MPI_Datatype type, MPI_Op op, const char* what) {

@@ -73,6 +73,18 @@ struct HostBuffer {
     bool pinned = false;
 };
 
+// The order check's header (CommRules::check_order), sent before each point-to-point message in the same
+// exchange, so it matches in the same order as the message: the caller's tag, the byte count and the
+// message's index among those from this rank to that peer. The receiver compares it with what it expects.
+struct P2PHeader {
+    int64_t tag = 0, bytes = 0, index = 0;
+};
+struct P2PMessage {
+    Tensor t;          // the receive buffer
+    int peer = -1, tag = 0;
+    std::string what;  // e.g. "the activation of micro-batch 3 from stage 0"
+};
+
 struct Comm {
     MPI_Comm mpi = MPI_COMM_NULL;  // always present (also used to bootstrap NCCL)
     int rank = 0, size = 1;
@@ -107,6 +119,15 @@ struct Comm {
     // NCCL backend: the end of the last exchange on ctx.stream, watched against the timeout by the next one.
     cudaEvent_t exchanged = nullptr;
     std::string exchanged_what;
+    // The exchange between exchange_start and exchange_finish: its receives, and on MPI its requests and
+    // order-check headers; on NCCL whether it runs on ctx.comm_stream.
+    struct InFlight {
+        bool active = false, stream = false;
+        std::vector<P2PMessage> recvs;
+        std::vector<MPI_Request> reqs;
+        std::vector<P2PHeader> in_hdr, out_hdr;
+        std::string what;
+    } inflight;
 };
 
 // Split `parent` into groups by `color`, ordered by `key` (MPI_Comm_split), and set up the backend.
@@ -156,13 +177,16 @@ void comm_wait(Comm& c, const Ctx& ctx);
 // the sends' bytes may be reused after that). The pipeline issues one exchange per schedule unit: the
 // previous unit's sends with this unit's receives (model/pipeline_step.cu says why that order cannot
 // deadlock). `what` says what the caller is doing, for the timeout message.
-struct P2PMessage {
-    Tensor t;          // the receive buffer
-    int peer = -1, tag = 0;
-    std::string what;  // e.g. "the activation of micro-batch 3 from stage 0"
-};
 void send_later(Comm& c, const Ctx& ctx, Tensor t, int peer, int tag, const std::string& what);
 void exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what);
+// The same exchange in two halves, so that work runs while its messages travel (ring attention's K and V,
+// parallel/context_parallel.cu): exchange_start posts the queued sends and the receives `recvs` and returns;
+// exchange_finish waits for them (afterwards, as after exchange). In between, the caller leaves the receive
+// buffers alone and starts no other exchange on c. NCCL: the group runs on ctx.comm_stream (when the context
+// has one) after the work ctx.stream has queued so far, and exchange_finish makes ctx.stream wait for it. MPI:
+// the requests are posted at once; MPI moves the bytes as it progresses, at the latest inside the wait.
+void exchange_start(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what);
+void exchange_finish(Comm& c, const Ctx& ctx);
 // Bytes of host memory `bytes` from rank `root` to every rank of the group, under the communicator's rules
 // (timeout): the pipeline's loss, which the last stage computes.
 void broadcast_host(Comm& c, void* data, int bytes, int root, const std::string& what);
