@@ -365,12 +365,18 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
                   std::to_string(hd) + " (hidden " + std::to_string(run.cfg.channels) + " / " + std::to_string(run.cfg.heads) +
                   " heads): use --attention unfused, or more heads");
     }
-    refuse_if(grid_validate(world, opt.tp, opt.sp, run.cfg, opt.batch, opt.seq, opt.pp));
-    int dp = world / (opt.tp * opt.pp);
+    // Ring attention's blocks have CPU tiles only so far (layers/flash_attention.cu).
+    refuse_if(opt.cp > 1 && run.device == Device::CUDA
+                  ? "--cp " + std::to_string(opt.cp) + " on a GPU: ring attention's blocks have no CUDA kernels yet; run "
+                    "context parallelism on the CPU (--device cpu)"
+                  : "");
+    refuse_if(grid_validate(world, opt.tp, opt.sp, run.cfg, opt.batch, opt.seq, opt.pp, opt.cp));
+    int dp = world / (opt.tp * opt.cp * opt.pp);
     run.micro_batches = micro_batch_count(opt, dp);
     pipeline_layout(run);
     run.ctx = ctx_create(run.device, gpu);
-    run.grid = grid_create(MPI_COMM_WORLD, opt.tp, opt.sp, run.backend, run.ctx, opt.pp, CommRules{opt.comm == "mpi-strict", opt.comm_timeout});
+    run.grid = grid_create(MPI_COMM_WORLD, opt.tp, opt.sp, run.backend, run.ctx, opt.pp, CommRules{opt.comm == "mpi-strict", opt.comm_timeout},
+                           opt.cp);
     if (opt.sp && opt.tp == 1) LOG0("note: --sp with --tp 1 changes nothing (one rank holds the whole sequence)\n");
     std::string err;
 
@@ -399,12 +405,12 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
                opt.distributed_optimizer);  // parallel/distributed_optimizer.h
     run.model.schedule = run.schedule;
     run.model.attention = run.attention;
-    if (opt.distributed_optimizer && run.grid.dp == 1)
+    if (opt.distributed_optimizer && weight_ranks(run.grid) == 1)
         LOG0("note: --use-distributed-optimizer with data-parallel size 1 changes nothing (one rank holds every optimizer state)\n");
     if (run.model.zero.on)
-        LOG0("distributed optimizer: each of %d data-parallel ranks keeps the optimizer states of %lld of %lld local parameters "
-             "(padded by %lld)\n", run.grid.dp, (long long)run.model.zero.shard, (long long)run.model.n_params,
-             (long long)(run.model.zero.padded - run.model.n_params));
+        LOG0("distributed optimizer: each of %d %s ranks keeps the optimizer states of %lld of %lld local parameters "
+             "(padded by %lld)\n", weight_ranks(run.grid), run.grid.cp > 1 ? "data- and context-parallel" : "data-parallel",
+             (long long)run.model.zero.shard, (long long)run.model.n_params, (long long)(run.model.zero.padded - run.model.n_params));
     if (init_params.empty()) gpt_init_random(run.model, opt.seed);
     else gpt_load_full(run.model, init_params.data());
     init_params.clear();
@@ -439,8 +445,10 @@ static void print_startup(const Run& run) {
     const GPTConfig& cfg = run.cfg;
     LOG0("mini-megatron: %lld parameters (L=%d h=%d a=%d V=%d Vp=%d maxT=%d) on %s, %s\n", (long long)param_count(cfg),
          cfg.layers, cfg.channels, cfg.heads, cfg.vocab, cfg.padded_vocab, cfg.max_seq, device_name(run.device), dtype_name(run.dtype));
-    LOG0("layout: %d ranks = tp %d x pp %d x dp %d, sequence parallel %s, recompute %s, attention %s, comm %s\n", run.world,
-         run.grid.tp, run.grid.pp, run.grid.dp, run.grid.sp ? "on" : "off", recompute_name(run.recompute),
+    char cp[32] = "";
+    if (run.grid.cp > 1) snprintf(cp, sizeof cp, " x cp %d", run.grid.cp);
+    LOG0("layout: %d ranks = tp %d%s x pp %d x dp %d, sequence parallel %s, recompute %s, attention %s, comm %s\n", run.world,
+         run.grid.tp, cp, run.grid.pp, run.grid.dp, run.grid.sp ? "on" : "off", recompute_name(run.recompute),
          attention_name(run.attention),
          run.backend == CommBackend::NCCL ? "nccl" : opt.comm == "mpi-strict" ? "mpi-strict" : "mpi");
     if (run.attention == Attention::Flash && run.recompute == Recompute::Selective)
@@ -520,7 +528,7 @@ static void maybe_report_memory(Run& run, int step) {
     r.pp_rank = st.rank;
     r.microbatches = run.micro_batches;
     r.schedule = pipe_schedule_name(run.schedule);
-    add_model_state(r, run.model.state_memory, model_state_formula(run.model.n_params, run.grid.dp, run.model.zero.on,
+    add_model_state(r, run.model.state_memory, model_state_formula(run.model.n_params, weight_ranks(run.grid), run.model.zero.on,
                                                                    run.dtype != DType::F32));  // recompute/model_state_memory.h
     if (run.device == Device::CUDA) {
         size_t fr = 0, tot = 0;
@@ -542,9 +550,9 @@ static void maybe_report_memory(Run& run, int step) {
 static void emit_memory_report(Run& run, int step) {
     if (!(run.opt.memory_report && step == run.start_step)) return;
     const ProcessGrid& g = run.grid;
-    const auto reports = gather_stage_reports(run.memory_text, run.memory_json, g.pp, g.tp * g.dp, MPI_COMM_WORLD);
+    const auto reports = gather_stage_reports(run.memory_text, run.memory_json, g.pp, ranks_per_stage(g), MPI_COMM_WORLD);
     for (size_t s = 0; s < reports.size(); s++) {  // rank 0 only
-        if (g.pp > 1) printf("\n---- pipeline stage %zu (rank %d) ----", s, (int)s * g.tp * g.dp);
+        if (g.pp > 1) printf("\n---- pipeline stage %zu (rank %d) ----", s, (int)s * ranks_per_stage(g));
         fputs(reports[s].first.c_str(), stdout);
         if (run.logf) fprintf(run.logf, "{\"step\":%d,\"memory_report\":%s}\n", step, reports[s].second.c_str());
     }
@@ -595,7 +603,7 @@ static void report_bubble(const Run& run, const Progress& p) {
          "measured idle share (blocked in exchanges):", pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches, b,
          b / (1 + b));
     for (int s = 0; s < g.pp; s++) {
-        const int r = s * g.tp * g.dp;
+        const int r = s * ranks_per_stage(g);
         const double idle = all[2 * (size_t)r + 1] > 0 ? all[2 * (size_t)r] / all[2 * (size_t)r + 1] : 0;
         LOG0(" stage %d %.3f%s", s, idle, s + 1 < g.pp ? "," : "\n");
     }

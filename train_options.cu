@@ -29,10 +29,13 @@ void print_train_usage() {
         "  --padded-vocab VP           stored vocabulary rows (default: V rounded up to a multiple of 128)\n"
         "  --seed N                    initialization and dropout seed (default 1337)\n"
         "Parallelism and recomputation (paper: Korthikanti et al. 2022)\n"
-        "  --tp N                      tensor-parallel size; data-parallel size = ranks / (tp · pp)\n"
+        "  --tp N                      tensor-parallel size; data-parallel size = ranks / (tp · cp · pp)\n"
         "  --sp                        sequence parallelism (needs --tp > 1; --seq divisible by --tp)\n"
+        "  --cp N                      context-parallel size (alias --context-parallel-size): each rank holds\n"
+        "                              2 of 2N chunks of every sequence through attention too (ring attention;\n"
+        "                              needs flash attention, the default with --cp > 1; --seq divisible by 2N)\n"
         "  --pp N                      pipeline-parallel size: N stages of L/N layers (alias\n"
-        "                              --pipeline-model-parallel-size); ranks = tp · dp · pp, tp fastest\n"
+        "                              --pipeline-model-parallel-size); ranks = tp · cp · dp · pp, tp fastest\n"
         "  --pipeline-schedule 1f1b|afab|interleaved   the order of forwards and backwards (default 1f1b;\n"
         "                              interleaved needs --num-layers-per-virtual-pipeline-stage)\n"
         "  --num-layers-per-virtual-pipeline-stage k   interleaving: (L/pp)/k model chunks per stage\n"
@@ -187,6 +190,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--seed"})) o.seed = (uint64_t)to_int(print, f, v, 0, (1LL << 62));
         else if (flag({"--tp", "--tensor-model-parallel-size"})) o.tp = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--pp", "--pipeline-model-parallel-size"})) o.pp = (int)to_int(print, f, v, 1, 4096);
+        else if (flag({"--cp", "--context-parallel-size"})) o.cp = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--pipeline-schedule"})) o.pipeline_schedule = one_of(print, f, v, {"1f1b", "afab", "interleaved"});
         else if (flag({"--num-layers-per-virtual-pipeline-stage"})) o.layers_per_virtual_stage = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--recompute", "--recompute-granularity"})) o.recompute = one_of(print, f, v, {"none", "selective", "full"});
@@ -263,6 +267,13 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
                                std::make_pair("--init", &o.init)})
             if (!out.second->empty() && *out.second == *in.second && !(out.first == std::string("--save") && in.first == std::string("--init")))
                 bad(print, std::string(out.first) + " " + *out.second + " is the " + in.first + " file: the run would overwrite its input");
+    // Ring attention merges blocks of keys by their log-sum-exp: the flash path's online softmax. The unfused
+    // path materialises the whole s×s scores of a rank's queries, which is exactly what CP avoids.
+    if (o.cp > 1 && !o.was_given("--attention")) o.attention = "flash";
+    if (o.cp > 1 && o.attention == "unfused")
+        bad(print, "--cp " + std::to_string(o.cp) + " needs --attention flash: ring attention merges the blocks of keys "
+                   "that arrive from the other ranks by their log-sum-exp (flash attention's online softmax); the unfused "
+                   "path would need every rank's keys at once");
     if (o.val_file == "none" && o.val_every > 0)
         bad(print, "--val-every " + std::to_string(o.val_every) + " with --val none: there is no validation data to evaluate");
     // The pipeline schedule and its model chunks, as far as the flags alone decide (the layer count, from the

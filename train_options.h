@@ -19,6 +19,7 @@ struct TrainOptions {
     int tp = 1;
     bool sp = false;
     int pp = 1;                              // pipeline stages
+    int cp = 1;                              // context parallelism (parallel/context_parallel.h)
     std::string pipeline_schedule = "1f1b";  // 1f1b | afab | interleaved
     int layers_per_virtual_stage = 0;        // interleaving: layers per model chunk (0: not interleaved)
     std::string recompute = "none";  // none | selective | full

@@ -20,15 +20,25 @@ void generate(GPT& m, std::vector<int>& tokens, int n, int window, float tempera
         for (int i = 0; i < window; i++) in[i] = i < len ? tokens[start + i] : 0;
         gpt_forward(m, in.data(), tg.data(), 1, window, true);
         // On the last pipeline stage: row (len-1) of this rank's logits [S·B, V_local] (B = 1), then the
-        // slices of the whole TP group; then to every stage.
-        if (m.stage.last()) {
-            Tensor r = m.flight[0].logits.slice((int64_t)(len - 1) * V_local, V_local);
+        // slices of the whole TP group; then to every stage. Under CP, position len-1 is on one CP rank (the
+        // one whose zigzag chunk holds it): its row, then to the others.
+        const ProcessGrid& g = *m.grid;
+        int owner = 0, row_at = len - 1;
+        for (int q = 0; q < g.cp; q++) {
+            const SeqRuns held = cp_runs(window, g.cp, q);
+            for (int i = 0; i < held.total(); i++)
+                if (runs_position(held, i) == len - 1) owner = q, row_at = i;
+        }
+        if (m.stage.last() && g.cp_rank == owner) {
+            Tensor r = m.flight[0].logits.slice((int64_t)row_at * V_local, V_local);
             row = tensor_to_host_f32(r);
             if (tp > 1)
                 MPI_CHECK(MPI_Allgather(row.data(), V_local, MPI_FLOAT, all.data(), V_local, MPI_FLOAT, m.grid->tp_comm.mpi));
             else
                 all = row;
         }
+        if (g.cp > 1 && m.stage.last())
+            MPI_CHECK(MPI_Bcast(all.data(), (int)all.size(), MPI_FLOAT, owner, g.cp_comm.mpi));
         if (m.grid->pp > 1)
             MPI_CHECK(MPI_Bcast(all.data(), (int)all.size(), MPI_FLOAT, m.grid->pp - 1, m.grid->pp_comm.mpi));
         gpt_release_activations(m);

@@ -34,7 +34,9 @@ void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, Activ
         m.n_params += m.sizes[i];
     }
     // parallel/distributed_optimizer.cu: whole or sharded over DP.
-    m.zero = optimizer_shard_layout(m.n_params, m.offsets, m.sizes, grid.dp, grid.dp_rank, distributed_optimizer);
+    // The distributed optimizer shards over every rank that holds these weights: DP's and CP's.
+    m.zero = optimizer_shard_layout(m.n_params, m.offsets, m.sizes, weight_ranks(grid), weight_rank(grid),
+                                    distributed_optimizer);
     const ModelStates s = model_states_allocate(m.state_memory, m.zero, ctx.device, dtype);
     m.master = s.master, m.weights = s.weights, m.grads = s.grads, m.adam_m = s.adam_m, m.adam_v = s.adam_v;
 }
@@ -95,7 +97,7 @@ void gpt_init_full(const GPTConfig& cfg, uint64_t seed, std::vector<float>& full
 
 void gpt_refresh_compute_weights(GPT& m) {
     // With the distributed optimizer the master is sharded: a collective over DP.
-    if (m.zero.on) return refresh_weights_from_shards(m.grid->dp_comm, *m.ctx, m.zero, gpt_model_states(m));
+    if (m.zero.on) return refresh_weights_from_shards(weight_comm(*m.grid), *m.ctx, m.zero, gpt_model_states(m));
     if (m.weights.data != m.master.data) tensor_convert(*m.ctx, m.weights, m.master);
 }
 
@@ -124,7 +126,7 @@ void gpt_init_random(GPT& m, uint64_t seed) {
 // stage's copy, equal to the last's).
 static void gather_full(GPT& m, Tensor flat, std::vector<float>& full) {
     // Gathered over DP with the distributed optimizer.
-    std::vector<float> stage_local = local_values(m.grid->dp_comm, m.zero, gpt_model_states(m), flat);
+    std::vector<float> stage_local = local_values(weight_comm(*m.grid), m.zero, gpt_model_states(m), flat);
     const int64_t n_slice = param_count_of(m.tp_sizes);
     std::vector<float> local((size_t)n_slice, 0.f);
     stage_insert(m.stage, m.cfg, m.tp_sizes, stage_local.data(), local.data(), false);
@@ -177,11 +179,14 @@ StepShape gpt_step_shape(const GPT& m, int B_local, int S, int j, int M) {
     StepShape sh;
     sh.S = S;
     sh.B = B_local;
-    const SeqShard shard = sp_shard(S, g.tp, g.tp_rank, g.sp);
+    // Context parallelism first (the CP rank's zigzag chunks), then SP's shard of those positions.
+    sh.S_cp = S / g.cp;
+    sh.cp_positions = cp_runs(S, g.cp, g.cp_rank);
+    const SeqShard shard = sp_shard(sh.S_cp, g.tp, g.tp_rank, g.sp);
     sh.S_loc = shard.S_loc;
-    sh.s_offset = shard.s_offset;
+    sh.positions = runs_slice(sh.cp_positions, (int)shard.s_offset, shard.S_loc);
     sh.N_shard = sh.S_loc * B_local;
-    sh.N_full = S * B_local;
+    sh.N_full = sh.S_cp * B_local;
     sh.V_local = m.cfg.padded_vocab / g.tp;
     sh.v_begin = (int64_t)g.tp_rank * sh.V_local;
     // DP rank r holds sequences [r·M·B, (r+1)·M·B) of the global batch; micro-batch j of them starts at j·B.
@@ -190,11 +195,12 @@ StepShape gpt_step_shape(const GPT& m, int B_local, int S, int j, int M) {
     return sh;
 }
 
-// This rank's block of the global [S, B, C] activations outside the TP regions: its sequence shard (SP)
-// and its sequences of the global batch (DP, micro-batch). Dropout masks are keyed by these global coordinates.
+// This rank's block of the global [S, B, C] activations outside the TP regions: its sequences of the global
+// batch (DP, micro-batch) here, its positions (SP shard, CP chunks) run by run (sh.positions: each run's
+// first position is its s_offset). Dropout masks are keyed by these global coordinates.
 static DropoutCoords step_coords(const StepShape& sh) {
     DropoutCoords where;
-    where.s_offset = sh.s_offset;
+    where.s_offset = sh.positions.first[0];
     where.b_offset = sh.b_first;
     where.B_total = sh.B_global;
     return where;
@@ -214,14 +220,17 @@ LayerContext gpt_layer_context(GPT& m, int l, const StepShape& sh) {
     r.dtype = m.dtype;
     r.attention = m.attention;
     r.layer = l;
-    r.S = sh.S;
+    r.S = sh.S_cp;
     r.B = sh.B;
     r.C = m.cfg.channels;
     r.S_loc = sh.S_loc;
+    r.positions = sh.positions;
+    r.S_total = sh.S;
+    r.cp = g.cp > 1 ? &m.grid->cp_comm : nullptr;
     int hd = m.cfg.channels / m.cfg.heads, nh = m.cfg.heads / g.tp;
     r.C_loc = nh * hd;
     r.F_loc = 4 * m.cfg.channels / g.tp;
-    r.attn.S = sh.S;
+    r.attn.S = sh.S_cp;
     r.attn.B = sh.B;
     r.attn.NH = nh;
     r.attn.HD = hd;
@@ -280,7 +289,7 @@ static void reserve_step_scratch(GPT& m, const StepShape& sh) {
     }
     bytes = std::max(bytes, sums_of_squares_scratch_bytes(std::vector<int64_t>(m.sizes, m.sizes + NUM_PARAM_TENSORS)));
     if (m.attention == Attention::Flash)  // the backward's D = rowsum(dO ⊙ O)
-        bytes = std::max(bytes, flash_attention_scratch_bytes(sh.S, sh.B, m.cfg.heads / t));
+        bytes = std::max(bytes, flash_attention_scratch_bytes(sh.S_cp, sh.B, m.cfg.heads / t));
     ctx_scratch(*m.ctx, bytes);  // a no-op once it is large enough (every later micro-batch and step)
 }
 
@@ -295,13 +304,16 @@ void gpt_begin_microbatch(GPT& m, int j, int M, const int32_t* inputs, const int
     reserve_step_scratch(m, f.shape);
     const int N_full = f.shape.N_full;
     // The tokens feed the first stage, the targets the last. The loader gives [B, S]; the activations are
-    // [S, B, C] (sequence-major), so transpose the tokens once.
+    // [S, B, C] (sequence-major), so transpose the tokens once. Under CP the rank keeps its positions only
+    // (its two zigzag chunks), each token and target at its global position.
     std::vector<int32_t> tok(N_full), tgt(N_full);
-    for (int b = 0; b < B_local; b++)
-        for (int s = 0; s < S; s++) {
-            tok[(size_t)s * B_local + b] = inputs[(size_t)b * S + s];
-            tgt[(size_t)s * B_local + b] = targets[(size_t)b * S + s];
+    for (int s = 0; s < f.shape.S_cp; s++) {
+        const int64_t at = runs_position(f.shape.cp_positions, s);
+        for (int b = 0; b < B_local; b++) {
+            tok[(size_t)s * B_local + b] = inputs[(size_t)b * S + at];
+            tgt[(size_t)s * B_local + b] = targets[(size_t)b * S + at];
         }
+    }
     if (m.stage.first()) {
         upload_i32(*m.ctx, f.tokens, tok);
         if (keep) embedding_index_build(f.emb_index, tok.data(), N_full, f.shape.v_begin, f.shape.V_local, *m.ctx);
@@ -320,11 +332,17 @@ static Tensor embed_forward(GPT& m, MicroBatchState& f, int first_layer, bool no
     Region region{&m.grid->tp_comm, m.grid->sp, m.alloc, kModelLevel};
     Tensor x = A.alloc(m.dtype, (int64_t)sh.N_shard * C, no_layers ? kModelLevel : first_layer, no_layers ? "lnf_in" : "ln1_in");
     vocab_parallel_embedding_forward(region, ctx, x, f.tokens, gpt_param(m, P_WTE), sh.v_begin, sh.V_local, sh.N_full, C);
-    position_embedding_forward(ctx, x, gpt_param(m, P_WPE), sh.s_offset, sh.S_loc, sh.B, C);
     f.embed_drop_mask = A.alloc(DType::U8, (int64_t)sh.N_shard * C, kModelLevel, "embed_drop_mask");
-    bias_dropout_residual_forward(ctx, x, f.embed_drop_mask, x, Tensor(), Tensor(), m.dropout,
-                                  dropout_step_seed(m.seed, (uint64_t)m.step), kEmbeddingStream, sh.S_loc, sh.B, C,
-                                  step_coords(sh));
+    // Position embeddings and dropout by global position, run by run (two runs under CP).
+    for_each_run(sh.positions, [&](int local, int64_t global, int len) {
+        const int64_t at = (int64_t)local * sh.B * C, n = (int64_t)len * sh.B * C;
+        DropoutCoords where = step_coords(sh);
+        where.s_offset = global;
+        position_embedding_forward(ctx, x.slice(at, n), gpt_param(m, P_WPE), global, len, sh.B, C);
+        bias_dropout_residual_forward(ctx, x.slice(at, n), f.embed_drop_mask.slice(at, n), x.slice(at, n), Tensor(),
+                                      Tensor(), m.dropout, dropout_step_seed(m.seed, (uint64_t)m.step),
+                                      kEmbeddingStream, len, sh.B, C, where);
+    });
     return x;
 }
 
@@ -353,10 +371,24 @@ static float head_forward(GPT& m, MicroBatchState& f, Tensor x, std::vector<floa
     float loss = vocab_parallel_cross_entropy(m.grid->tp_comm, ctx, f.logits, f.targets, f.ce_rowmax, f.ce_sumexp,
                                               target_logit, losses, N_full, sh.V_local, sh.v_begin, m.cfg.vocab,
                                               token_losses ? &l : nullptr);
-    if (token_losses) {  // [S, B] (sequence-major) back to the loader's [B, S]
-        token_losses->assign((size_t)N_full, 0.f);
-        for (int s = 0; s < sh.S; s++)
-            for (int b = 0; b < sh.B; b++) (*token_losses)[(size_t)b * sh.S + s] = l[(size_t)s * sh.B + b];
+    if (token_losses) {  // [S_cp, B] (sequence-major) of every CP rank, back to the loader's [B, S]
+        const ProcessGrid& g = *m.grid;
+        std::vector<float> all((size_t)N_full * g.cp);
+        if (g.cp > 1)
+            MPI_CHECK(MPI_Allgather(l.data(), N_full, MPI_FLOAT, all.data(), N_full, MPI_FLOAT, g.cp_comm.mpi));
+        else
+            all = l;
+        token_losses->assign((size_t)sh.B * sh.S, 0.f);
+        for (int q = 0; q < g.cp; q++) {
+            const SeqRuns held = cp_runs(sh.S, g.cp, q);
+            for (int s = 0; s < sh.S_cp; s++)
+                for (int b = 0; b < sh.B; b++)
+                    (*token_losses)[(size_t)b * sh.S + runs_position(held, s)] = all[(size_t)q * N_full + (size_t)s * sh.B + b];
+        }
+    }
+    if (m.grid->cp > 1) {  // the whole sequences' mean: every CP rank holds the same number of targets
+        all_reduce_host(m.grid->cp_comm, &loss, 1, MPI_FLOAT, MPI_SUM, "all-reduce of the loss over the CP group");
+        loss /= (float)m.grid->cp;
     }
     A.release(target_logit);
     A.release(losses);
@@ -428,7 +460,11 @@ static void embed_backward(GPT& m, MicroBatchState& f, Tensor dresid) {
     Region region{&m.grid->tp_comm, m.grid->sp, m.alloc, kModelLevel};
     dropout_backward(ctx, dresid, dresid, f.embed_drop_mask, m.dropout, (int64_t)sh.N_shard * C);
     m.alloc->release(f.embed_drop_mask);
-    position_embedding_backward(ctx, gpt_grad(m, P_WPE), dresid, sh.s_offset, sh.S_loc, sh.B, C);
+    for_each_run(sh.positions, [&](int local, int64_t global, int len) {
+        const int64_t at = (int64_t)local * sh.B * C;
+        position_embedding_backward(ctx, gpt_grad(m, P_WPE), dresid.slice(at, (int64_t)len * sh.B * C), global, len,
+                                    sh.B, C);
+    });
     vocab_parallel_embedding_backward(region, ctx, gpt_grad(m, P_WTE), dresid, f.emb_index, sh.N_full, C);
 }
 

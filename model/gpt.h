@@ -14,6 +14,7 @@
 #include "../parallel/pipeline_schedule.h"
 #include "../parallel/pipeline_stage.h"
 #include "../parallel/distributed_optimizer.h"
+#include "../parallel/context_parallel.h"
 #include "../parallel/process_grid.h"
 #include "../recompute/model_state_memory.h"
 
@@ -21,10 +22,12 @@
 // the forward, the backward and every layer's context.
 struct StepShape {
     int S = 0, B = 0;      // full sequence length, local batch (this DP rank's sequences)
-    int S_loc = 0;         // positions this rank holds outside the TP regions: S/t under SP, else S
-    int64_t s_offset = 0;  // first global position of those (sp_shard, parallel/sequence_parallel.h)
+    int S_cp = 0;          // positions this CP rank holds: S/c (S without context parallelism)
+    SeqRuns cp_positions;  // which ones, as global positions (zigzag: parallel/context_parallel.h)
+    int S_loc = 0;         // positions this rank holds outside the TP regions: S_cp/t under SP, else S_cp
+    SeqRuns positions;     // which ones: the SP shard (sp_shard) of cp_positions
     int N_shard = 0;       // rows outside the TP regions: S_loc·B (a sequence shard under SP)
-    int N_full = 0;        // rows inside them: S·B (every TP rank sees the whole sequence there)
+    int N_full = 0;        // rows inside them: S_cp·B (every TP rank sees its CP rank's positions there)
     int V_local = 0;       // this rank's rows of the padded vocabulary: Vp/t
     int64_t v_begin = 0;   // its first vocabulary row
     int64_t b_first = 0;   // global index of this forward's first sequence: (dp_rank·M + micro index)·B
@@ -107,7 +110,8 @@ Tensor gpt_param(GPT& m, int id, int layer = -1);
 Tensor gpt_grad(GPT& m, int id, int layer = -1);
 
 // Forward pass on this rank's part of the batch. inputs/targets: host int32 [B_local, S] (as the loader
-// gives them). Returns the mean loss over this rank's B_local·S targets. With keep == false, the
+// gives them; under CP the model keeps its CP rank's positions of them). Returns the mean loss over the
+// B_local·S targets (under CP: the mean over the CP group of each rank's mean, equal counts). With keep == false, the
 // activations are released at once (validation). token_losses (optional) receives each position's loss
 // −log p(target), [B_local, S] like the inputs (evaluations that score parts of a sequence: HellaSwag).
 // Under pipeline parallelism the forward passes through every stage (a collective of the pipeline group)
@@ -159,7 +163,7 @@ void gpt_release_activations(GPT& m);
 // buffers, the shard layout and the DP communicator, not on the model), and its two reports for this model.
 inline ModelStates gpt_model_states(const GPT& m) { return {m.master, m.weights, m.grads, m.adam_m, m.adam_v}; }
 inline std::string model_states_by_rank(const GPT& m, MPI_Comm world) {
-    return model_states_by_rank(m.state_memory, m.zero, m.grid->dp, m.weights.dtype, world);
+    return model_states_by_rank(m.state_memory, m.zero, weight_ranks(*m.grid), m.weights.dtype, world);
 }
 inline std::string distributed_optimizer_comm_line(const GPT& m) {
     return distributed_optimizer_comm_line(m.zero, m.weights.dtype);

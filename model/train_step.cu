@@ -14,14 +14,15 @@
 //  2. under pipeline parallelism the word embedding is used twice, by the first stage (the lookup) and by the
 //     last (the LM head): each copy holds one use's gradient, and their sum over {first, last} is the tied
 //     weight's gradient, so both copies take the same update and stay equal;
-//  3. the average over DP.
+//  3. the average over DP and CP (the CP ranks hold the same weights and each saw s/c of every sequence:
+//     the whole sequence's mean loss is the mean of theirs, parallel/context_parallel.h).
 void sync_gradients(GPT& m) {
     if (m.grid->sp && !g_test_hooks.skip_sequence_parallel_sum)
         sum_sequence_parallel_grads(m.grid->tp_comm, *m.ctx, m.grads, m.offsets, m.sizes);
     if (m.grid->pp > 1 && !g_test_hooks.skip_tied_embedding_sum) all_reduce(m.grid->emb_comm, *m.ctx, gpt_grad(m, P_WTE));
-    // Then the mean over DP: all-reduced, or reduce-scattered to each shard's owner (distributed optimizer).
-    if (m.zero.on) reduce_scatter_gradients(m.grid->dp_comm, *m.ctx, m.zero, m.grads);
-    else average_gradients(m.grid->dp_comm, *m.ctx, m.grads);
+    // Then the mean over DP × CP: all-reduced, or reduce-scattered to each shard's owner (distributed optimizer).
+    if (m.zero.on) reduce_scatter_gradients(weight_comm(*m.grid), *m.ctx, m.zero, m.grads);
+    else average_gradients(weight_comm(*m.grid), *m.ctx, m.grads);
 }
 
 double gradient_norm(GPT& m) {
@@ -36,7 +37,7 @@ double gradient_norm(GPT& m) {
         if (id == P_WTE && m.grid->pp > 1 && !m.stage.first()) continue;
         sums[param_shard_kind(id) == ShardKind::Replicated ? 1 : 0] += ss[id];
     }
-    if (m.zero.on) all_reduce_host(m.grid->dp_comm, sums, 2, MPI_DOUBLE, MPI_SUM, "all-reduce of the gradient norm");
+    if (m.zero.on) all_reduce_host(weight_comm(*m.grid), sums, 2, MPI_DOUBLE, MPI_SUM, "all-reduce of the gradient norm");
     // Slices add up over the TP group; replicated tensors are identical on every rank: count them once.
     // Stages hold different tensors: their sums add up over the pipeline.
     double total = sums[0];
@@ -65,7 +66,7 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
     // norm, so every rank skips together, and the caller decides whether to stop or go on.
     // (The verdict is also agreed on explicitly, so that a fault on one rank alone cannot split the job.)
     int any = !std::isfinite(st.loss) || !std::isfinite(norm);
-    for (Comm* c : {&m.grid->tp_comm, &m.grid->dp_comm, &m.grid->pp_comm})  // the whole grid, group by group
+    for (Comm* c : {&m.grid->tp_comm, &m.grid->cp_comm, &m.grid->dp_comm, &m.grid->pp_comm})  // the whole grid
         all_reduce_host(*c, &any, 1, MPI_INT, MPI_LOR, "all-reduce of the non-finite verdict");
     if (any) {
         st.applied = false;
@@ -74,7 +75,7 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
     float scale = 1.0f;
     if (opt.grad_clip > 0 && norm > opt.grad_clip) scale = (float)(opt.grad_clip / (norm + 1e-6));
     if (m.zero.on) {  // AdamW on this rank's shard, then the weights all-gathered
-        sharded_optimizer_step(m.grid->dp_comm, *m.ctx, m.zero, gpt_model_states(m),
+        sharded_optimizer_step(weight_comm(*m.grid), *m.ctx, m.zero, gpt_model_states(m),
                                {lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step, scale});
         return st;
     }
@@ -106,7 +107,7 @@ std::string first_nonfinite_gradient(GPT& m) {
     }
     // The smallest ordinal over the grid, and the lowest rank holding it.
     struct { int value, rank; } all_min = {first, m.grid->rank};
-    for (Comm* c : {&m.grid->tp_comm, &m.grid->dp_comm, &m.grid->pp_comm})  // MINLOC over TP, then DP, then PP
+    for (Comm* c : {&m.grid->tp_comm, &m.grid->cp_comm, &m.grid->dp_comm, &m.grid->pp_comm})  // MINLOC, group by group
         all_reduce_host(*c, &all_min, 1, MPI_2INT, MPI_MINLOC, "all-reduce of the first non-finite gradient");
     if (all_min.value == INT32_MAX) return "";
     ordinal = 0;

@@ -24,6 +24,22 @@ void attention_probs_saved_forward(LayerContext& run, SavedLayer& s) {
                             dropout_stream(l, kSiteAttnProbs));
 }
 
+// Bias + dropout + residual on this rank's [S_loc, B, C] block, run by run of global positions (one run, or
+// two when a CP rank's positions are its two zigzag chunks), so that every mask bit is keyed by its global
+// position (layers/dropout.h).
+static void hidden_dropout(LayerContext& run, Tensor out, Tensor mask, Tensor x, Tensor bias, Tensor resid,
+                           DropoutSite site) {
+    const int64_t row = (int64_t)run.B * run.C;  // elements per position
+    for_each_run(run.positions, [&](int local, int64_t global, int len) {
+        DropoutCoords where = run.where;
+        where.s_offset = global;
+        const int64_t at = local * row, n = len * row;
+        bias_dropout_residual_forward(*run.ctx, out.slice(at, n), mask.slice(at, n), x.slice(at, n), bias,
+                                      resid.slice(at, n), run.dropout, run.seed, dropout_stream(run.layer, site), len,
+                                      run.B, run.C, where);
+    });
+}
+
 void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute policy) {
     Ctx& ctx = *run.ctx;
     ActivationAllocator& A = *run.alloc;
@@ -46,8 +62,12 @@ void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute polic
         // Core attention in tiles: no s×s tensor at all, one fp32 log-sum-exp per query and head kept instead.
         s.lse = A.alloc(DType::F32, (int64_t)run.B * run.attn.NH * run.S, l, "lse");
         s.proj_in = A.alloc(dt, (int64_t)N_full * run.C_loc, l, "proj_in");
-        flash_attention_forward(ctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed,
-                                dropout_stream(l, kSiteAttnProbs));
+        if (run.cp)  // context parallelism: the other CP ranks' keys come round the ring
+            ring_attention_forward(*run.cp, ctx, A, l, s.proj_in, s.lse, s.qkv, run.attn, run.S_total, run.dropout,
+                                   run.seed, dropout_stream(l, kSiteAttnProbs));
+        else
+            flash_attention_forward(ctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed,
+                                    dropout_stream(l, kSiteAttnProbs));
     } else {
         attention_probs_saved_forward(run, s);
         s.proj_in = A.alloc(dt, (int64_t)N_full * run.C_loc, l, "proj_in");
@@ -58,8 +78,7 @@ void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute polic
     row_parallel_forward(run.region, ctx, y, s.proj_in, w.attprojw, N_full, run.C_loc, C);
     s.attn_drop_mask = A.alloc(DType::U8, (int64_t)N_shard * C, l, "attn_drop_mask");
     s.ln2_in = A.alloc(dt, (int64_t)N_shard * C, l, "ln2_in");
-    bias_dropout_residual_forward(ctx, s.ln2_in, s.attn_drop_mask, y, w.attprojb, s.ln1_in, run.dropout, run.seed,
-                                  dropout_stream(l, kSiteAttnOut), run.S_loc, run.B, C, run.where);
+    hidden_dropout(run, s.ln2_in, s.attn_drop_mask, y, w.attprojb, s.ln1_in, kSiteAttnOut);
     A.release(y);
 
     // ---- MLP block ----------------------------------------------------------------------------------------
@@ -76,8 +95,7 @@ void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute polic
     Tensor y2 = A.alloc(dt, (int64_t)N_shard * C, l, "tmp:mlp_out");
     row_parallel_forward(run.region, ctx, y2, s.fc2_in, w.fcprojw, N_full, run.F_loc, C);
     s.mlp_drop_mask = A.alloc(DType::U8, (int64_t)N_shard * C, l, "mlp_drop_mask");
-    bias_dropout_residual_forward(ctx, out, s.mlp_drop_mask, y2, w.fcprojb, s.ln2_in, run.dropout, run.seed,
-                                  dropout_stream(l, kSiteMlpOut), run.S_loc, run.B, C, run.where);
+    hidden_dropout(run, out, s.mlp_drop_mask, y2, w.fcprojb, s.ln2_in, kSiteMlpOut);
     A.release(y2);
 
     keep_for_backward(s, policy, A);
@@ -120,8 +138,12 @@ void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute p
     A.release(dy);
     Tensor dqkv = A.alloc(dt, (int64_t)N_full * 3 * run.C_loc, l, "tmp:dqkv");
     if (run.attention == Attention::Flash) {
-        flash_attention_backward(ctx, dqkv, dctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed,
-                                 dropout_stream(l, kSiteAttnProbs));
+        if (run.cp)
+            ring_attention_backward(*run.cp, ctx, A, l, dqkv, dctx, s.proj_in, s.lse, s.qkv, run.attn, run.S_total,
+                                    run.dropout, run.seed, dropout_stream(l, kSiteAttnProbs));
+        else
+            flash_attention_backward(ctx, dqkv, dctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed,
+                                     dropout_stream(l, kSiteAttnProbs));
     } else {
         Tensor scratch = A.alloc(dt, n_ss, l, "tmp:dprobs");
         attention_backward(ctx, dqkv, dctx, s.qkv, s.probs, s.attn_mask, s.probs_drop, scratch, run.attn,

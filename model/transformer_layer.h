@@ -12,6 +12,7 @@
 #include "../layers/attention.h"
 #include "../layers/flash_attention.h"
 #include "../layers/dropout.h"
+#include "../parallel/context_parallel.h"
 #include "../parallel/tensor_parallel.h"
 #include "../recompute/recompute.h"
 
@@ -30,11 +31,14 @@ struct LayerContext {
     Region region;         // TP group, SP on/off (parallel/sequence_parallel.h)
     DType dtype = DType::F32;
     int layer = 0;
-    int S = 0, B = 0, C = 0;  // full sequence, local batch (this DP rank), hidden
+    int S = 0, B = 0, C = 0;  // positions inside the TP regions (the sequence; S/c under CP), local batch, hidden
     int S_loc = 0;            // positions this rank holds outside the TP regions (S/t under SP: sp_shard)
+    SeqRuns positions;        // their global positions (one run; two under CP: parallel/context_parallel.h)
+    int64_t S_total = 0;      // the whole sequence's length (S without CP)
+    Comm* cp = nullptr;       // the CP group's ring, when c > 1 (core attention is ring attention then)
     int C_loc = 0, F_loc = 0; // this rank's attention width (heads·HD) and MLP width (4C/t)
     AttnShape attn;           // local heads, global coordinates for dropout
-    DropoutCoords where;      // global coordinates of this rank's [S_loc, B, C] block
+    DropoutCoords where;      // global batch coordinates of this rank's [S_loc, B, C] block (s_offset: per run)
     float dropout = 0.f;
     uint64_t seed = 0;
     Attention attention = Attention::Unfused;  // core attention's form (recompute/formulas.h)

@@ -54,6 +54,15 @@ mm_test(test_equivalence_flash_sp_tp2 EXE test_equivalence LABELS mpi NP 2 ARGS 
 mm_test(test_equivalence_flash_pp2 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --attention flash --seq 80)
 mm_test(test_equivalence_flash_dp2 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --attention flash --seq 80)
 
+# Context parallelism (parallel/context_parallel.h): the single-rank flash run reproduced at cp 2 and 4, and at cp 2
+# with tp 2 + SP, pp 2, dp 2 + the distributed optimizer, all under --comm mpi-strict (NCCL's point-to-point
+# rules), S = 80: chunks of 20 and 10 positions. Dropout 0.1: the loss curves within 1e-6 relative.
+mm_test(test_equivalence_cp2 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --cp 2 --attention flash --seq 80 --comm mpi-strict)
+mm_test(test_equivalence_cp4 EXE test_equivalence LABELS mpi NP 4 ARGS --tp 1 --cp 4 --attention flash --seq 80 --comm mpi-strict --steps 10)
+mm_test(test_equivalence_cp2_sp_tp2 EXE test_equivalence LABELS mpi NP 4 ARGS --tp 2 --sp --cp 2 --attention flash --seq 80 --comm mpi-strict)
+mm_test(test_equivalence_cp2_pp2 EXE test_equivalence LABELS mpi NP 4 ARGS --tp 1 --cp 2 --pp 2 --micro 2 --attention flash --seq 80 --comm mpi-strict --steps 10)
+mm_test(test_equivalence_cp2_dp2_zero EXE test_equivalence LABELS mpi NP 4 ARGS --tp 1 --cp 2 --distributed-optimizer --attention flash --seq 80 --comm mpi-strict --steps 10)
+
 mm_test(test_recompute_tp1 EXE test_recompute LABELS mpi NP 1 ARGS --tp 1)
 mm_test(test_recompute_flash_tp1 EXE test_recompute LABELS mpi NP 1 ARGS --tp 1 --attention flash --seq 80)
 mm_test(test_recompute_flash_tp2_sp EXE test_recompute LABELS mpi NP 2 ARGS --tp 2 --sp --attention flash --seq 80)

@@ -15,6 +15,7 @@ struct ModelSpec {
     int tp = 1;
     bool sp = false;
     int pp = 1, chunks = 1;  // pipeline stages, model chunks per stage (interleaved schedule)
+    int cp = 1;              // context parallelism (parallel/context_parallel.h; flash attention)
     PipeSchedule schedule = PipeSchedule::OneFOneB;
     Recompute rc = Recompute::None;
     Attention attention = Attention::Unfused;  // core attention's form (layers/flash_attention.h)
@@ -50,7 +51,7 @@ struct ModelHarness {
         if (s.device == Device::CUDA && cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0) gpu = local_rank(MPI_COMM_WORLD).rank % ndev;
         ctx = ctx_create(s.device, gpu);
         alloc.reset(new ActivationAllocator(s.device));
-        grid = grid_create(comm, s.tp, s.sp, s.backend, ctx, s.pp, s.rules);
+        grid = grid_create(comm, s.tp, s.sp, s.backend, ctx, s.pp, s.rules, s.cp);
         gpt_create(model, s.cfg, grid, ctx, *alloc, s.dtype, s.rc, s.dropout, s.seed, s.chunks, s.distributed_optimizer);
         model.schedule = s.schedule;
         model.attention = s.attention;
