@@ -49,9 +49,12 @@ bool parse_attention(const char* text, Attention* out) {
 // inputs, QKV input, fc1 input, two dropout masks) is replicated under plain TP and sharded along s under SP
 // (§4.2.2: the column-parallel linear keeps only the local s/t shard of its input and re-gathers it in
 // backward).
+// Under context parallelism the rank holds s/c tokens through the whole layer (ring attention included), so
+// each term is the same expression at s/c: the lse and the s×s terms (unfused, which CP does not run) too.
 std::vector<FormulaTerm> layer_terms(const LayerFormulaInput& in) {
-    const double sbh = in.s * in.b * in.h;
-    const double as2b = in.a * in.s * in.s * in.b;
+    const double s = in.s / in.c;  // this rank's tokens
+    const double sbh = s * in.b * in.h;
+    const double as2b = in.a * s * s * in.b;
     const double d = in.d;
     const double t = in.t;
     const double rep = in.sp ? t : 1.0;  // divisor of the terms that only SP shards
@@ -68,7 +71,7 @@ std::vector<FormulaTerm> layer_terms(const LayerFormulaInput& in) {
     if (in.attention == Attention::Flash) {
         // Flash attention keeps one fp32 log-sum-exp per (query, head) instead of the s×s tensors, under
         // any policy that keeps Q, K and V: the backward pass rebuilds the probabilities from them.
-        terms.push_back({"lse", 4 * in.a * in.s * in.b / t});
+        terms.push_back({"lse", 4 * in.a * s * in.b / t});
     } else if (in.rc == Recompute::None) {
         // The attention core: what selective recompute drops (5as²b at d = 2; §5).
         terms.push_back({"probs", d * as2b / t});
@@ -90,6 +93,28 @@ double layer_bytes(const LayerFormulaInput& in) {
     double sum = 0;
     for (const FormulaTerm& term : layer_terms(in)) sum += term.bytes;
     return sum;
+}
+
+// ---- context parallelism: ring attention's K/V traffic ------------------------------------------------
+double cp_kv_forward_bytes(const LayerFormulaInput& in) {
+    if (in.c <= 1) return 0;
+    const double kv = in.s / in.c * in.b * in.h / in.t;  // elements of the rank's K (and of its V)
+    return 2 * (in.c - 1) * kv * in.d;                   // K and V, c − 1 ring steps, d bytes each
+}
+
+double cp_kv_backward_bytes(const LayerFormulaInput& in) {
+    if (in.c <= 1) return 0;
+    const double kv = in.s / in.c * in.b * in.h / in.t;
+    // K and V go round again (c − 1 hops); dK and dV, fp32 accumulators, ride with them and then take one
+    // more hop back to the rank that owns K and V: c hops.
+    return 2 * (in.c - 1) * kv * in.d + 2 * in.c * kv * 4;
+}
+
+double tp_forward_bytes(const LayerFormulaInput& in) {
+    // Two collectives per block (attention, MLP) in the forward pass: f̄ twice under plain TP (an all-reduce
+    // sends 2(t−1)/t·n), g and ḡ twice under SP (all-gather + reduce-scatter, (t−1)/t·n each): the same bytes.
+    const double n = in.s / in.c * in.b * in.h;
+    return 4.0 * (in.t - 1) / in.t * n * in.d;
 }
 
 // ---- Table 2, exactly as printed (d = 2) ---------------------------------------------------------------
@@ -193,7 +218,7 @@ double selective_saving_fraction(double s, double h, double a, int t, bool sp) {
 
 // ---- the whole model (§4.3) ----------------------------------------------------------------------------
 ModelFormulaInput formula_input(int seq, int micro_batch, int hidden, int heads, int layers, int padded_vocab, int tp,
-                                bool sp, Recompute rc, int d, Attention attention) {
+                                bool sp, Recompute rc, int d, Attention attention, int cp) {
     ModelFormulaInput in;
     in.s = seq;
     in.b = micro_batch;
@@ -206,11 +231,13 @@ ModelFormulaInput formula_input(int seq, int micro_batch, int hidden, int heads,
     in.rc = rc;
     in.d = d;
     in.attention = attention;
+    in.c = cp;
     return in;
 }
 
 std::vector<FormulaTerm> model_extra_terms(const ModelFormulaInput& in) {
-    const double sbh = in.s * in.b * in.h;
+    const double s = in.s / in.c;  // this rank's tokens under context parallelism (all of them when c = 1)
+    const double sbh = s * in.b * in.h;
     const double rep = in.sp ? in.t : 1.0;
     std::vector<FormulaTerm> terms;
     // The embedding-output dropout mask: one per microbatch in flight on the first stage (p of them in
@@ -221,7 +248,7 @@ std::vector<FormulaTerm> model_extra_terms(const ModelFormulaInput& in) {
         // under plain TP) and the fp32 vocab-parallel logits 4sbv/t. With p > 1 they live on the last stage.
         terms.push_back({"lnf_in", in.d * sbh / rep});
         terms.push_back({"lmhead_in", in.d * sbh / rep});
-        terms.push_back({"logits", 4 * in.s * in.b * in.v / in.t});
+        terms.push_back({"logits", 4 * s * in.b * in.v / in.t});
     }
     return terms;
 }
@@ -255,7 +282,7 @@ std::vector<FormulaTerm> first_stage_extra_terms(const ModelFormulaInput& in, in
     // model_extra_terms() counts the paper's p masks; put the schedule's number in their place.
     std::vector<FormulaTerm> terms = model_extra_terms(in);
     const double rep = in.sp ? in.t : 1.0;
-    terms[0].bytes = in.s * in.b * in.h * in_flight_microbatches / rep;  // "embed_drop_mask"
+    terms[0].bytes = in.s / in.c * in.b * in.h * in_flight_microbatches / rep;  // "embed_drop_mask", s/c tokens
     return terms;
 }
 

@@ -11,6 +11,15 @@
 // Sizes are in bytes. d = bytes per activation element (2 for bf16 as in the paper, 4 for fp32); dropout
 // masks are 1 byte per element whatever d is.
 //
+// Context parallelism (not in the paper; c = LayerFormulaInput::c, ModelFormulaInput::c, the trainer's --cp):
+// the s tokens of a sequence are cut into 2c chunks and CP rank r keeps chunks r and 2c−1−r (the zigzag
+// that gives every rank the same share of causal-attention work). A rank holds its s/c tokens from the
+// embedding to the logits — through attention too, where ring attention brings the other ranks' K and V to
+// it instead of gathering the sequence — so every activation term below is the formula at s/c in place of
+// s, and under TP + SP those s/c tokens are split by t once more outside the TP regions ((s/c)/t per rank).
+// That holds for the flash "lse" as well (4·a·(s/c)·b/t). CP is only defined with flash attention: the
+// unfused core's s×s tensors would need the whole sequence of keys on one rank.
+//
 // Pure host code without dependencies (no MPI, no CUDA calls): usable from any program or test.
 #pragma once
 #include <string>
@@ -38,6 +47,7 @@ struct LayerFormulaInput {
     Recompute rc = Recompute::None;
     int d = 2;                          // bytes per activation element (masks are always 1 byte)
     Attention attention = Attention::Unfused;  // the core attention: the paper's unfused form, or flash
+    int c = 1;                          // context-parallel size: this rank holds s/c of the s tokens
 };
 
 struct FormulaTerm {
@@ -67,8 +77,29 @@ struct FormulaTerm {
 // Full: only "ln1_in" = the layer input, d·sbh, or d·sbh/t under SP (each rank keeps its sequence shard).
 // Without parallelism the sum is sbh(16d + 2) + as²b(2d + 1): 34sbh + 5as²b for d = 2; under flash
 // sbh(16d + 2) + 4asb (the lse is fp32 whatever d is, like the logits).
+// Under context parallelism (c > 1) every s above is s/c: the rank's share of the sequence (header comment).
 std::vector<FormulaTerm> layer_terms(const LayerFormulaInput& in);
 double layer_bytes(const LayerFormulaInput& in);  // the sum of layer_terms(in)
+
+// ---- context parallelism: the K/V traffic of ring attention (not in the paper) -------------------------
+// Bytes ONE rank sends for ONE layer and ONE micro-batch (received bytes are the same: it is a ring). The
+// rank's K and V are (s/c)·b·(h/t) elements each (its s/c tokens, its h/t share of the heads' channels);
+// in the forward pass they travel c − 1 hops, one per ring step, until every rank has seen every other
+// rank's K and V:
+//   cp_kv_forward_bytes  = 2·(c−1)·(s/c)·b·(h/t)·d
+// The backward pass sends K and V round again (c − 1 hops) and with them the dK and dV accumulated for
+// their owner, in fp32 (4 bytes: they are sums over c ranks' contributions); those take the c − 1 hops and
+// one last hop home to the owner, c hops:
+//   cp_kv_backward_bytes = 2·(c−1)·(s/c)·b·(h/t)·d + 2·c·(s/c)·b·(h/t)·4
+// Both 0 when c = 1 (no ring). The hops are point to point and overlap the attention tile being computed;
+// compare the four (t−1)/t·s·b·h-element collectives of TP + SP per layer and pass, which do not
+// (docs/paper.md "Context parallelism: where it takes over from sequence parallelism").
+double cp_kv_forward_bytes(const LayerFormulaInput& in);
+double cp_kv_backward_bytes(const LayerFormulaInput& in);
+// For that comparison: the forward bytes one rank sends per layer in the TP (+ SP) collectives, on the
+// rank's s/c tokens: two all-gathers and two reduce-scatters (or two all-reduces without SP: the same bytes)
+// of (s/c)·b·h elements, each (t−1)/t of it per rank in a ring: 4·(t−1)/t·(s/c)·b·h·d. 0 when t = 1.
+double tp_forward_bytes(const LayerFormulaInput& in);
 
 // ---- Table 2, exactly as printed (d = 2) ---------------------------------------------------------------
 enum class Table2Row {
@@ -132,14 +163,15 @@ struct ModelFormulaInput {
     Recompute rc = Recompute::None;
     int d = 2;
     Attention attention = Attention::Unfused;
-    LayerFormulaInput layer() const { return LayerFormulaInput{s, b, h, a, t, sp, rc, d, attention}; }
+    int c = 1;                          // context-parallel size (s/c tokens per rank; see the header comment)
+    LayerFormulaInput layer() const { return LayerFormulaInput{s, b, h, a, t, sp, rc, d, attention, c}; }
 };
 // The formula input of a run of the trainer's model: seq tokens, micro_batch sequences per rank, the model's
 // hidden size, heads, layers and padded vocabulary, tensor-parallel size tp, SP, recompute, d bytes per
-// activation element. The one place a trainer, a benchmark or a test turns its configuration into the
-// paper's symbols.
+// activation element, context-parallel size cp (each rank holds seq/cp tokens). The one place a trainer, a
+// benchmark or a test turns its configuration into the paper's symbols.
 ModelFormulaInput formula_input(int seq, int micro_batch, int hidden, int heads, int layers, int padded_vocab, int tp,
-                                bool sp, Recompute rc, int d, Attention attention = Attention::Unfused);
+                                bool sp, Recompute rc, int d, Attention attention = Attention::Unfused, int cp = 1);
 
 // Saved tensors outside the transformer layers, on the FIRST pipeline stage of ONE rank (§4.3):
 //   "embed_drop_mask"  sbh per in-flight microbatch, /t SP   (p microbatches on the first stage: sbhp/t)
@@ -150,6 +182,7 @@ ModelFormulaInput formula_input(int seq, int micro_batch, int hidden, int heads,
 // The logits are fp32 whatever d is (the paper's "4sbv/t"; the loss needs fp32 log-softmax), so they do not
 // scale with d. The trainer (p = 1) tags its saved tensors with the same names; it uses its padded vocabulary.
 // Layer-norm statistics (mean, rstd), ignored by the paper, are not part of these terms.
+// Under context parallelism every s is s/c here too (the logits: 4·(s/c)·b·v/t).
 std::vector<FormulaTerm> model_extra_terms(const ModelFormulaInput& in);
 double model_extra_bytes(const ModelFormulaInput& in);
 

@@ -125,6 +125,11 @@ void print_memory_report(FILE* f, const MemoryReport& r) {
                 r.pp_rank, r.pp, r.schedule.c_str(), r.microbatches, r.in_flight_layers);
     fprintf(f, "  s=%.0f b=%.0f h=%.0f a=%.0f L=%.0f v(padded)=%.0f  t=%d sp=%s recompute=%s attention=%s  activations %d bytes/element, masks 1 byte\n",
             s.s, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "on" : "off", recompute_name(s.rc), attention_name(s.attention), s.d);
+    // Context parallelism: the formula column is at s/c (recompute/formulas.h); say so where s is printed.
+    // Nothing is added at c = 1, so a run without CP prints what it always printed.
+    if (s.c > 1)
+        fprintf(f, "  cp %d: this rank holds s/c = %.0f of %.0f tokens, chunks r and 2c-1-r of 2c = %d (ring attention)%s\n",
+                s.c, s.s / s.c, s.s, 2 * s.c, s.sp && s.t > 1 ? "; SP splits them by t outside the TP regions" : "");
     if (s.attention == Attention::Flash && s.rc == Recompute::Selective)
         fprintf(f, "  note: selective recompute has nothing left to drop under flash attention: the s x s tensors (probs,\n"
                    "        attn_mask, probs_drop) are never stored, the kernel rebuilds them tile by tile in the backward pass\n"
@@ -182,6 +187,7 @@ std::string memory_report_json(const MemoryReport& r) {
     snprintf(b, sizeof b, "\"s\":%.0f,\"b\":%.0f,\"h\":%.0f,\"a\":%.0f,\"L\":%.0f,\"v\":%.0f,\"t\":%d,\"sp\":%s,\"recompute\":\"%s\",\"attention\":\"%s\",\"d\":%d,",
              s.s, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "true" : "false", recompute_name(s.rc), attention_name(s.attention), s.d);
     j += b;
+    if (s.c > 1) num("cp", s.c);  // only under context parallelism: the JSON of a run without it is unchanged
     num("per_layer_measured", r.per_layer_measured);
     num("per_layer_formula", r.per_layer_formula);
     num("per_layer_extras", r.per_layer_extras);

@@ -4,7 +4,8 @@
 // per layer, per tensor, measured bytes vs layer_terms() (recompute/formulas.h; under flash attention the
 // "lse" tag in place of the three s×s tensors), with the differences; the small extras the paper ignores
 // (layer-norm statistics, the loss's row statistics) on their own lines; and the whole model on this rank
-// vs L·layer formula + §4.3's terms outside the layers.
+// vs L·layer formula + §4.3's terms outside the layers. Under context parallelism (shape.c > 1) the formulas
+// are at the rank's s/c tokens, and the text and JSON name c; at c = 1 they print what they always did.
 #pragma once
 #include <mpi.h>
 #include <cstdio>
@@ -26,7 +27,7 @@ struct InFlightLayers {
 };
 
 struct MemoryReport {
-    ModelFormulaInput shape;               // s, b, h, a, L, v (= Vp), t, sp, rc, d, attention of this run
+    ModelFormulaInput shape;               // s, b, h, a, L, v (= Vp), t, sp, rc, d, attention, c of this run
     std::vector<FormulaTerm> formula;      // one layer's formula terms (names are the tags)
     std::map<std::string, double> tensors; // the first layer held: measured bytes by tag, per micro-batch
     int first_layer = 0;                   // that layer (the stage's first)

@@ -14,7 +14,9 @@
 //  - flash attention: the per-tensor terms sum to the flash rows of Table 2 exactly (the 5as/h term
 //    replaced by the lse's 4a/h) for the same layouts, fp32 and bf16, every policy, and equal a closed form
 //    written out here by hand; selective keeps what none keeps; the flash Figure 7 bars against the
-//    paper's unfused TP baseline.
+//    paper's unfused TP baseline;
+//  - context parallelism (not in the paper): every saved term at c is the c = 1 term at s/c (layer, lse,
+//    outside the layers, with TP and SP), and ring attention's K/V bytes against a hand count.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -493,6 +495,75 @@ static void test_flash() {
     printf("  flash: %d layouts equal the flash rows of Table 2 and the closed form (d = 2 and 4)\n", n);
 }
 
+// Context parallelism: a rank holds s/c tokens end to end, so the formulas at (s, c) are the formulas at
+// (s/c, 1), term by term; the ring's K/V bytes are counted here by hand.
+static void test_cp() {
+    CHECK(LayerFormulaInput{}.c == 1 && ModelFormulaInput{}.c == 1, "c = 1 by default");
+    struct Shape { double s, b, h, a; };
+    const Shape shapes[] = {{2048, 4, 6144, 64}, {32768, 1, 25600, 160}, {1024, 8, 768, 12}, {256, 2, 96, 8}};
+    int n = 0;
+    for (const Shape& sh : shapes)
+        for (int c : {1, 2, 4, 8})
+            for (int t : {1, 2, 8})
+                for (bool sp : {false, true})
+                    for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full})
+                        for (int d : {2, 4}) {
+                            LayerFormulaInput in{sh.s, sh.b, sh.h, sh.a, t, sp, rc, d, Attention::Flash, c};
+                            LayerFormulaInput at_sc = in;
+                            at_sc.s = sh.s / c, at_sc.c = 1;
+                            auto a = layer_terms(in), b = layer_terms(at_sc);
+                            bool same = a.size() == b.size();
+                            for (size_t i = 0; same && i < a.size(); i++)
+                                same = strcmp(a[i].name, b[i].name) == 0 && a[i].bytes == b[i].bytes;
+                            CHECK(same, "cp %d: the terms at s = %g are those at s/c (t=%d sp=%d rc=%s d=%d)", c, sh.s, t,
+                                  (int)sp, recompute_name(rc), d);
+                            n++;
+                        }
+    // By hand, the 1T layer at s = 32768, b = 1, t = 8, SP, flash, c = 2: s/c = 16384 tokens, sbh = 16384 x 25600
+    // = 419430400; 34sbh/8 = 1782579200, lse 4 x 160 x 16384 / 8 = 1310720: 1783889920 bytes. At c = 1 exactly twice.
+    LayerFormulaInput one_t{32768, 1, 25600, 160, 8, true, Recompute::None, 2, Attention::Flash, 2};
+    CHECK(layer_bytes(one_t) == 1783889920.0, "1T c=2 layer %.17g", layer_bytes(one_t));
+    for (const FormulaTerm& term : layer_terms(one_t))
+        if (strcmp(term.name, "lse") == 0) CHECK(term.bytes == 1310720, "lse at c=2: 4a(s/c)b/t = %g", term.bytes);
+    one_t.c = 1;
+    CHECK(layer_bytes(one_t) == 2 * 1783889920.0, "1T c=1 layer is twice c=2's");
+
+    // Outside the layers and the whole model: formula_input carries cp into layer(); p = 1, TP + SP, 22B at
+    // s 8192, cp 4 == the same at s 2048 without CP (masks, lnf_in, lmhead_in, logits all at s/c).
+    ModelFormulaInput m4 = formula_input(8192, 4, 6144, 64, 48, 51200, 8, true, Recompute::None, 2, Attention::Flash, 4);
+    ModelFormulaInput m1 = formula_input(2048, 4, 6144, 64, 48, 51200, 8, true, Recompute::None, 2, Attention::Flash);
+    CHECK(m4.c == 4 && m4.layer().c == 4 && m1.c == 1, "formula_input carries cp");
+    auto e4 = model_extra_terms(m4), e1 = model_extra_terms(m1);
+    bool same = e4.size() == e1.size() && e4.size() == 4;
+    for (size_t i = 0; same && i < e4.size(); i++) same = e4[i].bytes == e1[i].bytes;
+    CHECK(same, "cp 4: the terms outside the layers are those at s/c");
+    CHECK(first_stage_activation_bytes(m4) == first_stage_activation_bytes(m1), "cp 4: first stage at s/c");
+    CHECK(first_stage_extra_bytes(m4, 3) == first_stage_extra_bytes(m1, 3), "cp 4: schedule's masks at s/c");
+    // logits 4(s/c)bv/t = 4 x 2048 x 4 x 51200 / 8 = 209715200.
+    CHECK(e4.size() == 4 && strcmp(e4[3].name, "logits") == 0 && e4[3].bytes == 209715200, "logits at s/c");
+
+    // Ring attention's K/V, one rank, one layer: 1T at s 32768, t 8, b 1, bf16, c = 4: K is (s/c)b(h/t) =
+    // 8192 x 3200 = 26214400 elements. Forward 2 x 3 x 26214400 x 2 = 314572800 B; backward the same plus dK,
+    // dV in fp32 for c = 4 hops, 2 x 4 x 26214400 x 4 = 838860800: 1153433600 B.
+    LayerFormulaInput r{32768, 1, 25600, 160, 8, true, Recompute::None, 2, Attention::Flash, 4};
+    CHECK(cp_kv_forward_bytes(r) == 314572800.0, "cp kv forward %.17g", cp_kv_forward_bytes(r));
+    CHECK(cp_kv_backward_bytes(r) == 1153433600.0, "cp kv backward %.17g", cp_kv_backward_bytes(r));
+    // TP + SP's forward, same rank: 4 x 7/8 x 8192 x 25600 x 2 = 1468006400 B. The ratio
+    // [4(t−1)/t] / [2(c−1)/t] = 2(t−1)/(c−1) = 14/3 (1468006400 / 314572800).
+    CHECK(tp_forward_bytes(r) == 1468006400.0, "tp forward %.17g", tp_forward_bytes(r));
+    CHECK(std::fabs(tp_forward_bytes(r) / cp_kv_forward_bytes(r) - 14.0 / 3) < 1e-12, "TP / CP = 2(t-1)/(c-1)");
+    // No ring without CP; no collective without TP.
+    r.c = 1;
+    CHECK(cp_kv_forward_bytes(r) == 0 && cp_kv_backward_bytes(r) == 0, "c = 1: no K/V traffic");
+    r.t = 1, r.c = 2;
+    CHECK(tp_forward_bytes(r) == 0, "t = 1: no TP traffic");
+    // c = 2, t = 1, fp32: K has 16384 x 25600 elements; forward 2 x 1 x 16384 x 25600 x 4, backward that + 2 x 2 x ... x 4.
+    r.d = 4;
+    const double kv = 16384.0 * 25600;
+    CHECK(cp_kv_forward_bytes(r) == 2 * kv * 4 && cp_kv_backward_bytes(r) == 2 * kv * 4 + 4 * kv * 4, "c=2 fp32 K/V bytes");
+    printf("  cp: %d layouts equal the formulas at s/c; K/V bytes as counted by hand\n", n);
+}
+
 int main() {
     test_names();
     test_table2_exact();
@@ -504,5 +575,6 @@ int main() {
     test_schedule_first_stage();
     test_model_state();
     test_flash();
+    test_cp();
     return test_finish("test_formulas");
 }
