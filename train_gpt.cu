@@ -29,6 +29,7 @@
 #include "model/train_state.h"
 #include "model/train_step.h"
 #include "parallel/comm.h"
+#include "parallel/context_parallel.h"
 #include "recompute/memory_report.h"
 #include "train_options.h"
 
@@ -433,7 +434,7 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
 
     run.shape = formula_input(opt.seq, opt.batch / run.grid.dp / run.micro_batches, run.cfg.channels, run.cfg.heads, run.cfg.layers,
                               run.cfg.padded_vocab, run.grid.tp, run.grid.sp, run.recompute, (int)dtype_size(run.dtype),
-                              run.attention);
+                              run.attention, run.grid.cp);
     run.optim.beta1 = opt.beta1; run.optim.beta2 = opt.beta2; run.optim.eps = opt.eps;
     run.optim.weight_decay = opt.weight_decay; run.optim.grad_clip = opt.grad_clip;
     g_test_hooks.inject_nan_at_step = opt.inject_nan_at_step;  // tests only (hidden flag): model/test_hooks.h
@@ -483,7 +484,62 @@ struct Progress {
     CommCounters step_comm;  // the TP group's collectives of the last training step
     uint64_t step_p2p_bytes = 0;              // pipeline: bytes this rank sent to neighbouring stages, last step
     double t_pipeline = 0, t_recv_wait = 0;   // pipeline: forward-backward time and time blocked in exchanges
+    // Context parallelism: ring attention's work in the first training step, and its compute time over the
+    // timed steps (parallel/context_parallel.h); validation's forwards are not counted.
+    CpStats cp_first;
+    double cp_compute_s = 0;
 };
+
+// What one call did to ring attention's counters: the difference of two snapshots.
+static CpStats cp_delta(const CpStats& after, const CpStats& before) {
+    CpStats d;
+    d.blocks = after.blocks - before.blocks;
+    d.diagonal_blocks = after.diagonal_blocks - before.diagonal_blocks;
+    d.pairs = after.pairs - before.pairs;
+    d.compute_s = after.compute_s - before.compute_s;
+    d.forward_bytes = after.forward_bytes - before.forward_bytes;
+    d.backward_bytes = after.backward_bytes - before.backward_bytes;
+    return d;
+}
+
+// Context parallelism, after the run (collective; rank 0 prints): each CP rank's ring attention blocks and
+// query-key pairs in the first step (the zigzag makes them equal), its attention compute time over the timed
+// steps, and the K/V bytes of the first step measured by the communicator's counters next to their formula
+// (recompute/formulas.h) for this stage's layers and micro-batches; full recompute runs each forward ring twice.
+static void report_context_parallel(const Run& run, const Progress& p) {
+    const ProcessGrid& g = run.grid;
+    if (g.cp == 1) return;
+    double mine[6] = {(double)p.cp_first.blocks, (double)p.cp_first.diagonal_blocks, p.cp_first.pairs, p.cp_compute_s,
+                      (double)p.cp_first.forward_bytes, (double)p.cp_first.backward_bytes};
+    std::vector<double> all(6 * (size_t)g.world);
+    MPI_CHECK(MPI_Gather(mine, 6, MPI_DOUBLE, all.data(), 6, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    if (g_rank != 0) return;
+    const int L = run.opt.seq / (2 * g.cp);
+    LOG0("context parallelism: cp %d, the sequence in 2c = %d chunks of %d positions, CP rank r holding chunks r and "
+         "2c-1-r; ring attention per rank (first step: chunk-pair blocks, diagonal ones, query-key pairs; attention "
+         "compute over the timed steps):\n", g.cp, 2 * g.cp, L);
+    double t_min = INFINITY, t_max = 0;
+    for (int r = 0; r < g.world; r++) {
+        const double* a = &all[6 * (size_t)r];
+        t_min = std::min(t_min, a[3]), t_max = std::max(t_max, a[3]);
+        if (r % g.tp == 0 && r < g.tp * g.cp)  // the CP group of rank 0
+            LOG0("  rank %d (cp rank %d): %.0f blocks (%.0f diagonal), %.0f query-key pairs, %.3f s\n", r, r / g.tp, a[0],
+                 a[1], a[2], a[3]);
+    }
+    if (t_min > 0) LOG0("  attention compute time, all %d ranks: %.3f to %.3f s, max/min %.3f\n", g.world, t_min, t_max, t_max / t_min);
+    const LayerFormulaInput in = run.shape.layer();
+    const double layers = (double)run.model.stage.layers.size() * run.micro_batches;
+    const double fwd = cp_kv_forward_bytes(in) * layers * (run.recompute == Recompute::Full ? 2 : 1);
+    const double bwd = cp_kv_backward_bytes(in) * layers;
+    LOG0("  K/V bytes sent by rank 0 in the first step: forward %.0f (formula 2(c-1)(s/c)b(h/t)d x %.0f layer passes%s = "
+         "%.0f), backward %.0f (formula [2(c-1)(s/c)b(h/t)d + 2c(s/c)b(h/t)4] x %.0f = %.0f)\n", all[4], layers,
+         run.recompute == Recompute::Full ? " x 2 (full recompute reruns the ring)" : "", fwd, all[5], layers, bwd);
+    if (run.logf)
+        fprintf(run.logf, "{\"context_parallel\":{\"cp\":%d,\"blocks\":%.0f,\"pairs\":%.0f,\"kv_forward_bytes\":%.0f,"
+                "\"kv_forward_formula\":%.0f,\"kv_backward_bytes\":%.0f,\"kv_backward_formula\":%.0f,"
+                "\"attention_s_min\":%.6f,\"attention_s_max\":%.6f}}\n", g.cp, all[0], all[2], all[4], fwd, all[5], bwd,
+                t_min, t_max), fflush(run.logf);
+}
 
 // The validation loss over the first --val-batches batches, printed and logged; *best keeps the lowest.
 // Nothing without validation data or with --val-batches 0.
@@ -686,6 +742,7 @@ static void finish_run(Run& run, const Progress& p, double t_start) {
              cc.bytes[kAllGather] / 1e6, cc.regather_bytes / 1e6, (unsigned long long)cc.calls[kReduceScatter],
              cc.bytes[kReduceScatter] / 1e6);
     report_bubble(run, p);
+    report_context_parallel(run, p);
     const std::string dp_line = distributed_optimizer_comm_line(run.model);  // parallel/distributed_optimizer.h
     if (!dp_line.empty()) LOG0("%s\n", dp_line.c_str());
     LOG0("%s\n", summary_line(run, p, total).c_str());
@@ -725,11 +782,14 @@ int main(int argc, char** argv) {
         run.grid.tp_comm.counters.reset();  // parallel/comm.h: bytes each collective kind moves, per step
         run.grid.pp_comm.counters.reset();
         run.alloc->reset_peak();
+        const CpStats cp0 = cp_stats();
         double t0 = now_s();
         StepStats st = train_step(run.model, run.train.inputs.data(), run.train.targets.data(), run.train.B_local, opt.seq,
                                   run.optim, step, lr, [&] { maybe_report_memory(run, step); }, run.micro_batches);
         ctx_sync(run.ctx);
         double dt = now_s() - t0;
+        const CpStats cp_step = cp_delta(cp_stats(), cp0);
+        if (step == run.start_step) p.cp_first = cp_step;
         p.train_peak = std::max(p.train_peak, run.alloc->peak_live_bytes());
         p.step_comm = run.grid.tp_comm.counters;
         p.step_p2p_bytes = run.grid.pp_comm.counters.p2p_bytes;
@@ -738,7 +798,7 @@ int main(int argc, char** argv) {
             p.t_pipeline += st.pipeline_seconds;
             p.t_recv_wait += st.recv_wait_seconds;
         }
-        if (step > run.start_step || opt.steps == run.start_step) p.t_steps += dt;
+        if (step > run.start_step || opt.steps == run.start_step) p.t_steps += dt, p.cp_compute_s += cp_step.compute_s;
         // Numerical faults (model/train_step.cu): a non-finite step was not applied; stop, naming the first bad
         // gradient, before anything reaches a checkpoint -- or skip it with --skip-bad-steps.
         if (!st.applied) {

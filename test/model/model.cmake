@@ -66,12 +66,17 @@ mm_test(test_equivalence_cp2_dp2_zero EXE test_equivalence LABELS mpi NP 4 ARGS 
 mm_test(test_recompute_tp1 EXE test_recompute LABELS mpi NP 1 ARGS --tp 1)
 mm_test(test_recompute_flash_tp1 EXE test_recompute LABELS mpi NP 1 ARGS --tp 1 --attention flash --seq 80)
 mm_test(test_recompute_flash_tp2_sp EXE test_recompute LABELS mpi NP 2 ARGS --tp 2 --sp --attention flash --seq 80)
+mm_test(test_recompute_cp2_tp2_sp EXE test_recompute LABELS mpi NP 4 ARGS --tp 2 --sp --cp 2 --attention flash --seq 80 --comm mpi-strict)
 mm_test(test_recompute_tp2_sp EXE test_recompute LABELS mpi NP 2 ARGS --tp 2 --sp)
 mm_test(test_recompute_tp1_bf16 EXE test_recompute LABELS mpi NP 1 ARGS --tp 1 --dtype bf16)
 
 mm_test(test_memory_tp1 EXE test_memory LABELS mpi NP 1)
 mm_test(test_memory_tp2 EXE test_memory LABELS mpi NP 2)
 mm_test(test_memory_tp4 EXE test_memory LABELS mpi NP 4)
+# Context parallelism: measured == formula at s/c, and 1/c of the whole sequence's, at cp 2, 4 and cp 2 x tp 2.
+mm_test(test_memory_cp2 EXE test_memory LABELS mpi NP 2 ARGS --cp 2)
+mm_test(test_memory_cp4 EXE test_memory LABELS mpi NP 4 ARGS --cp 4)
+mm_test(test_memory_cp2_tp2 EXE test_memory LABELS mpi NP 4 ARGS --cp 2)
 mm_test(test_memory_figure7 EXE test_memory LABELS mpi NP 8 ARGS --figure7)
 
 mm_test(test_sp_comm_bytes_tp2 EXE test_sp_comm_bytes LABELS mpi NP 2)
@@ -113,6 +118,12 @@ mm_cli_error(cli_interleaved_one_chunk "needs at least 2 model chunks per stage"
 mm_cli_error(cli_unknown_flag "unknown flag --frobnicate" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --frobnicate 1)
 mm_cli_error(cli_bad_recompute "--recompute must be none.selective.full" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --recompute some)
 mm_cli_error(cli_bad_attention "--attention must be unfused.flash" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --attention fused)
+# Context parallelism's rules: unfused attention, a sequence not cut into 2c chunks, a CP rank's positions that
+# SP cannot split by t, and a world that tp x cp does not divide.
+mm_cli_error(cli_cp_unfused "--cp 2 needs --attention flash: ring attention merges" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --cp 2 --attention unfused)
+mm_cli_error(cli_cp_seq "--seq 70 is not divisible by 2 x cp = 4: context parallelism cuts the sequence into 2c chunks" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --cp 2 --seq 70)
+mm_cli_error(cli_cp_sp_seq "--seq 36 / cp 2 = 18 tokens per CP rank is not divisible by --tp 4" ${MM_MPIRUN} -np 8 ${MM_TRAIN} --cp 2 --tp 4 --sp --seq 36)
+mm_cli_error(cli_cp_world "not divisible by tp x cp x pp = 2 x 2 x 1 = 4" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --cp 2 --tp 2)
 mm_cli_error(cli_missing_init "nope.bin" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --init nope.bin)
 mm_cli_error(cli_missing_train "missing_train.bin" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --train missing_train.bin)
 # NCCL with two ranks on one GPU: refused with a pointer to --comm mpi (needs a GPU: gpu label; any existing

@@ -5,6 +5,8 @@
 // the layers) with recompute/formulas.h. The shape is chosen so that no term is degenerate (s ≠ h, a > t,
 // several heads per rank where possible). With --figure7, also checks the paper's Figure 7 pattern on a
 // real run at 5as/h = 80: SP alone and selective alone each roughly halve the TP baseline, together ~5×.
+// With --cp C (world = tp × C, flash attention): the same comparisons with the formulas at s/C, and the layer's
+// measured bytes C times smaller than the formula of one rank holding the whole sequence (no s² term is left).
 #include <cstring>
 #include "model_fixture.h"
 #include "../../recompute/memory_report.h"
@@ -15,7 +17,7 @@ static MemoryReport measure(const ModelSpec& s, int B, int S) {
     gpt_forward(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, true);
     const ModelFormulaInput shape = formula_input(S, B / h.grid.dp, s.cfg.channels, s.cfg.heads, s.cfg.layers,
                                                   s.cfg.padded_vocab, s.tp, h.grid.sp, s.rc, (int)dtype_size(s.dtype),
-                                                  s.attention);
+                                                  s.attention, s.cp);
     MemoryReport r = build_memory_report(h.alloc->live(), shape);
     gpt_backward(h.model);
     CHECK(h.alloc->live_bytes() == 0, "activations left after backward: %zu bytes", h.alloc->live_bytes());
@@ -28,8 +30,45 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     bool figure7 = argc > 1 && !strcmp(argv[1], "--figure7");
-    int tp = world;
-    if (!figure7) {
+    const int cp = argc > 2 && !strcmp(argv[1], "--cp") ? atoi(argv[2]) : 1;
+    int tp = world / cp;
+    if (cp > 1) {
+        // Context parallelism: s = 24 cut into 2c chunks (c = 2: 6 positions, c = 4: 3), split by t again under SP.
+        ModelSpec spec;
+        spec.cfg = tiny_config(2, 8, 48, 61, 64, 32);
+        spec.tp = tp;
+        spec.cp = cp;
+        spec.attention = Attention::Flash;
+        const int B = 3, S = 24;
+        for (DType dt : {DType::BF16, DType::F32})
+            for (int sp = 0; sp < 2; sp++)
+                for (Recompute rc : {Recompute::None, Recompute::Full}) {
+                    ModelSpec s = spec;
+                    s.dtype = dt;
+                    s.sp = sp;
+                    s.rc = rc;
+                    MemoryReport r = measure(s, B, S);
+                    if (rank != 0) continue;
+                    printf("  cp=%d t=%d sp=%d %-9s %s: per layer measured %8.0f formula %8.0f | model %9.0f vs %9.0f\n", cp,
+                           tp, sp, recompute_name(rc), dtype_name(dt), r.per_layer_measured, r.per_layer_formula,
+                           r.model_measured, r.model_formula);
+                    CHECK(r.per_layer_measured == r.per_layer_formula, "cp %d per layer: measured %.0f != formula %.0f", cp,
+                          r.per_layer_measured, r.per_layer_formula);
+                    CHECK(r.model_measured == r.model_formula, "cp %d model: measured %.0f != formula %.0f", cp,
+                          r.model_measured, r.model_formula);
+                    CHECK(r.layers_identical, "layers measured different bytes");
+                    for (const FormulaTerm& t : r.formula) {
+                        double m = r.tensors.count(t.name) ? r.tensors.at(t.name) : 0;
+                        CHECK(m == t.bytes, "cp %d tensor %s: measured %.0f != formula %.0f", cp, t.name, m, t.bytes);
+                    }
+                    // A 1/c of what one CP rank holding the whole sequence would keep (the same layout at c = 1).
+                    ModelFormulaInput whole = formula_input(S, B, s.cfg.channels, s.cfg.heads, s.cfg.layers, s.cfg.padded_vocab,
+                                                            tp, sp && tp > 1, rc, (int)dtype_size(dt), Attention::Flash);
+                    CHECK(r.per_layer_measured * cp == layer_bytes(whole.layer()),
+                          "cp %d: a layer keeps %.0f bytes, not 1/%d of the whole sequence's %.0f", cp, r.per_layer_measured,
+                          cp, layer_bytes(whole.layer()));
+                }
+    } else if (!figure7) {
         // s = 24, b = 3, h = 48, a = 8 (head dim 6), L = 2, Vp = 64: every term distinct and divisible by t ≤ 4.
         ModelSpec spec;
         spec.cfg = tiny_config(2, 8, 48, 61, 64, 32);

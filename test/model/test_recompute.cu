@@ -1,9 +1,10 @@
 // test_recompute.cu — none, selective and full recomputation give BITWISE identical losses and gradients
 // (same kernels on the same inputs; dropout masks are a function of global coordinates), over several
 // optimizer steps, with dropout on.   test_recompute --tp T [--sp] [--device cpu|cuda] [--dtype fp32|bf16]
-//                                    [--attention flash] [--seq S]
+//                                    [--attention flash] [--seq S] [--cp C] [--comm mpi-strict]
 // Under flash attention, selective recompute has nothing to drop (it runs exactly what none runs) and full
-// recompute reruns the tiled forward: the three are bitwise identical there as well.
+// recompute reruns the tiled forward: the three are bitwise identical there as well. Under context parallelism
+// (--cp, world = tp × cp) full recompute reruns ring attention, the ring's exchanges included.
 #include <cstring>
 #include "model_fixture.h"
 
@@ -21,6 +22,8 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--dtype")) spec.dtype = !strcmp(argv[++i], "bf16") ? DType::BF16 : DType::F32;
         else if (!strcmp(argv[i], "--attention")) parse_attention(argv[++i], &spec.attention);
         else if (!strcmp(argv[i], "--seq")) S = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--cp")) spec.cp = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--comm") && !strcmp(argv[++i], "mpi-strict")) spec.rules.strict = true;
     }
     spec.cfg.max_seq = std::max(spec.cfg.max_seq, S);
     if (spec.device == Device::CUDA) {
