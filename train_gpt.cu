@@ -87,6 +87,8 @@ static TrainState describe_run(const TrainOptions& o, const GPTConfig& cfg, cons
     s.cfg = cfg;
     s.tp = g.tp; s.dp = g.dp; s.sp = g.sp; s.dtype = dtype == DType::BF16; s.recompute = (int)rc;
     s.pp = g.pp;  // micro-batches, schedule and chunks: setup_run
+    s.cp = g.cp;
+    s.attention = o.attention == "flash";
     s.seed = o.seed; s.shuffle = o.shuffle; s.batch = o.batch; s.seq = o.seq;
     s.steps = o.steps; s.warmup = o.warmup; s.lr_schedule = o.lr_schedule == "cosine";
     s.lr = o.lr; s.min_lr_frac = o.min_lr_frac; s.beta1 = o.beta1; s.beta2 = o.beta2; s.eps = o.eps;

@@ -57,6 +57,7 @@ static void make_header(const TrainState& s, uint64_t payload_hash, int64_t h[kT
     h[33] = s.train_tokens; h[34] = (int64_t)s.train_hash; h[35] = (int64_t)s.model_hash;
     h[36] = (int64_t)payload_hash; h[37] = s.skipped_steps;
     h[38] = s.pp; h[39] = s.microbatches; h[40] = s.schedule; h[41] = s.chunks;
+    h[42] = s.cp; h[43] = s.attention + 1;  // 0 in files written before they were recorded: cp 1, unfused
 }
 
 // Check the header against itself and against the file's length; fill `s` (not the moments).
@@ -92,7 +93,9 @@ static bool parse_header(const int64_t* h, int64_t file_bytes, const std::string
         {"train tokens", h[33], 0, INT64_MAX}, {"skipped steps", h[37], 0, INT32_MAX},
         // pipeline fields: 0 in a state written before pipelines existed (read as 1, 1, 1F1B, 1)
         {"pp", h[38], 0, 1 << 20}, {"micro-batches", h[39], 0, INT32_MAX}, {"schedule", h[40], 0, 2},
-        {"model chunks", h[41], 0, 1 << 20}};
+        {"model chunks", h[41], 0, 1 << 20},
+        // context parallelism and attention: 0 in a state written before they were recorded (cp 1, unfused)
+        {"cp", h[42], 0, 1 << 20}, {"attention", h[43], 0, 2}};
     for (auto& r : ranges)
         if (r.v < r.lo || r.v > r.hi)
             return fail(std::string(r.what) + " = " + std::to_string(r.v) + " is out of range [" + std::to_string(r.lo) + ", " +
@@ -118,6 +121,8 @@ static bool parse_header(const int64_t* h, int64_t file_bytes, const std::string
     s.microbatches = h[39] ? (int)h[39] : 1;
     s.schedule = h[38] ? (int)h[40] : (int)PipeSchedule::OneFOneB;
     s.chunks = h[41] ? (int)h[41] : 1;
+    s.cp = h[42] ? (int)h[42] : 1;
+    s.attention = h[43] ? (int)h[43] - 1 : 0;
     return true;
 }
 
@@ -233,13 +238,15 @@ std::string train_state_mismatch(const TrainState& a, const TrainState& b, const
 
 std::string train_state_layout_note(const TrainState& a, const TrainState& b) {
     if (a.tp == b.tp && a.dp == b.dp && a.sp == b.sp && a.dtype == b.dtype && a.pp == b.pp &&
-        a.microbatches == b.microbatches && a.schedule == b.schedule && a.chunks == b.chunks)
+        a.microbatches == b.microbatches && a.schedule == b.schedule && a.chunks == b.chunks && a.cp == b.cp &&
+        a.attention == b.attention)
         return "";
     static const char* sched[] = {"afab", "1f1b", "interleaved"};
     auto layout = [&](const TrainState& x) {
-        char m[192];
-        snprintf(m, sizeof m, "tp %d x dp %d x pp %d, sp %s, %s, %d micro-batches, %s schedule with %d chunks", x.tp, x.dp, x.pp,
-                 x.sp ? "on" : "off", x.dtype ? "bf16" : "fp32", x.microbatches, sched[x.schedule], x.chunks);
+        char m[256];
+        snprintf(m, sizeof m, "tp %d x cp %d x dp %d x pp %d, sp %s, %s, %s attention, %d micro-batches, %s schedule with %d chunks",
+                 x.tp, x.cp, x.dp, x.pp, x.sp ? "on" : "off", x.dtype ? "bf16" : "fp32", x.attention ? "flash" : "unfused",
+                 x.microbatches, sched[x.schedule], x.chunks);
         return std::string(m);
     };
     return "the checkpoint was written at " + layout(a) + "; this run is " + layout(b) +

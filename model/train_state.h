@@ -52,6 +52,9 @@ struct TrainState {
     // layout of the run that wrote it (any layout can resume it; the same layout resumes bit for bit)
     int tp = 1, dp = 1, sp = 0, dtype = 0, recompute = 0;
     int pp = 1, microbatches = 1, schedule = 1, chunks = 1;  // schedule: (int)PipeSchedule (0 afab, 1 1f1b, 2 interleaved)
+    // Context parallelism and the attention's form: they change the order of the sums, not the state itself
+    // (the moments are the whole model's, in llm.c order, for any c).
+    int cp = 1, attention = 0;  // attention: (int)Attention (0 unfused, 1 flash)
     // progress
     int64_t step = 0, data_epoch = 0, data_position = 0, skipped_steps = 0;
     // configuration that must match for an exact continuation

@@ -16,6 +16,9 @@ mm_reliability_test(resume_bitwise_dp2 test_resume.sh 2 --tp 1)
 mm_reliability_test(resume_bitwise_pp2 test_resume.sh 2 --pp 2 --num-microbatches 2)
 mm_reliability_test(resume_bitwise_tp2_pp2_sp test_resume.sh 4 --tp 2 --sp --pp 2 --num-microbatches 2)
 mm_reliability_test(resume_bitwise_zero_dp2 test_resume.sh 2 --tp 1 --zero 1)
+# Context parallelism: bitwise at cp 2, and the checkpoint (which holds nothing of c) resumed at cp 1, said to
+# be equivalent.
+mm_reliability_test(resume_bitwise_cp2 test_resume.sh 2 --cp 2 --attention flash)
 mm_reliability_test(resume_zero_crossed_dp2 test_resume_zero.sh 2)
 mm_reliability_test(resume_zero_crossed_tp2_dp2_sp_bf16 test_resume_zero.sh 4 --tp 2 --sp --dtype bf16)
 # The same over a pattern of shards of 10 batches each: the resumed run crosses shard boundaries bitwise.

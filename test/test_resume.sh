@@ -4,7 +4,8 @@
 #   saves a checkpoint), then --resume to step 20. The 20 losses must be identical (bitwise: the log prints
 #   each float with %.9g, which round-trips) and the final llm.c checkpoints byte-identical.
 # With more than one rank, the step-10 checkpoint also resumes at another layout (one rank, no TP, PP,
-# micro-batches or distributed optimizer): it must say so (equivalent, not bitwise) and finish.
+# micro-batches, context parallelism or distributed optimizer): it must say so (equivalent, not bitwise) and
+# finish.
 # With --shards first among the flags: the training data is split into shards of 10 batches each, read as
 # the pattern train_*.bin, so that the 20 steps (shuffled) cross shard boundaries before and after the resume.
 set -euo pipefail
@@ -52,7 +53,8 @@ losses "$dir/b.jsonl" | sed -n '1p;10p;11p;20p'
 if [ "$np" != 1 ]; then
   # The consolidated state resumes at another layout: one rank, tp 1, without the distributed optimizer
   # (equivalent math, not bitwise).
-  plain=$(echo "$common" | sed -e 's/--tp [0-9]*//' -e 's/--sp//' -e 's/--zero 1//' -e 's/--pp [0-9]*//' -e 's/--num-microbatches [0-9]*//')
+  plain=$(echo "$common" | sed -e 's/--tp [0-9]*//' -e 's/--sp//' -e 's/--zero 1//' -e 's/--pp [0-9]*//' -e 's/--num-microbatches [0-9]*//' \
+          -e 's/--cp [0-9]*//')
   $mpirun -np 1 "$train" $plain --resume "$dir/ck10" > "$dir/out_c.txt"
   grep -q "continuation is equivalent but not bitwise identical" "$dir/out_c.txt"
   echo "resumed the tp $np checkpoint at tp 1: $(grep -o 'loss [0-9.]* -> [0-9.]*' "$dir/out_c.txt")"
