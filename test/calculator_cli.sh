@@ -116,6 +116,12 @@ expect "CP table, c 1 has no K/V bytes" "^  1T +32768 +1 +512 +32768 +[0-9.]+ +[
 # layers and 64 x 8192 x 25600/8 = 1677721600 B = 1.56 GiB outside; GPUs = t c p dp = 8 x 4 x 64 x 1 = 2048.
 expect "--cp 4 per-GPU TP + SP" "^    TP \+ SP +106\.3 +1\.56 +107\.9 +0\.00 \|" -- --model 1T --seq 32768 --attention flash --cp 4
 expect "--cp 4 GPUs" "^  1T +160 +25600 +128 +32768 +51200 +8 +4 +64 +1 +1 +2048 " -- --model 1T --seq 32768 --attention flash --cp 4
+# The distributed optimizer shards over dp x cp = 1 x 8: 6 + 12/8 = 7.5 bytes per parameter. 1T's first stage at
+# s 32768: 2 x (12h^2/8 + 7h/8 + 6h) + 51200/8 x h + 32768 x h = 2969132800 parameters: x 18 = 49.8 GiB, x 7.5 =
+# 20.7 GiB; TP + SP at c 8: 128 x (34 x 4096 x 25600/8 + 4 x 160 x 4096/8) = 53.2 GiB in the layers, 64 masks
+# 4096 x 25600/8 = 0.78 GiB: 53.9 GiB of activations, 103.7 GiB in all (does not fit), 74.7 GiB distributed (fits).
+expect "--cp 8 optimizer over dp x cp" "bytes per parameter: 18; with the distributed optimizer over dp x cp = 1 x 8: 7\.5$" -- --model 1T --seq 32768 --attention flash --cp 8
+expect "--cp 8 totals" "^    TP \+ SP +53\.2 +0\.78 +53\.9 +0\.00 \| +49\.8 +103\.7 does not fit \| +20\.7 +74\.7 fits" -- --model 1T --seq 32768 --attention flash --cp 8
 expect "--cp 3 joins the table" "^  1T +32768 +3 +1536 +10922\.7 " -- --model 1T --seq 32768 --attention flash --cp 3
 expect "--cp in the JSON" "\"gpus\": 2048" -- --model 1T --attention flash --cp 4 --json
 expect_refusal "--cp without flash" "--cp 2 needs --attention flash" -- --model 1T --cp 2

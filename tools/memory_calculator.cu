@@ -239,11 +239,12 @@ Options parse_args(int argc, char** argv) {
         else if (arg == "--iter-time-full") o.iter_time_full = num(false);
         else mm_fatal("unknown argument '%s' (see --help)", argv[i]);
     }
-    // Ring attention passes K and V blocks round and rebuilds each block's scores from the lse; the unfused
-    // core would need a whole s x s matrix of every key on one GPU, so CP is modelled with flash only.
+    // Ring attention merges the blocks of keys it receives by their log-sum-exp, which the online softmax of
+    // flash attention has and the unfused core does not (the trainer refuses the same layout), so CP is
+    // modelled with flash only.
     if (o.cp > 1 && o.attention != Attention::Flash)
         mm_fatal("--cp %d needs --attention flash: context parallelism runs ring attention on the flash path only "
-                 "(the unfused core keeps s x s tensors of the whole sequence)", o.cp);
+                 "(its blocks merge by their log-sum-exp, which the unfused core does not keep)", o.cp);
     return o;
 }
 
@@ -451,7 +452,9 @@ Result compute(const ModelSpec& m, const Options& o) {
     r.stage_params = stage_params(m.L, m.h, m.v, m.s, m.t, m.p, 0);
     const bool fixed = std::isfinite(o.bytes_per_param);
     r.bytes_per_param = fixed ? o.bytes_per_param : model_state_bytes_per_param(o.bf16_states, m.dp, false);
-    r.bytes_per_param_dist = fixed ? NAN : model_state_bytes_per_param(o.bf16_states, m.dp, true);
+    // The distributed optimizer shards over every rank that holds the same weights: dp x cp, as the trainer
+    // shards it (CP ranks see different tokens of the same sequences and average their gradients).
+    r.bytes_per_param_dist = fixed ? NAN : model_state_bytes_per_param(o.bf16_states, m.dp * m.c, true);
     const double state = r.stage_params.total() * r.bytes_per_param;
     const double state_dist = r.stage_params.total() * r.bytes_per_param_dist;
     for (int i = 0; i < kNumLayouts; i++) {
@@ -628,9 +631,9 @@ void print_text(const std::vector<Result>& all, const Options& o) {
                m.name.c_str(), m.t, m.p, m.m, m.dp, fmt_num(m.b).c_str(), pc.microbatches,
                pipe_schedule_name(m.schedule));
         if (m.c > 1)
-            printf("    context parallel, cp = %d (%s GPUs): activations at s/c = %s of %s tokens per GPU; the states\n"
-                   "    do not change (every CP rank holds the stage's weights; the distributed optimizer is counted\n"
-                   "    over dp only)\n",
+            printf("    context parallel, cp = %d (%s GPUs): activations at s/c = %s of %s tokens per GPU; every CP\n"
+                   "    rank holds the stage's weights, so the states change only where the distributed optimizer\n"
+                   "    shards them, over dp x cp\n",
                    m.c, fmt_num(m.gpus()).c_str(), fmt_num(m.s / m.c).c_str(), fmt_num(m.s).c_str());
         printf("    rank 0: %d warm-up forwards; peak %d (micro-batch, chunk) pairs in flight x %s layers each = %s "
                "layers' worth\n",
@@ -645,7 +648,10 @@ void print_text(const std::vector<Result>& all, const Options& o) {
         printf("    parameters on this GPU: %.3fB = %s layers %.3fB + word embedding %.3fB + positions %.3fB%s\n",
                sp.total() / 1e9, fmt_num(sp.layers).c_str(), sp.layer_params / 1e9, sp.word_embedding / 1e9,
                sp.position_embedding / 1e9, sp.final_ln > 0 ? " + final LN" : "");
-        if (std::isfinite(r.bytes_per_param_dist))
+        if (std::isfinite(r.bytes_per_param_dist) && m.c > 1)
+            printf("    bytes per parameter: %s; with the distributed optimizer over dp x cp = %d x %d: %s\n",
+                   fmt_num(r.bytes_per_param).c_str(), m.dp, m.c, fmt_num(r.bytes_per_param_dist).c_str());
+        else if (std::isfinite(r.bytes_per_param_dist))
             printf("    bytes per parameter: %s; with the distributed optimizer over dp = %d: %s%s\n",
                    fmt_num(r.bytes_per_param).c_str(), m.dp, fmt_num(r.bytes_per_param_dist).c_str(),
                    m.dp == 1 ? " (nothing to shard at dp = 1)" : "");
