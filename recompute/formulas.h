@@ -17,8 +17,8 @@
 // embedding to the logits — through attention too, where ring attention brings the other ranks' K and V to
 // it instead of gathering the sequence — so every activation term below is the formula at s/c in place of
 // s, and under TP + SP those s/c tokens are split by t once more outside the TP regions ((s/c)/t per rank).
-// That holds for the flash "lse" as well (4·a·(s/c)·b/t). CP is only defined with flash attention: the
-// unfused core's s×s tensors would need the whole sequence of keys on one rank.
+// That holds for the flash "lse" as well (4·a·(s/c)·b/t). CP is only defined with flash attention: ring
+// attention merges the blocks of keys by their log-sum-exp, which the unfused core does not keep.
 //
 // Pure host code without dependencies (no MPI, no CUDA calls): usable from any program or test.
 #pragma once

@@ -127,9 +127,13 @@ void print_memory_report(FILE* f, const MemoryReport& r) {
             s.s, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "on" : "off", recompute_name(s.rc), attention_name(s.attention), s.d);
     // Context parallelism: the formula column is at s/c (recompute/formulas.h); say so where s is printed.
     // Nothing is added at c = 1, so a run without CP prints what it always printed.
-    if (s.c > 1)
-        fprintf(f, "  cp %d: this rank holds s/c = %.0f of %.0f tokens, chunks r and 2c-1-r of 2c = %d (ring attention)%s\n",
-                s.c, s.s / s.c, s.s, 2 * s.c, s.sp && s.t > 1 ? "; SP splits them by t outside the TP regions" : "");
+    if (s.c > 1) {
+        char split[96] = "";
+        if (s.sp && s.t > 1)
+            snprintf(split, sizeof split, "; SP splits them by t outside the TP regions (%g there)", s.s / s.c / s.t);
+        fprintf(f, "  cp %d: this rank holds s/c = %g of %.0f tokens, chunks r and 2c-1-r of 2c = %d (ring attention)%s\n",
+                s.c, s.s / s.c, s.s, 2 * s.c, split);
+    }
     if (s.attention == Attention::Flash && s.rc == Recompute::Selective)
         fprintf(f, "  note: selective recompute has nothing left to drop under flash attention: the s x s tensors (probs,\n"
                    "        attn_mask, probs_drop) are never stored, the kernel rebuilds them tile by tile in the backward pass\n"

@@ -16,8 +16,8 @@ set_tests_properties(calculator_bad_flag calculator_bad_value PROPERTIES WILL_FA
 set_tests_properties(calculator_text PROPERTIES PASS_REGULAR_EXPRESSION "51\\.4%")
 set_tests_properties(calculator_530b_dp calculator_530b_dp8 PROPERTIES PASS_REGULAR_EXPRESSION "54\\.2%")
 # The first stage from the pipeline schedule, the model states with and without the distributed optimizer,
-# the 530B data-parallel run, fractional bytes per parameter and refused layouts: numbers worked out by hand
-# in test/calculator_cli.sh.
+# the 530B data-parallel run, fractional bytes per parameter, context parallelism (--cp, its table, the K/V
+# bytes) and refused layouts and values: numbers worked out by hand in test/calculator_cli.sh.
 add_test(NAME calculator_cli COMMAND bash ${CMAKE_SOURCE_DIR}/test/calculator_cli.sh $<TARGET_FILE:memory_calculator>)
 set_tests_properties(calculator_cli PROPERTIES LABELS unit TIMEOUT 60)
 # The JSON must parse, hold the four models and the 530B dp-8 run, and carry the schedule's and the model

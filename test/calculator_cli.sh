@@ -92,6 +92,42 @@ expect "--attention-backend flash" "^  Attention: flash in every layout" -- --mo
 expect "--attention unfused" "^  Attention: the paper's unfused core" -- --model 175B --attention unfused
 expect_refusal "bad --attention" "--attention must be unfused or flash, got 'fused'" -- --attention fused
 
+# Context parallelism (not in the paper; docs/paper.md "Context parallelism: where it takes over from sequence
+# parallelism"). The numbers are computed here with awk from the formulas written out by hand, not by the
+# calculator's code path: a GPU holds s/c tokens, so the flash layer is 34(s/c)bh/t + 4a(s/c)b/t bytes (TP + SP),
+# and the first stage of 1T (p = 64, 1F1B, M = 512) holds 128 layers' worth plus 64 embedding masks (s/c)bh/t.
+cp_row() {  # s c -> "GiB_of_TP+SP+flash kv_fwd_MiB kv_bwd_MiB tp_fwd_MiB" for 1T (a 160, h 25600, t 8, b 1, d 2)
+    awk -v s="$1" -v c="$2" 'BEGIN {
+        a = 160; h = 25600; t = 8; b = 1; d = 2; n = s / c
+        layer = 34 * n * b * h / t + 4 * a * n * b / t
+        acts = 128 * layer + 64 * n * b * h / t
+        kv = n * b * h / t                      # elements of the K (and of the V) held on one GPU
+        fwd = 2 * (c - 1) * kv * d; bwd = fwd + 2 * c * kv * 4; tp = 4 * (t - 1) / t * n * b * h * d
+        printf "%.1f %.1f %.1f %.1f\n", acts / 2^30, fwd / 2^20, bwd / 2^20, tp / 2^20 }'
+}
+read -r acts fwd bwd tp <<< "$(cp_row 32768 4)"  # 107.9 GiB, 300.0, 1100.0, 1400.0 MiB
+expect "CP table, 1T s 32768 c 4" "^  1T +32768 +4 +2048 +8192 +[0-9.]+ +${acts//./\\.} \| +${fwd//./\\.} +${bwd//./\\.} +${tp//./\\.}$" -- --model 1T
+read -r acts fwd bwd tp <<< "$(cp_row 131072 8)"
+expect "CP table, 1T s 131072 c 8" "^  1T +131072 +8 +4096 +16384 +[0-9.]+ +${acts//./\\.} \| +${fwd//./\\.} +${bwd//./\\.} +${tp//./\\.}$" -- --model 1T
+# Without CP nothing travels in the ring; the table is in the default run (1T only).
+expect "CP table, c 1 has no K/V bytes" "^  1T +32768 +1 +512 +32768 +[0-9.]+ +[0-9.]+ \| +0\.0 +0\.0 +5600\.0$" --
+# --cp given: its value joins the table, and the per-GPU totals are at s/c. 1T at s 32768, --cp 4, every layout
+# flash: TP + SP keeps 128 x (34 x 8192 x 25600/8 + 4 x 160 x 8192/8) = 128 x 892076032 B = 106.3 GiB in the
+# layers and 64 x 8192 x 25600/8 = 1677721600 B = 1.56 GiB outside; GPUs = t c p dp = 8 x 4 x 64 x 1 = 2048.
+expect "--cp 4 per-GPU TP + SP" "^    TP \+ SP +106\.3 +1\.56 +107\.9 +0\.00 \|" -- --model 1T --seq 32768 --attention flash --cp 4
+expect "--cp 4 GPUs" "^  1T +160 +25600 +128 +32768 +51200 +8 +4 +64 +1 +1 +2048 " -- --model 1T --seq 32768 --attention flash --cp 4
+# The distributed optimizer shards over dp x cp = 1 x 8: 6 + 12/8 = 7.5 bytes per parameter. 1T's first stage at
+# s 32768: 2 x (12h^2/8 + 7h/8 + 6h) + 51200/8 x h + 32768 x h = 2969132800 parameters: x 18 = 49.8 GiB, x 7.5 =
+# 20.7 GiB; TP + SP at c 8: 128 x (34 x 4096 x 25600/8 + 4 x 160 x 4096/8) = 53.2 GiB in the layers, 64 masks
+# 4096 x 25600/8 = 0.78 GiB: 53.9 GiB of activations, 103.7 GiB in all (does not fit), 74.7 GiB distributed (fits).
+expect "--cp 8 optimizer over dp x cp" "bytes per parameter: 18; with the distributed optimizer over dp x cp = 1 x 8: 7\.5$" -- --model 1T --seq 32768 --attention flash --cp 8
+expect "--cp 8 totals" "^    TP \+ SP +53\.2 +0\.78 +53\.9 +0\.00 \| +49\.8 +103\.7 does not fit \| +20\.7 +74\.7 fits" -- --model 1T --seq 32768 --attention flash --cp 8
+expect "--cp 3 joins the table" "^  1T +32768 +3 +1536 +10922\.7 " -- --model 1T --seq 32768 --attention flash --cp 3
+expect "--cp in the JSON" "\"gpus\": 2048" -- --model 1T --attention flash --cp 4 --json
+expect_refusal "--cp without flash" "--cp 2 needs --attention flash" -- --model 1T --cp 2
+expect_refusal "--cp 0" "--cp must be positive, got '0'" -- --model 1T --attention flash --cp 0
+expect_refusal "--cp not whole" "--cp must be a whole number, got '1\.5'" -- --model 1T --attention flash --cp 1.5
+
 # Layouts the schedule cannot run are refused with the numbers.
 expect_refusal "interleaved M not a multiple of p" "60 micro-batches are not a multiple of --pp 8" -- --model 175B --global-batch 60
 expect_refusal "M not whole" "not a whole number of micro-batches" -- --model 530B-dp8 --global-batch 2241

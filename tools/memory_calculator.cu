@@ -15,7 +15,11 @@
 //   - beside the paper's columns, which stay as printed, the same under flash attention (not in the paper):
 //     Table 2's rows with the 5as/h term traded for the fp32 lse's 4a/h, Figure 7's bars against the same
 //     (unfused) TP baseline, and two flash layouts in the per-GPU totals; --attention flash computes every
-//     layout of the per-GPU totals with flash attention (docs/paper.md "Flash attention and Table 2").
+//     layout of the per-GPU totals with flash attention (docs/paper.md "Flash attention and Table 2");
+//   - context parallelism (not in the paper; --cp c, flash attention only): the per-GPU totals at s/c tokens
+//     per GPU, and a table of the first stage's activations per GPU and ring attention's K/V bytes per layer
+//     for c = 1, 2, 4, 8 at long sequences (docs/paper.md "Context parallelism: where it takes over from
+//     sequence parallelism").
 // --json prints the same numbers as JSON; --chart FILE.png draws Figure 7 (tools/chart.h).
 // Every number comes from recompute/formulas.h, the same code the trainer's memory report uses.
 #include <algorithm>
@@ -42,14 +46,18 @@ struct ModelSpec {
     std::string name;
     double a = 0, h = 0, L = 0, s = 2048, v = 51200;
     int t = 1, p = 1, m = 1, dp = 1;
+    int c = 1;                                        // context-parallel size (--cp): s/c tokens per GPU
     double b = 1, B = 1;                              // micro batch, global batch
     double iter_selective = NAN, iter_full = NAN;     // seconds per iteration (Table 5 or flags)
     const PaperModel* paper = nullptr;                // Table 3/5 row when the model is the paper's, unchanged
     std::string paper_quote;                          // what the paper says of a run outside Table 5
     bool same_layers_as_previous = false;             // per-layer tables would repeat the model before it
+    bool cp_table = false;                            // shown in the context-parallelism table
     PipeSchedule schedule = PipeSchedule::OneFOneB;   // interleaved when m > 1 unless --schedule says otherwise
-    double gpus() const { return (double)t * p * dp; }
-    double microbatches() const { return B / (b * dp); }  // M per step on each data-parallel rank
+    // CP ranks are GPUs of their own, each with 1/c of every sequence: t·c·p·dp.
+    double gpus() const { return (double)t * c * p * dp; }
+    // M per step on each data-parallel rank (the c ranks of a CP group share the same micro-batches).
+    double microbatches() const { return B / (b * dp); }
 };
 
 ModelSpec from_paper(const PaperModel& pm) {
@@ -83,6 +91,7 @@ struct Options {
     // Overrides (NAN / -1: not given).
     double layers = NAN, heads = NAN, hidden = NAN, seq = NAN, vocab = NAN, micro = NAN, global = NAN;
     int tp = -1, pp = -1, interleave = -1, dp = -1;
+    int cp = 1;                    // --cp: context-parallel size of the per-GPU totals (1: none)
     double iter_time = NAN, iter_time_full = NAN;
     std::string schedule;          // "" = 1f1b, or interleaved when m > 1
     int d = 2;
@@ -121,7 +130,10 @@ void print_help() {
         "  --tp T              tensor-parallel size\n"
         "  --pp P              pipeline-parallel size\n"
         "  --interleave M      interleaved-schedule chunks per stage (1 = plain 1F1B)\n"
-        "  --dp N              data-parallel size (GPUs = tp * pp * dp)\n"
+        "  --dp N              data-parallel size (GPUs = tp * cp * pp * dp)\n"
+        "  --cp C              context-parallel size (not in the paper): each GPU holds s/C tokens of every\n"
+        "                      sequence through the whole layer (ring attention); needs --attention flash.\n"
+        "                      Applied to the per-GPU totals; the CP table also shows C next to 1, 2, 4, 8\n"
         "  --schedule S        pipeline schedule: 1f1b, interleaved or afab (default: interleaved when\n"
         "                      --interleave > 1, else 1f1b); M = global batch / (micro-batch * dp)\n"
         "Changing any of these (or --schedule) drops the built-in Table 5 iteration times (give --iter-time).\n"
@@ -135,7 +147,8 @@ void print_help() {
         "                      it is. Also spelled --attention-backend (Megatron-LM's flag)\n"
         "  --param-dtype T     bf16 (default): bf16 weight 2 + fp32 gradient 4 + fp32 master weight 4 + Adam\n"
         "                      m, v 4 + 4 = 18 bytes per parameter, 6 + 12/dp with the distributed optimizer\n"
-        "                      (Megatron-LM's accounting); fp32: 16, and 8 + 8/dp distributed\n"
+        "                      (Megatron-LM's accounting); fp32: 16, and 8 + 8/dp distributed. Under --cp\n"
+        "                      the optimizer's shards span dp x cp ranks (dp reads dp * cp there)\n"
         "  --bytes-per-param X a fixed bytes per parameter instead (e.g. 16, ZeRO's accounting with 2-byte\n"
         "                      gradients); the distributed-optimizer columns are then left out\n"
         "  --gpu-mem-gib X     GPU memory for the fits / does-not-fit verdict. Default 80 (A100 80GB)\n"
@@ -156,7 +169,8 @@ void print_help() {
         "  memory_calculator --chart docs/figure7.png\n"
         "  memory_calculator --model 530B --dp 8 --global-batch 2240 --iter-time 39.15   # 54.2% MFU\n"
         "  memory_calculator --layers 12 --heads 12 --hidden 768 --seq 1024 --vocab 50304 --tp 2 --d 4\n"
-        "  memory_calculator --model 175B --attention flash          # the per-GPU totals under flash\n",
+        "  memory_calculator --model 175B --attention flash          # the per-GPU totals under flash\n"
+        "  memory_calculator --model 1T --seq 32768 --attention flash --cp 4   # context parallelism\n",
         stdout);
 }
 
@@ -204,6 +218,7 @@ Options parse_args(int argc, char** argv) {
         else if (arg == "--pp") o.pp = (int)num(true);
         else if (arg == "--interleave") o.interleave = (int)num(true);
         else if (arg == "--dp") o.dp = (int)num(true);
+        else if (arg == "--cp") o.cp = (int)num(true);  // a whole number >= 1 (parse_number refuses 0 and below)
         else if (arg == "--d") o.d = (int)num(true);
         else if (arg == "--attention" || arg == "--attention-backend") {
             const char* v = next();
@@ -225,6 +240,12 @@ Options parse_args(int argc, char** argv) {
         else if (arg == "--iter-time-full") o.iter_time_full = num(false);
         else mm_fatal("unknown argument '%s' (see --help)", argv[i]);
     }
+    // Ring attention merges the blocks of keys it receives by their log-sum-exp, which the online softmax of
+    // flash attention has and the unfused core does not (the trainer refuses the same layout), so CP is
+    // modelled with flash only.
+    if (o.cp > 1 && o.attention != Attention::Flash)
+        mm_fatal("--cp %d needs --attention flash: context parallelism runs ring attention on the flash path only "
+                 "(its blocks merge by their log-sum-exp, which the unfused core does not keep)", o.cp);
     return o;
 }
 
@@ -233,7 +254,7 @@ std::vector<ModelSpec> select_models(const Options& o) {
     const bool shape_override = std::isfinite(o.layers) || std::isfinite(o.heads) || std::isfinite(o.hidden) ||
                                 std::isfinite(o.seq) || std::isfinite(o.vocab) || std::isfinite(o.micro) ||
                                 std::isfinite(o.global) || o.tp > 0 || o.pp > 0 || o.interleave > 0 || o.dp > 0 ||
-                                !o.schedule.empty();
+                                o.cp > 1 || !o.schedule.empty();
     std::vector<ModelSpec> models;
     const bool custom = !o.model_given && (std::isfinite(o.layers) || std::isfinite(o.heads) ||
                                            std::isfinite(o.hidden));
@@ -266,6 +287,10 @@ std::vector<ModelSpec> select_models(const Options& o) {
         if (o.pp > 0) m.p = o.pp;
         if (o.interleave > 0) m.m = o.interleave;
         if (o.dp > 0) m.dp = o.dp;
+        m.c = o.cp;
+        // The CP table: the paper's largest model in the default run (the one whose long-sequence numbers
+        // docs/paper.md quotes), otherwise each model asked for.
+        m.cp_table = !m.same_layers_as_previous && (custom || o.model_given || m.name == "1T");
         if (std::isfinite(o.micro)) m.b = o.micro;
         if (std::isfinite(o.global)) m.B = o.global;
         else if (custom) m.B = m.b * m.dp;
@@ -359,6 +384,18 @@ PipelineCounts first_stage_counts(const ModelSpec& m) {
     return c;
 }
 
+// One row of the context-parallelism table: the first stage's activations on one GPU at s/c tokens per GPU
+// (flash attention, recompute none: CP is modelled with flash only) and the bytes one GPU sends per layer
+// and micro-batch, ring attention's K/V against the TP (+ SP) collectives.
+struct CPRow {
+    double s = 0;
+    int c = 1;
+    double gpus = 0, tokens = 0;        // t·c·p·dp; s/c
+    double acts_tp = 0, acts_tp_sp = 0; // TP + flash, TP + SP + flash: layers in flight + outside the layers
+    double kv_fwd = 0, kv_bwd = 0;      // cp_kv_forward_bytes, cp_kv_backward_bytes
+    double tp_fwd = 0;                  // tp_forward_bytes: the TP (+ SP) collectives' forward bytes
+};
+
 struct Result {
     ModelSpec spec;
     double five_as_h, four_a_h;      // the attention core's 5as/h and flash's lse 4a/h, per sbh
@@ -375,13 +412,16 @@ struct Result {
     StageMemory stage[kNumLayouts];
     double flops_model, flops_sel, flops_full;
     double mfu_sel = NAN, hfu_sel = NAN, mfu_full = NAN, hfu_full = NAN, gain = NAN;
+    std::vector<CPRow> cp_rows;       // empty unless spec.cp_table
 };
 
-ModelFormulaInput model_input(const ModelSpec& m, const Layout& lay, int d, Attention attention) {
+// c: the context-parallel size; 1 for the paper's per-layer tables (Table 2, Figure 7), m.c for the totals.
+ModelFormulaInput model_input(const ModelSpec& m, const Layout& lay, int d, Attention attention, int c) {
     ModelFormulaInput in;
     // The logits are as wide as the trainer's padded vocabulary (layers/model_shape.h; 51200 is already padded).
     in.s = m.s, in.b = m.b, in.h = m.h, in.a = m.a, in.L = m.L, in.v = padded_vocab_for((int)m.v);
     in.t = m.t, in.p = m.p, in.m = m.m, in.sp = lay.sp, in.rc = lay.rc, in.d = d, in.attention = attention;
+    in.c = c;
     return in;
 }
 // The attention of a layout in the per-GPU totals: a flash layout is flash; the paper's take --attention.
@@ -401,7 +441,7 @@ Result compute(const ModelSpec& m, const Options& o) {
     // Table 2 and Figure 7: each layout with its own attention (the paper's unfused, or flash), whatever
     // --attention says, so that the paper's columns stay the paper's.
     for (int i = 0; i < kNumLayouts; i++)
-        r.layer[i] = layer_bytes(model_input(m, kLayouts[i], o.d, kLayouts[i].attention).layer());
+        r.layer[i] = layer_bytes(model_input(m, kLayouts[i], o.d, kLayouts[i].attention, 1).layer());
     for (int i = 0; i < 4; i++) r.fig7[i] = 100.0 * r.layer[kFig7Layouts[i]] / r.layer[0];
     r.fig7_flash[0] = 100.0 * r.layer[kTPFlash] / r.layer[0];
     r.fig7_flash[1] = 100.0 * r.layer[kTPSPFlash] / r.layer[0];
@@ -413,11 +453,13 @@ Result compute(const ModelSpec& m, const Options& o) {
     r.stage_params = stage_params(m.L, m.h, m.v, m.s, m.t, m.p, 0);
     const bool fixed = std::isfinite(o.bytes_per_param);
     r.bytes_per_param = fixed ? o.bytes_per_param : model_state_bytes_per_param(o.bf16_states, m.dp, false);
-    r.bytes_per_param_dist = fixed ? NAN : model_state_bytes_per_param(o.bf16_states, m.dp, true);
+    // The distributed optimizer shards over every rank that holds the same weights: dp x cp, as the trainer
+    // shards it (CP ranks see different tokens of the same sequences and average their gradients).
+    r.bytes_per_param_dist = fixed ? NAN : model_state_bytes_per_param(o.bf16_states, m.dp * m.c, true);
     const double state = r.stage_params.total() * r.bytes_per_param;
     const double state_dist = r.stage_params.total() * r.bytes_per_param_dist;
     for (int i = 0; i < kNumLayouts; i++) {
-        ModelFormulaInput in = model_input(m, kLayouts[i], o.d, stage_attention(kLayouts[i], o));
+        ModelFormulaInput in = model_input(m, kLayouts[i], o.d, stage_attention(kLayouts[i], o), m.c);
         StageMemory& sm = r.stage[i];
         sm.layers = stage_layer_bytes_in_flight(in, r.pipe.in_flight);
         sm.extras = first_stage_extra_bytes(in, r.pipe.embed_in_flight);
@@ -441,6 +483,29 @@ Result compute(const ModelSpec& m, const Options& o) {
     }
     if (std::isfinite(m.iter_selective) && std::isfinite(m.iter_full))
         r.gain = 100 * (m.iter_full / m.iter_selective - 1);
+    if (m.cp_table) {
+        // The model's own s when --seq is given, else two long sequences where CP is used in practice.
+        std::vector<double> seqs = std::isfinite(o.seq) ? std::vector<double>{m.s} : std::vector<double>{32768, 131072};
+        std::vector<int> cs = {1, 2, 4, 8};
+        if (std::find(cs.begin(), cs.end(), o.cp) == cs.end()) cs.push_back(o.cp);
+        std::sort(cs.begin(), cs.end());
+        for (double s : seqs)
+            for (int c : cs) {
+                ModelSpec at = m;
+                at.s = s, at.c = c;  // the schedule's counts (in flight) do not depend on s or c
+                const ModelFormulaInput tp = model_input(at, kLayouts[kTPFlash], o.d, Attention::Flash, c);
+                const ModelFormulaInput tp_sp = model_input(at, kLayouts[kTPSPFlash], o.d, Attention::Flash, c);
+                CPRow row;
+                row.s = s, row.c = c, row.gpus = at.gpus(), row.tokens = s / c;
+                row.acts_tp = stage_layer_bytes_in_flight(tp, r.pipe.in_flight) + first_stage_extra_bytes(tp, r.pipe.embed_in_flight);
+                row.acts_tp_sp =
+                    stage_layer_bytes_in_flight(tp_sp, r.pipe.in_flight) + first_stage_extra_bytes(tp_sp, r.pipe.embed_in_flight);
+                row.kv_fwd = cp_kv_forward_bytes(tp_sp.layer());
+                row.kv_bwd = cp_kv_backward_bytes(tp_sp.layer());
+                row.tp_fwd = tp_forward_bytes(tp_sp.layer());
+                r.cp_rows.push_back(row);
+            }
+    }
     return r;
 }
 
@@ -454,6 +519,27 @@ std::string fmt(const char* f, double v) {
 // A count or a bytes-per-element figure as it is: 18, 7.5, 6.375 (never rounded to a whole number).
 std::string fmt_num(double v) { return fmt("%.6g", v); }
 
+// The context-parallelism table (not in the paper): docs/paper.md "Context parallelism: where it takes over
+// from sequence parallelism" quotes it.
+void print_cp_table(const std::vector<Result>& all, const Options& o) {
+    bool any = false;
+    for (const Result& r : all) any = any || !r.cp_rows.empty();
+    if (!any) return;
+    printf("\nContext parallelism (not in the paper): c GPUs split each sequence, attention included (ring\n"
+           "  attention, flash only). A GPU holds s/c tokens: its activations are the flash formulas at s/c\n"
+           "  (first stage at the schedule's peak, recompute none, layers + outside, GiB; states unchanged by c).\n"
+           "  Bytes one GPU sends per layer and micro-batch (MiB): ring K/V forward 2(c-1)(s/c)b(h/t)d, backward the\n"
+           "  same + dK, dV in fp32 over c hops 2c(s/c)b(h/t)4 (point to point, overlapped with attention); the\n"
+           "  TP + SP forward collectives 4(t-1)/t (s/c)bhd (on the critical path). d = %d.\n", o.d);
+    printf("  %-8s %7s %3s %6s %7s %10s %13s | %9s %9s %11s\n", "model", "s", "c", "GPUs", "s/c", "TP + flash",
+           "TP+SP+flash", "K/V fwd", "K/V bwd", "TP + SP fwd");
+    for (const Result& r : all)
+        for (const CPRow& row : r.cp_rows)
+            printf("  %-8s %7.0f %3d %6.0f %7s %10.1f %13.1f | %9.1f %9.1f %11.1f\n", r.spec.name.c_str(), row.s, row.c,
+                   row.gpus, fmt_num(row.tokens).c_str(), row.acts_tp / GiB, row.acts_tp_sp / GiB, row.kv_fwd / MiB,
+                   row.kv_bwd / MiB, row.tp_fwd / MiB);
+}
+
 void print_text(const std::vector<Result>& all, const Options& o) {
     // The per-layer tables (Table 2, Figure 7) leave out a run whose layers are those of the model before it
     // (530B-dp8 is 530B's layout with more data parallelism).
@@ -464,12 +550,12 @@ void print_text(const std::vector<Result>& all, const Options& o) {
     printf("Bytes per activation element d = %d (masks 1 byte, logits fp32); GiB = 2^30 bytes.\n\n", o.d);
 
     printf("Models (Table 3 unless changed by flags; 530B-dp8: the paper's 530B run at data-parallel 8)\n");
-    printf("  %-8s %5s %6s %4s %6s %6s %3s %3s %2s %3s %5s %3s %5s %10s\n", "model", "heads", "hidden", "L", "seq",
-           "vocab", "t", "p", "m", "dp", "GPUs", "b", "B", "params");
+    printf("  %-8s %5s %6s %4s %6s %6s %3s %3s %3s %2s %3s %5s %3s %5s %10s\n", "model", "heads", "hidden", "L", "seq",
+           "vocab", "t", "cp", "p", "m", "dp", "GPUs", "b", "B", "params");
     for (const Result& r : all) {
         const ModelSpec& m = r.spec;
-        printf("  %-8s %5.0f %6.0f %4.0f %6.0f %6.0f %3d %3d %2d %3d %5.0f %3.0f %5.0f %9.1fB\n", m.name.c_str(),
-               m.a, m.h, m.L, m.s, m.v, m.t, m.p, m.m, m.dp, m.gpus(), m.b, m.B, r.params / 1e9);
+        printf("  %-8s %5.0f %6.0f %4.0f %6.0f %6.0f %3d %3d %3d %2d %3d %5.0f %3.0f %5.0f %9.1fB\n", m.name.c_str(),
+               m.a, m.h, m.L, m.s, m.v, m.t, m.c, m.p, m.m, m.dp, m.gpus(), m.b, m.B, r.params / 1e9);
     }
 
     printf("\nTable 2 — activation memory of one transformer layer on one GPU (MiB; t as above, d = 2 as printed)\n");
@@ -545,6 +631,11 @@ void print_text(const std::vector<Result>& all, const Options& o) {
         printf("  %s: t = %d, p = %d, m = %d, dp = %d, micro-batch %s, M = %d per step, schedule %s\n",
                m.name.c_str(), m.t, m.p, m.m, m.dp, fmt_num(m.b).c_str(), pc.microbatches,
                pipe_schedule_name(m.schedule));
+        if (m.c > 1)
+            printf("    context parallel, cp = %d (%s GPUs): activations at s/c = %s of %s tokens per GPU; every CP\n"
+                   "    rank holds the stage's weights, so the states change only where the distributed optimizer\n"
+                   "    shards them, over dp x cp\n",
+                   m.c, fmt_num(m.gpus()).c_str(), fmt_num(m.s / m.c).c_str(), fmt_num(m.s).c_str());
         printf("    rank 0: %d warm-up forwards; peak %d (micro-batch, chunk) pairs in flight x %s layers each = %s "
                "layers' worth\n",
                pc.warmup, pc.in_flight, fmt_num(pc.chunk_layers).c_str(), fmt_num(pc.in_flight_layers).c_str());
@@ -558,7 +649,10 @@ void print_text(const std::vector<Result>& all, const Options& o) {
         printf("    parameters on this GPU: %.3fB = %s layers %.3fB + word embedding %.3fB + positions %.3fB%s\n",
                sp.total() / 1e9, fmt_num(sp.layers).c_str(), sp.layer_params / 1e9, sp.word_embedding / 1e9,
                sp.position_embedding / 1e9, sp.final_ln > 0 ? " + final LN" : "");
-        if (std::isfinite(r.bytes_per_param_dist))
+        if (std::isfinite(r.bytes_per_param_dist) && m.c > 1)
+            printf("    bytes per parameter: %s; with the distributed optimizer over dp x cp = %d x %d: %s\n",
+                   fmt_num(r.bytes_per_param).c_str(), m.dp, m.c, fmt_num(r.bytes_per_param_dist).c_str());
+        else if (std::isfinite(r.bytes_per_param_dist))
             printf("    bytes per parameter: %s; with the distributed optimizer over dp = %d: %s%s\n",
                    fmt_num(r.bytes_per_param).c_str(), m.dp, fmt_num(r.bytes_per_param_dist).c_str(),
                    m.dp == 1 ? " (nothing to shard at dp = 1)" : "");
@@ -581,6 +675,8 @@ void print_text(const std::vector<Result>& all, const Options& o) {
         }
         if (!only_dist.empty()) printf("    fits only with the distributed optimizer: %s\n", only_dist.c_str());
     }
+
+    print_cp_table(all, o);
 
     printf("\nFLOPs per iteration (Appendix A) and Table 5 (peak %.0f TFLOP/s per GPU)\n", o.peak / 1e12);
     printf("  %-8s %10s %10s %10s %7s %7s\n", "model", "Eq.7 model", "Eq.8 sel.", "full rec.", "+sel", "+full");
@@ -675,6 +771,7 @@ void print_json(const std::vector<Result>& rs, const Options& o) {
     j.kv("paper", "Korthikanti et al. 2022, Reducing Activation Recomputation in Large Transformer Models");
     j.kv("bytes_per_activation", o.d);
     j.kv("attention", attention_name(o.attention));  // of the per-GPU totals' first six layouts
+    j.kv("cp", o.cp);                                 // context-parallel size of the per-GPU totals
     j.kv("param_dtype", o.bf16_states ? "bf16" : "fp32");
     j.kv("bytes_per_param_override", o.bytes_per_param);
     j.kv("gpu_memory_gib", o.gpu_mem_gib);
@@ -689,7 +786,8 @@ void print_json(const std::vector<Result>& rs, const Options& o) {
         j.key("config");
         j.open('{');
         j.kv("heads", m.a), j.kv("hidden", m.h), j.kv("layers", m.L), j.kv("seq", m.s), j.kv("vocab", m.v);
-        j.kv("tp", m.t), j.kv("pp", m.p), j.kv("interleave", m.m), j.kv("dp", m.dp), j.kv("gpus", m.gpus());
+        j.kv("tp", m.t), j.kv("cp", m.c), j.kv("pp", m.p), j.kv("interleave", m.m), j.kv("dp", m.dp);
+        j.kv("gpus", m.gpus());
         j.kv("micro_batch", m.b), j.kv("global_batch", m.B), j.kv("params", r.params);
         j.close('}');
         j.key("table2_bytes_per_layer");
@@ -751,6 +849,19 @@ void print_json(const std::vector<Result>& rs, const Options& o) {
             j.close('}');
         }
         j.close('}');
+        if (!r.cp_rows.empty()) {
+            j.key("context_parallel");
+            j.open('[');
+            for (const CPRow& row : r.cp_rows) {
+                j.open('{');
+                j.kv("seq", row.s), j.kv("cp", row.c), j.kv("gpus", row.gpus), j.kv("tokens_per_gpu", row.tokens);
+                j.kv("activations_tp_flash", row.acts_tp), j.kv("activations_tp_sp_flash", row.acts_tp_sp);
+                j.kv("kv_forward_bytes_per_layer", row.kv_fwd), j.kv("kv_backward_bytes_per_layer", row.kv_bwd);
+                j.kv("tp_sp_forward_bytes_per_layer", row.tp_fwd);
+                j.close('}');
+            }
+            j.close(']');
+        }
         j.key("flops_per_iteration");
         j.open('{');
         j.kv("model_eq7", r.flops_model), j.kv("hardware_selective_eq8", r.flops_sel);
@@ -813,6 +924,8 @@ int main(int argc, char** argv) {
     for (const ModelSpec& m : models) {
         if ((int)m.a % m.t != 0)
             fprintf(stderr, "warning: %s: %.0f heads do not divide by t = %d\n", m.name.c_str(), m.a, m.t);
+        if (m.c > 1 && std::fmod(m.s, 2.0 * m.c) != 0)
+            fprintf(stderr, "warning: %s: s = %.0f does not cut into 2c = %d equal chunks\n", m.name.c_str(), m.s, 2 * m.c);
         if ((int)m.L % m.p != 0)
             fprintf(stderr, "warning: %s: %.0f layers do not divide by p = %d\n", m.name.c_str(), m.L, m.p);
         // The schedule needs whole micro-batches and a layout it can run (pipe_schedule_problem's words).
