@@ -124,7 +124,7 @@ expect "--cp 8 optimizer over dp x cp" "bytes per parameter: 18; with the distri
 expect "--cp 8 totals" "^    TP \+ SP +53\.2 +0\.78 +53\.9 +0\.00 \| +49\.8 +103\.7 does not fit \| +20\.7 +74\.7 fits" -- --model 1T --seq 32768 --attention flash --cp 8
 expect "--cp 3 joins the table" "^  1T +32768 +3 +1536 +10922\.7 " -- --model 1T --seq 32768 --attention flash --cp 3
 expect "--cp in the JSON" "\"gpus\": 2048" -- --model 1T --attention flash --cp 4 --json
-expect_refusal "--cp without flash" "--cp 2 needs --attention flash" -- --model 1T --cp 2
+expect_refusal "--cp with unfused attention" "--cp 2 needs --attention flash" -- --model 1T --cp 2 --attention unfused
 expect_refusal "--cp 0" "--cp must be positive, got '0'" -- --model 1T --attention flash --cp 0
 expect_refusal "--cp not whole" "--cp must be a whole number, got '1\.5'" -- --model 1T --attention flash --cp 1.5
 

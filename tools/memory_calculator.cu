@@ -132,7 +132,8 @@ void print_help() {
         "  --interleave M      interleaved-schedule chunks per stage (1 = plain 1F1B)\n"
         "  --dp N              data-parallel size (GPUs = tp * cp * pp * dp)\n"
         "  --cp C              context-parallel size (not in the paper): each GPU holds s/C tokens of every\n"
-        "                      sequence through the whole layer (ring attention); needs --attention flash.\n"
+        "                      sequence through the whole layer (ring attention); flash attention only (the\n"
+        "                      default with --cp > 1; --attention unfused is refused).\n"
         "                      Applied to the per-GPU totals; the CP table also shows C next to 1, 2, 4, 8\n"
         "  --schedule S        pipeline schedule: 1f1b, interleaved or afab (default: interleaved when\n"
         "                      --interleave > 1, else 1f1b); M = global batch / (micro-batch * dp)\n"
@@ -186,6 +187,7 @@ double parse_number(const char* flag, const char* text, bool integer) {
 
 Options parse_args(int argc, char** argv) {
     Options o;
+    bool attention_given = false;  // --cp alone picks flash, as the trainer does
     for (int i = 1; i < argc; i++) {
         std::string arg = argv[i];
         std::string value;
@@ -223,6 +225,7 @@ Options parse_args(int argc, char** argv) {
         else if (arg == "--attention" || arg == "--attention-backend") {
             const char* v = next();
             if (!parse_attention(v, &o.attention)) mm_fatal("%s must be unfused or flash, got '%s'", arg.c_str(), v);
+            attention_given = true;
         }
         else if (arg == "--bytes-per-param") o.bytes_per_param = num(false);
         else if (arg == "--schedule") {
@@ -243,6 +246,7 @@ Options parse_args(int argc, char** argv) {
     // Ring attention merges the blocks of keys it receives by their log-sum-exp, which the online softmax of
     // flash attention has and the unfused core does not (the trainer refuses the same layout), so CP is
     // modelled with flash only.
+    if (o.cp > 1 && !attention_given) o.attention = Attention::Flash;  // as the trainer: --cp alone means flash
     if (o.cp > 1 && o.attention != Attention::Flash)
         mm_fatal("--cp %d needs --attention flash: context parallelism runs ring attention on the flash path only "
                  "(its blocks merge by their log-sum-exp, which the unfused core does not keep)", o.cp);

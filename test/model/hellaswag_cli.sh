@@ -18,3 +18,12 @@ $mpirun -np 2 "$train" --device cpu --pp 2 --steps 1 --eval-every 1 --layers 2 -
 a=$(grep -Eo "step +0 \| hellaswag [0-9/]+ = [0-9.]+" "$dir/out.txt"); b=$(grep -Eo "step +0 \| hellaswag [0-9/]+ = [0-9.]+" "$dir/out_pp.txt"); b="${b#*| }"
 test "${a#*| }" = "$b" || { echo "FAIL: at pp 2 '$b', at tp 2 + SP '${a#*| }'"; cat "$dir/out_pp.txt"; exit 1; }
 echo "pp 2: $b"
+# Context parallelism: each CP rank scores its zigzag chunks and the token losses are gathered over the group;
+# from the same initial weights, the accuracy of one rank with flash attention.
+$mpirun -np 1 "$train" --device cpu --attention flash --steps 1 --eval-every 1 --layers 2 --heads 4 --hidden 32 --seq 64 \
+  --batch 8 --train "$dir/train.bin" --val none --hellaswag "$dir/eval.bin" > "$dir/out_flash.txt"
+$mpirun -np 2 "$train" --device cpu --cp 2 --steps 1 --eval-every 1 --layers 2 --heads 4 --hidden 32 --seq 64 \
+  --batch 8 --train "$dir/train.bin" --val none --hellaswag "$dir/eval.bin" > "$dir/out_cp.txt"
+a=$(grep -Eo "step +0 \| hellaswag [0-9/]+ = [0-9.]+" "$dir/out_flash.txt"); b=$(grep -Eo "step +0 \| hellaswag [0-9/]+ = [0-9.]+" "$dir/out_cp.txt")
+test -n "$a" && test "$a" = "$b" || { echo "FAIL: at cp 2 '$b', on one rank with flash '$a'"; cat "$dir/out_cp.txt"; exit 1; }
+echo "cp 2: ${b#*| }"

@@ -151,3 +151,9 @@ mm_test(test_pipeline_memory_pp2 EXE test_pipeline_memory LABELS mpi NP 2 ARGS -
 mm_test(test_pipeline_memory_tp2_pp2 EXE test_pipeline_memory LABELS mpi NP 4 ARGS --tp 2)
 mm_test(test_pipeline_memory_pp1 EXE test_pipeline_memory LABELS mpi NP 1 ARGS --tp 1)
 mm_test(test_pipeline_memory_flash_tp2_pp2 EXE test_pipeline_memory LABELS mpi NP 4 ARGS --tp 2 --attention flash)
+
+# The trainer at cp 2 against one rank with flash attention: validation losses, the sample, the CP report.
+add_test(NAME context_parallel_cli COMMAND bash ${CMAKE_SOURCE_DIR}/test/model/context_parallel_cli.sh
+         $<TARGET_FILE:train_gpt> $<TARGET_FILE:prepare_data> ${CMAKE_SOURCE_DIR} "${MPIEXEC_EXECUTABLE}")
+set_tests_properties(context_parallel_cli PROPERTIES LABELS mpi TIMEOUT 180
+                     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
