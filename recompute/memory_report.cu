@@ -92,15 +92,17 @@ static void print_model_state(FILE* f, const MemoryReport& r) {
     const ModelStateMemory& m = r.model_state;
     const ModelStateFormula& F = r.model_state_formula;
     fprintf(f, "\nModel states on this rank (measured by their tagged account, next to bytes/parameter x parameters)\n");
+    // Under CP the ranks that hold the same weights are the data- and the context-parallel ones (dp x cp).
+    const char* group = r.shape.c > 1 ? "data- and context-parallel" : "data-parallel";
     if (F.distributed)
-        fprintf(f, "  %lld local parameters; distributed optimizer over %d data-parallel ranks: buffers padded to %lld (+%lld),\n"
+        fprintf(f, "  %lld local parameters; distributed optimizer over %d %s ranks: buffers padded to %lld (+%lld),\n"
                    "  shards of %lld; formula %s bytes/parameter x %lld\n",
-                (long long)F.n, F.d, (long long)F.padded, (long long)(F.padded - F.n), (long long)(F.padded / F.d),
+                (long long)F.n, F.d, group, (long long)F.padded, (long long)(F.padded - F.n), (long long)(F.padded / F.d),
                 F.bf16 ? "6 + 12/d" : "8 + 8/d", (long long)F.padded);
     else
-        fprintf(f, "  %lld local parameters, every optimizer state whole on this rank (%d data-parallel rank%s); formula %s\n"
+        fprintf(f, "  %lld local parameters, every optimizer state whole on this rank (%d %s rank%s); formula %s\n"
                    "  bytes/parameter x %lld\n",
-                (long long)F.n, F.d, F.d == 1 ? "" : "s", F.bf16 ? "18" : "16", (long long)F.n);
+                (long long)F.n, F.d, group, F.d == 1 ? "" : "s", F.bf16 ? "18" : "16", (long long)F.n);
     fprintf(f, "  %-16s %14s %14s %10s %12s\n", "state", "measured", "formula", "diff", "bytes/param");
     const char* note[kNumStateKinds] = {F.bf16 ? "bf16 compute copy" : "none: the fp32 master weights are the compute weights",
                                         "fp32", F.bf16 ? (F.distributed ? "fp32, this rank's shard" : "fp32") : "fp32 (the weights)",

@@ -27,3 +27,5 @@ mm_test(test_context_parallel_np2 EXE test_context_parallel LABELS mpi NP 2)
 mm_test(test_context_parallel_np3 EXE test_context_parallel LABELS mpi NP 3)
 mm_test(test_context_parallel_np4 EXE test_context_parallel LABELS mpi NP 4)
 mm_test(test_context_parallel_np1 EXE test_context_parallel LABELS mpi NP 1)
+# The same on a GPU (two ranks sharing it over the MPI backend), against the CPU reference.
+mm_test(test_gpu_context_parallel_np2 EXE test_context_parallel LABELS gpu NP 2 ARGS --device cuda)
