@@ -537,7 +537,8 @@ static void test_flash_block_gpu() {
                 const double tol = dt == DType::BF16 ? 2e-2 : 1e-5;
                 CHECK(norm_rel_err(gpu.o, cpu.o) < tol, "%s: o %g", what, norm_rel_err(gpu.o, cpu.o));
                 bool pads = true;
-                const std::vector<float> gl = lse_rows(gpu.lse, BN, c.Sq, ld, &pads), cl = lse_rows(cpu.lse, BN, c.Sq, ld, &pads);
+                const std::vector<float> gl = lse_rows(gpu.lse, BN, c.Sq, ld, &pads);
+                const std::vector<float> cl = lse_rows(cpu.lse, BN, c.Sq, ld, &pads);
                 CHECK(lse_close(gl, cl, 1e-4), "%s: lse (and its -inf rows)", what);
                 CHECK(pads, "%s: the forward writes no lse entry between rows", what);
                 // The rows that see no key: exactly 0 on the GPU too.
