@@ -10,7 +10,11 @@
 //    out[q][k] is P_d(q, k), nonzero exactly where the probability is kept; with dO[q] = e_q the backward's
 //    dV[k][q] is P_d(q, k) again. Both must equal the unfused path's attn_mask, bit for bit;
 //  - directional finite differences of L = Σ G ⊙ out, also for Q, K and V separately;
-//  - the same bits with 1, 2 and 3 threads; bf16 storage against the fp32 run.
+//  - the same bits with 1, 2 and 3 threads; bf16 storage against the fp32 run;
+//  - ring attention's blocks: a whole attention cut into runs of queries × runs of keys off the 64-tile grid,
+//    blocks merged (flash_block_forward, flash_block_merge) == the whole out and lse, the blocks' backward terms
+//    summed (flash_block_backward) == the whole dqkv, p = 0 and 0.1; a block's rows that see no key (o = 0,
+//    lse = −inf, dQ unchanged) and keys no query sees (dK, dV unchanged).
 // GPU checks (the shapes of test/layers/gpu_shapes.h, f32 and bf16, p = 0 and 0.1): out, lse, dqkv against
 // the CPU path, outputs poisoned first; the keep bits through the one-hot V on the GPU equal the CPU's; the
 // forward and the backward twice give identical bits. Ring attention's blocks (gpu_shapes.h,
