@@ -226,12 +226,15 @@ MM_CPU_LOOP static void flash_forward_cpu(O* out, float* lse, const T* Qm, const
 // Rows r0 .. r0 + rows − 1 of `m` (row stride ld) += src (G = f32: a ring block's accumulators), or = src.
 template <bool kAdd, class G>
 static void put_rows(G* m, int64_t ld, int r0, int rows, int HD, const float* src) {
-    if (!kAdd) return store_rows(m, ld, r0, rows, HD, src);
-    for (int r = 0; r < rows; r++) {
-        G* d = m + (int64_t)(r0 + r) * ld;
-        const float* s = src + (int64_t)r * HD;
+    if constexpr (!kAdd) {
+        store_rows(m, ld, r0, rows, HD, src);
+    } else {
+        for (int r = 0; r < rows; r++) {
+            G* d = m + (int64_t)(r0 + r) * ld;
+            const float* s = src + (int64_t)r * HD;
 #pragma omp simd
-        for (int c = 0; c < HD; c++) d[c] = from_f32<G>(to_f32(d[c]) + s[c]);
+            for (int c = 0; c < HD; c++) d[c] = from_f32<G>(to_f32(d[c]) + s[c]);
+        }
     }
 }
 
@@ -335,6 +338,16 @@ MM_CPU_LOOP static void flash_backward_cpu(G* dQm, G* dKm, G* dVm, const T* dout
 // CUDA kernels. The same algorithm as the CPU path, in four kernels; all arithmetic in fp32 (bf16 is storage:
 // converted once, when a tile is staged into shared memory).
 //
+// One launch is one FlashArgs call, as on the CPU: S queries against Sk keys, Q, K and V read through their
+// own pointers and row widths (q_width, kv_width: the one qkv buffer of width 3·NH·HD for the whole sequence;
+// a rank's qkv and the received K | V buffer for a ring block). The causal mask compares GLOBAL positions:
+// block-local query q sees key k iff k_pos + k <= q_pos + q, i.e. k <= q + dg with dg = q_pos − k_pos (0 for
+// the whole sequence; flash_diagonal). So a block below the diagonal is unmasked, one above it masks every
+// key, and the key tiles (query tiles, in the dK-dV kernel) visited are those that hold a visible pair. The
+// outputs are templated: the forward writes O = T (whole sequence) or f32 (a ring block), lse rows lse_ld
+// apart; the backward writes dQ, dK, dV in T, or (kAdd) adds the block's terms into f32 accumulators. A query
+// that sees no key of a block gets o = 0 and lse = −inf (merge weight 0) and, in the backward, P = 0.
+//
 // Shape of the work. A block is 4 warps (128 threads). Every tile a block stages goes to shared memory as
 // fp32, columns HD .. HDB − 1 and rows past the sequence's end filled with 0, where HDB is the kernel's
 // compile-time bound on the head dimension (32, 64 or 128: flash_attention_hd_bound). With a compile-time
@@ -354,25 +367,29 @@ MM_CPU_LOOP static void flash_backward_cpu(G* dQm, G* dKm, G* dVm, const T* dout
 //    the whole block: rows per warp × HDB/32 floats.
 //
 // Registers per thread, accumulators only, at HDB = 128: forward 16 queries × 4 = 64 floats; dK, dV kernel
-// 2 × 8 keys × 4 = 64; dQ kernel 8 queries × 4 = 32. ptxas -v, all instantiations, no spills: sm_90 forward
-// 117 to 128 registers, dK-dV 72 to 98, dQ 44 to 70, D 29 to 30; sm_80 111 to 121, 54 to 90, 42 to 72, 29
-// to 30.
+// 2 × 8 keys × 4 = 64; dQ kernel 8 queries × 4 = 32. ptxas -v (CUDA 13), all instantiations (the ring
+// blocks' included), no spills: sm_90 forward 102 to 124 registers, dK-dV 56 to 94, dQ 42 to 70, D 29 to
+// 30; sm_80 111 to 123, 48 to 91, 43 to 70, 29 to 30. The ring blocks' instantiations (f32 output, kAdd)
+// take the same counts as the whole sequence's at the same HDB; the merge kernels 26 and 16.
 // Shared memory per block (floats): forward 64·HDB (Q) + 32·(HDB+1) (K) + 32·HDB (V) + 64·32 (P); dK, dV
 // 2·32·HDB (K, V) + 2·32·(HDB+1) (Q, dO) + 2·32 (lse, D) + 2·32·32 (P_d, dS); dQ the same less one 32×32.
 // That is 20.5 to 40.5 KiB up to HDB = 64 and 68.5 to 72.5 KiB at HDB = 128: above the 48 KB default, so
 // those launches opt in (cudaFuncSetAttribute; every GPU from sm_80 on allows at least 99 KB per block).
 //
-// Determinism: every output element is summed by one thread, in an order fixed by S (key tiles in order,
-// keys in order, then the butterflies), and written once. No atomics, so two runs give the same bits.
+// Determinism: every output element is summed by one thread, in an order fixed by the shape (key tiles in
+// order, keys in order, then the butterflies), and written once (or, kAdd, read, added to and written once,
+// by the one block that owns it in the launch). No atomics, so two runs give the same bits.
 //  - forward: one block per (query tile of 64, head, sequence), warp w the queries 16w .. 16w + 15; the key
-//    tiles of 32 from key 0 up to the tile's last query (the ones wholly above the diagonal are never
-//    staged); a warp skips a tile whose keys all come after its queries. Lane r < 16 keeps query r's running
-//    max and sum; the other lanes get them by shuffle.
-//  - D_q = dO_q · O_q: one warp per query, into the context's scratch (flash_attention_scratch_bytes).
-//  - dK, dV: one block per (key tile of 32, head, sequence), warp w the keys 8w .. 8w + 7, over the query
-//    tiles of 32 from the diagonal to the end; lane l is query q0 + l in phase A.
+//    tiles of 32 from key 0 up to the last key the tile's last query sees (the ones wholly after it are
+//    never staged); a warp skips a tile whose keys all come after its queries. Lane r < 16 keeps query r's
+//    running max and sum; the other lanes get them by shuffle.
+//  - D_q = dO_q · O_q: one warp per query, compact [B, NH, S] in the context's scratch
+//    (flash_attention_scratch_bytes), whatever the lse's row stride.
+//  - dK, dV: one block per (key tile of 32, head, sequence): ceil(Sk/32) tiles; warp w the keys 8w .. 8w + 7,
+//    over the query tiles of 32 from the first one with a query that sees the tile's first key to the end;
+//    lane l is query q0 + l in phase A.
 //  - dQ: one block per (query tile of 32, head, sequence), warp w the queries 8w .. 8w + 7, over the key
-//    tiles of 32 up to the diagonal; lane l is key k0 + l in phase A.
+//    tiles of 32 up to the last key the tile sees; lane l is key k0 + l in phase A.
 // Both backward kernels rebuild P = e^{x − lse} and the keep bits (the same formulas and summation order,
 // so the same bits in the two). Long rows first where the work differs per block (the blockIdx order).
 // Exponentials are fast_exp (fast_exp.h), as on the CPU path: the two devices use one approximation of e^x.
@@ -444,26 +461,39 @@ __device__ inline FlashBlock flash_block(const FlashArgs& a) {
     return f;
 }
 
+// q_pos − k_pos: query q sees key k (both block-local) iff k <= q + flash_diagonal (0 for the whole sequence).
+// An int: the host checks that the positions fit (flash_check_positions).
+__device__ inline int flash_diagonal(const FlashArgs& a) { return (int)(a.q_pos - a.k_pos); }
+
+// One gradient element: added to a ring block's f32 accumulator (kAdd) or written in the gradient's dtype.
+template <bool kAdd, class G>
+__device__ inline void store_grad(G* at, float v) {
+    static_assert(!kAdd || std::is_same<G, float>::value, "the accumulators are f32");
+    if constexpr (kAdd) *at += v;
+    else *at = from_f32<G>(v);
+}
+
 // (128, 4): at most 128 registers a thread, 4 blocks an SM by registers. With the thread count alone, ptxas
 // kept the HDB = 64 instantiation at 72 registers and spilled 4 bytes; with this bound no instantiation spills.
-template <class T, int HDB>
+// O: the output's dtype (T for the whole sequence, f32 for a ring block).
+template <class T, class O, int HDB>
 __global__ void __launch_bounds__(kFlashThreads, 4)
-    flash_forward_kernel(T* out, float* lse, const T* qkv, FlashArgs a) {
+    flash_forward_kernel(O* out, float* lse, const T* Qm, const T* Km, const T* Vm, FlashArgs a) {
     constexpr int J = HDB / 32, RW = kFwdRowsPerWarp;
     extern __shared__ float smem[];
     float* Qs = smem;                       // [64][HDB]     broadcast in phase A
     float* Ks = Qs + kFwdRows * HDB;        // [32][HDB + 1] lane k reads row k in phase A
     float* Vs = Ks + kKeyTile * (HDB + 1);  // [32][HDB]     lanes over columns in phase B
     float* Ps = Vs + kKeyTile * HDB;        // [64][32]      z_k·e_k of the warp's queries, from phase A to B
-    const int S = a.S, HD = a.HD, NH = a.NH;
+    const int S = a.S, Sk = a.Sk, HD = a.HD, NH = a.NH, dg = flash_diagonal(a);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const FlashBlock blk = flash_block(a);
     const int tiles = (S + kFwdRows - 1) / kFwdRows;
     const int q0 = (tiles - 1 - blk.rank) * kFwdRows;  // rank 0: the last query tile, the most keys
-    const int64_t R = (int64_t)a.B * 3 * NH * HD, RO = (int64_t)a.B * NH * HD;
-    const T* Q = qkv + (int64_t)blk.b * 3 * NH * HD + (int64_t)blk.n * HD;
-    const T* K = Q + (int64_t)NH * HD;
-    const T* V = Q + 2 * (int64_t)NH * HD;
+    const int64_t R = (int64_t)a.B * a.q_width, RK = (int64_t)a.B * a.kv_width, RO = (int64_t)a.B * NH * HD;
+    const T* Q = Qm + (int64_t)blk.b * a.q_width + (int64_t)blk.n * HD;
+    const T* K = Km + (int64_t)blk.b * a.kv_width + (int64_t)blk.n * HD;
+    const T* V = Vm + (int64_t)blk.b * a.kv_width + (int64_t)blk.n * HD;
     stage_rows<HDB>(Qs, HDB, Q, R, q0, kFwdRows, min(kFwdRows, S - q0), HD);
 
     const int row0 = warp * RW, qw = q0 + row0;  // this warp's queries qw .. qw + 15
@@ -474,20 +504,22 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
 #pragma unroll
         for (int j = 0; j < J; j++) o[r][j] = 0.f;
 
-    const int last_query = min(q0 + kFwdRows, S) - 1;
-    for (int k0 = 0; k0 <= last_query; k0 += kKeyTile) {  // key tiles wholly above the diagonal: never
-        const int cols = min(kKeyTile, S - k0);
+    // The last key the tile's last query sees (block-local; < 0: none, a ring block above the diagonal).
+    const int last_key = min(min(q0 + kFwdRows, S) - 1 + dg, Sk - 1);
+    for (int k0 = 0; k0 <= last_key; k0 += kKeyTile) {  // key tiles wholly above the diagonal: never
+        const int cols = min(kKeyTile, Sk - k0);
         __syncthreads();  // the previous tile's K, V and P are read by now (and Q is staged, the first time)
-        stage_rows<HDB>(Ks, HDB + 1, K, R, k0, kKeyTile, cols, HD);
-        stage_rows<HDB>(Vs, HDB, V, R, k0, kKeyTile, cols, HD);
+        stage_rows<HDB>(Ks, HDB + 1, K, RK, k0, kKeyTile, cols, HD);
+        stage_rows<HDB>(Vs, HDB, V, RK, k0, kKeyTile, cols, HD);
         __syncthreads();
-        if (k0 > qw + RW - 1) continue;  // every key of the tile comes after this warp's queries
+        if (k0 > qw + RW - 1 + dg) continue;  // every key of the tile comes after this warp's queries
 
         // Phase A, lane = key k0 + lane: scores, the online softmax, the keep bits.
         const int k = k0 + lane;
         for (int r = 0; r < RW; r++) {
             const int q = qw + r;
-            const bool visible = k <= q && k < S && q < S;  // the causal mask (and the ends of the sequence)
+            // The causal mask by global position (k_pos + k <= q_pos + q), and the ends of the block.
+            const bool visible = k <= q + dg && k < Sk && q < S;
             const float x = dot_hd(&Qs[(row0 + r) * HDB], &Ks[lane * (HDB + 1)], HD) * a.scale;
             const float m_old = __shfl_sync(kFullWarp, m_mine, r);
             const float mt = fmaxf(m_old, warp_max(visible ? x : -INFINITY));
@@ -511,7 +543,7 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
 #pragma unroll
             for (int j = 0; j < J; j++) o[r][j] *= alpha;
         }
-        const int kend = min(cols, qw + RW - k0);  // keys after the warp's last query add 0
+        const int kend = min(cols, qw + RW + dg - k0);  // keys after the warp's last query add 0
         for (int kk = 0; kk < kend; kk++) {
             float v[J];
 #pragma unroll
@@ -525,21 +557,22 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
         }
     }
 
-    // out_q = o_q / l_q / (1 − p), lse_q = m_q + log l_q.
-    T* obase = out + (int64_t)blk.b * NH * HD + (int64_t)blk.n * HD;
+    // out_q = o_q / l_q / (1 − p), lse_q = m_q + log l_q. A query that sees no key of a ring block (l = 0)
+    // gets 0 and −inf, as on the CPU: the merge gives it weight 0.
+    O* obase = out + (int64_t)blk.b * NH * HD + (int64_t)blk.n * HD;
 #pragma unroll
     for (int r = 0; r < RW; r++) {
         const int q = qw + r;
         const float l = __shfl_sync(kFullWarp, l_mine, r), m = __shfl_sync(kFullWarp, m_mine, r);
         if (q < S) {
-            const float f = a.inv_keep / l;
-            T* orow = obase + (int64_t)q * RO;
+            const float f = l > 0.f ? a.inv_keep / l : 0.f;
+            O* orow = obase + (int64_t)q * RO;
 #pragma unroll
             for (int j = 0; j < J; j++) {
                 const int c = lane + 32 * j;
-                if (c < HD) orow[c] = from_f32<T>(o[r][j] * f);
+                if (c < HD) orow[c] = from_f32<O>(o[r][j] * f);
             }
-            if (lane == 0) lse[blk.bn * S + q] = m + logf(l);
+            if (lane == 0) lse[blk.bn * a.lse_ld + q] = l > 0.f ? m + logf(l) : -INFINITY;
         }
     }
 }
@@ -560,10 +593,13 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dot_kernel(float* D, cons
     if (lane == 0) D[row] = acc;
 }
 
-// dK, dV of one key tile: Σ over the query tiles from the diagonal on of dV += P_dᵀ dO, dK += dSᵀ Q.
-template <class T, int HDB>
+// dK, dV of one key tile: Σ over the query tiles from the diagonal on of dV += P_dᵀ dO, dK += dSᵀ Q. G: the
+// gradients' dtype; kAdd: they are a ring block's f32 accumulators, and the tile's sums are added to them
+// (this block is their only writer in the launch, so a plain read-add-write: no atomics), else written.
+template <class T, class G, bool kAdd, int HDB>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_backward_kv_kernel(T* dqkv, const T* dout, const float* lse, const float* D, const T* qkv, FlashArgs a) {
+    flash_backward_kv_kernel(G* dKm, G* dVm, const T* dout, const float* lse, const float* D, const T* Qm, const T* Km,
+                             const T* Vm, FlashArgs a) {
     constexpr int J = HDB / 32, KW = kBwdPerWarp;
     extern __shared__ float smem[];
     float* Ks = smem;                        // [32][HDB]     the block's keys: broadcast in phase A
@@ -574,22 +610,20 @@ __global__ void __launch_bounds__(kFlashThreads)
     float* Ds = Ls + kBwdTile;               // [32] D of the query tile
     float* Pds = Ds + kBwdTile;              // [32 keys][32 queries] P ⊙ z/(1 − p)
     float* dSs = Pds + kBwdTile * kKeyTile;  // [32 keys][32 queries] dS
-    const int S = a.S, HD = a.HD, NH = a.NH;
+    const int S = a.S, Sk = a.Sk, HD = a.HD, NH = a.NH, dg = flash_diagonal(a);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const FlashBlock blk = flash_block(a);
     const int tiles = (S + kBwdTile - 1) / kBwdTile;
-    const int jt = blk.rank;  // key tile: rank 0 = keys 0 .. 31, which every query sees
-    const int k0 = jt * kBwdTile;
-    const int64_t R = (int64_t)a.B * 3 * NH * HD, RO = (int64_t)a.B * NH * HD;
-    const int64_t qkv_at = (int64_t)blk.b * 3 * NH * HD + (int64_t)blk.n * HD;
-    const T* Q = qkv + qkv_at;
-    const T* K = Q + (int64_t)NH * HD;
-    const T* V = Q + 2 * (int64_t)NH * HD;
+    const int k0 = blk.rank * kBwdTile;  // key tile: rank 0 = keys 0 .. 31, which every query sees
+    const int64_t R = (int64_t)a.B * a.q_width, RK = (int64_t)a.B * a.kv_width, RO = (int64_t)a.B * NH * HD;
+    const T* Q = Qm + (int64_t)blk.b * a.q_width + (int64_t)blk.n * HD;
+    const T* K = Km + (int64_t)blk.b * a.kv_width + (int64_t)blk.n * HD;
+    const T* V = Vm + (int64_t)blk.b * a.kv_width + (int64_t)blk.n * HD;
     const T* dO = dout + (int64_t)blk.b * NH * HD + (int64_t)blk.n * HD;
-    const float* L = lse + blk.bn * S;
-    const float* Dq = D + blk.bn * S;
-    stage_rows<HDB>(Ks, HDB, K, R, k0, kBwdTile, min(kBwdTile, S - k0), HD);
-    stage_rows<HDB>(Vs, HDB, V, R, k0, kBwdTile, min(kBwdTile, S - k0), HD);
+    const float* L = lse + blk.bn * a.lse_ld;
+    const float* Dq = D + blk.bn * S;  // D is compact [B, NH, S] (flash_dot_kernel)
+    stage_rows<HDB>(Ks, HDB, K, RK, k0, kBwdTile, min(kBwdTile, Sk - k0), HD);
+    stage_rows<HDB>(Vs, HDB, V, RK, k0, kBwdTile, min(kBwdTile, Sk - k0), HD);
 
     const int kr0 = warp * KW;  // this warp's keys k0 + kr0 .. k0 + kr0 + 7
     float dk[KW][J], dv[KW][J];
@@ -598,7 +632,10 @@ __global__ void __launch_bounds__(kFlashThreads)
 #pragma unroll
         for (int j = 0; j < J; j++) dk[kk][j] = dv[kk][j] = 0.f;
 
-    for (int it = jt; it < tiles; it++) {  // the query tiles on and below the diagonal, in order
+    // The query tiles on and below the diagonal, in order: from the one that holds the first query to see key
+    // k0 (q + dg >= k0; the tile of k0 itself for the whole sequence).
+    const int first_q = k0 - dg;
+    for (int it = first_q <= 0 ? 0 : first_q / kBwdTile; it < tiles; it++) {
         const int q0 = it * kBwdTile, rows = min(kBwdTile, S - q0);
         __syncthreads();  // the previous query tile is read by now (and K, V staged, the first time)
         stage_rows<HDB>(Qs, HDB + 1, Q, R, q0, kBwdTile, rows, HD);
@@ -611,7 +648,7 @@ __global__ void __launch_bounds__(kFlashThreads)
         const int q = q0 + lane;
         for (int kk = 0; kk < KW; kk++) {
             const int k = k0 + kr0 + kk;
-            const bool visible = k <= q && q < S;  // k <= q < S: the key exists too
+            const bool visible = k <= q + dg && k < Sk && q < S;  // the mask by global position, the block's ends
             const float x = dot_hd(&Qs[lane * (HDB + 1)], &Ks[(kr0 + kk) * HDB], HD) * a.scale;
             const float pk = visible ? fast_exp(x - Ls[lane]) : 0.f;
             const bool keep = visible && flash_keep(a, blk.b, blk.n, q, k);
@@ -642,27 +679,29 @@ __global__ void __launch_bounds__(kFlashThreads)
         }
     }
 
-    T* dK = dqkv + qkv_at + (int64_t)NH * HD;
-    T* dV = dqkv + qkv_at + 2 * (int64_t)NH * HD;
+    const int64_t RdK = (int64_t)a.B * a.dkv_width, dkv_at = (int64_t)blk.b * a.dkv_width + (int64_t)blk.n * HD;
+    G* dK = dKm + dkv_at;
+    G* dV = dVm + dkv_at;
 #pragma unroll
     for (int kk = 0; kk < KW; kk++) {
         const int k = k0 + kr0 + kk;
-        if (k >= S) break;
+        if (k >= Sk) break;
 #pragma unroll
         for (int j = 0; j < J; j++) {
             const int c = lane + 32 * j;
             if (c < HD) {
-                dK[(int64_t)k * R + c] = from_f32<T>(dk[kk][j]);
-                dV[(int64_t)k * R + c] = from_f32<T>(dv[kk][j]);
+                store_grad<kAdd>(&dK[(int64_t)k * RdK + c], dk[kk][j]);
+                store_grad<kAdd>(&dV[(int64_t)k * RdK + c], dv[kk][j]);
             }
         }
     }
 }
 
-// dQ of one query tile: Σ over the key tiles up to the diagonal of dQ += dS K.
-template <class T, int HDB>
+// dQ of one query tile: Σ over the key tiles up to the diagonal of dQ += dS K. G, kAdd: as the dK, dV kernel.
+template <class T, class G, bool kAdd, int HDB>
 __global__ void __launch_bounds__(kFlashThreads)
-    flash_backward_q_kernel(T* dqkv, const T* dout, const float* lse, const float* D, const T* qkv, FlashArgs a) {
+    flash_backward_q_kernel(G* dQm, const T* dout, const float* lse, const float* D, const T* Qm, const T* Km,
+                            const T* Vm, FlashArgs a) {
     constexpr int J = HDB / 32, QW = kBwdPerWarp;
     extern __shared__ float smem[];
     float* Qs = smem;                       // [32][HDB]     broadcast in phase A
@@ -672,20 +711,19 @@ __global__ void __launch_bounds__(kFlashThreads)
     float* Ls = Vs + kKeyTile * (HDB + 1);  // [32]
     float* Ds = Ls + kBwdTile;              // [32]
     float* dSs = Ds + kBwdTile;             // [32 queries][32 keys]
-    const int S = a.S, HD = a.HD, NH = a.NH;
+    const int S = a.S, Sk = a.Sk, HD = a.HD, NH = a.NH, dg = flash_diagonal(a);
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const FlashBlock blk = flash_block(a);
     const int tiles = (S + kBwdTile - 1) / kBwdTile;
     const int q0 = (tiles - 1 - blk.rank) * kBwdTile, rows = min(kBwdTile, S - q0);  // rank 0: the most keys
-    const int64_t R = (int64_t)a.B * 3 * NH * HD, RO = (int64_t)a.B * NH * HD;
-    const int64_t qkv_at = (int64_t)blk.b * 3 * NH * HD + (int64_t)blk.n * HD;
-    const T* Q = qkv + qkv_at;
-    const T* K = Q + (int64_t)NH * HD;
-    const T* V = Q + 2 * (int64_t)NH * HD;
+    const int64_t R = (int64_t)a.B * a.q_width, RK = (int64_t)a.B * a.kv_width, RO = (int64_t)a.B * NH * HD;
+    const T* Q = Qm + (int64_t)blk.b * a.q_width + (int64_t)blk.n * HD;
+    const T* K = Km + (int64_t)blk.b * a.kv_width + (int64_t)blk.n * HD;
+    const T* V = Vm + (int64_t)blk.b * a.kv_width + (int64_t)blk.n * HD;
     const T* dO = dout + (int64_t)blk.b * NH * HD + (int64_t)blk.n * HD;
     stage_rows<HDB>(Qs, HDB, Q, R, q0, kBwdTile, rows, HD);
     stage_rows<HDB>(dOs, HDB, dO, RO, q0, kBwdTile, rows, HD);
-    stage_vec(Ls, lse + blk.bn * S, q0, kBwdTile, rows);
+    stage_vec(Ls, lse + blk.bn * a.lse_ld, q0, kBwdTile, rows);
     stage_vec(Ds, D + blk.bn * S, q0, kBwdTile, rows);
 
     const int qr0 = warp * QW, qw = q0 + qr0;  // this warp's queries qw .. qw + 7
@@ -695,19 +733,20 @@ __global__ void __launch_bounds__(kFlashThreads)
 #pragma unroll
         for (int j = 0; j < J; j++) dq[r][j] = 0.f;
 
-    for (int k0 = 0; k0 < q0 + rows; k0 += kKeyTile) {  // key tiles up to the diagonal, in order
-        const int cols = min(kKeyTile, S - k0);
+    const int key_end = min(q0 + rows + dg, Sk);  // keys 0 .. key_end − 1 are seen by some query of the tile
+    for (int k0 = 0; k0 < key_end; k0 += kKeyTile) {  // key tiles up to the diagonal, in order
+        const int cols = min(kKeyTile, Sk - k0);
         __syncthreads();
-        stage_rows<HDB>(Ks, HDB + 1, K, R, k0, kKeyTile, cols, HD);
-        stage_rows<HDB>(Vs, HDB + 1, V, R, k0, kKeyTile, cols, HD);
+        stage_rows<HDB>(Ks, HDB + 1, K, RK, k0, kKeyTile, cols, HD);
+        stage_rows<HDB>(Vs, HDB + 1, V, RK, k0, kKeyTile, cols, HD);
         __syncthreads();
-        if (k0 > qw + QW - 1) continue;  // every key of the tile comes after this warp's queries
+        if (k0 > qw + QW - 1 + dg) continue;  // every key of the tile comes after this warp's queries
 
         // Phase A, lane = key k0 + lane.
         const int k = k0 + lane;
         for (int r = 0; r < QW; r++) {
             const int q = qw + r;
-            const bool visible = k <= q && q < S;
+            const bool visible = k <= q + dg && k < Sk && q < S;
             const float x = dot_hd(&Qs[(qr0 + r) * HDB], &Ks[lane * (HDB + 1)], HD) * a.scale;
             const float pk = visible ? fast_exp(x - Ls[qr0 + r]) : 0.f;
             const bool keep = visible && flash_keep(a, blk.b, blk.n, q, k);
@@ -718,7 +757,7 @@ __global__ void __launch_bounds__(kFlashThreads)
         __syncwarp();
 
         // Phase B, lane = columns: dQ_q += Σ_k dS[q, k]·K_k.
-        const int kend = min(cols, qw + QW - k0);
+        const int kend = min(cols, qw + QW + dg - k0);
         for (int kk = 0; kk < kend; kk++) {
             float kv[J];
 #pragma unroll
@@ -732,7 +771,8 @@ __global__ void __launch_bounds__(kFlashThreads)
         }
     }
 
-    T* dQ = dqkv + qkv_at;
+    const int64_t RdQ = (int64_t)a.B * a.dq_width;
+    G* dQ = dQm + (int64_t)blk.b * a.dq_width + (int64_t)blk.n * HD;
 #pragma unroll
     for (int r = 0; r < QW; r++) {
         const int q = qw + r;
@@ -740,7 +780,7 @@ __global__ void __launch_bounds__(kFlashThreads)
 #pragma unroll
         for (int j = 0; j < J; j++) {
             const int c = lane + 32 * j;
-            if (c < HD) dQ[(int64_t)q * R + c] = from_f32<T>(dq[r][j]);
+            if (c < HD) store_grad<kAdd>(&dQ[(int64_t)q * RdQ + c], dq[r][j]);
         }
     }
 }
@@ -782,53 +822,73 @@ static unsigned flash_grid(const char* op, int tiles, const FlashArgs& a) {
     return (unsigned)blocks;
 }
 
-template <class T>
-static void flash_forward_cuda(Ctx& ctx, const char* op, T* out, float* lse, const T* qkv, const FlashArgs& a) {
+// The forward: O = T (the whole sequence) or f32 (a ring block). Q, K, V: element 0 of the first position's
+// first sequence, head 0, rows a.q_width and a.kv_width apart.
+template <class T, class O>
+static void flash_forward_cuda(Ctx& ctx, const char* op, O* out, float* lse, const T* Q, const T* K, const T* V,
+                               const FlashArgs& a) {
     const unsigned blocks = flash_grid(op, (a.S + kFwdRows - 1) / kFwdRows, a);
     launch_by_hd(op, a.HD, [&](auto hdb) {
         constexpr int HDB = decltype(hdb)::value;
         constexpr size_t smem = flash_fwd_smem_bytes(HDB);
-        flash_allow_smem(op, flash_forward_kernel<T, HDB>, smem);
-        flash_forward_kernel<T, HDB><<<blocks, kFlashThreads, smem, ctx.stream>>>(out, lse, qkv, a);
+        flash_allow_smem(op, flash_forward_kernel<T, O, HDB>, smem);
+        flash_forward_kernel<T, O, HDB><<<blocks, kFlashThreads, smem, ctx.stream>>>(out, lse, Q, K, V, a);
         CUDA_CHECK_LAST();
     });
 }
 
-template <class T>
-static void flash_backward_cuda(Ctx& ctx, const char* op, T* dqkv, const T* dout, const T* out, const float* lse,
-                                const T* qkv, const FlashArgs& a) {
-    // D in the context's scratch: the three kernels run in order on ctx.stream, so the next user of the
-    // scratch overwrites it only after the dQ kernel has read it.
+// The backward: D, then the dK-dV kernel (one block per key tile: a.Sk keys) and the dQ kernel (one block per
+// query tile: a.S queries). kAdd: G = f32 accumulators of a ring block, added into (flash_backward_kv_kernel).
+template <bool kAdd, class T, class G>
+static void flash_backward_cuda(Ctx& ctx, const char* op, G* dQ, G* dK, G* dV, const T* dout, const T* out,
+                                const float* lse, const T* Q, const T* K, const T* V, const FlashArgs& a) {
+    // D in the context's scratch, compact [B, NH, a.S] whatever lse_ld is: the three kernels run in order on
+    // ctx.stream, so the next user of the scratch runs after the dQ kernel has read it. A ring block's a.S is
+    // its Sq, at most the rank's sequence length, so the bytes the model reserves before the step for the
+    // rank's S (flash_attention_scratch_bytes, model/gpt.cu) hold it and the scratch does not grow here.
     float* D = static_cast<float*>(ctx_scratch(ctx, flash_attention_scratch_bytes(a.S, a.B, a.NH)));
     const int64_t rows = (int64_t)a.B * a.NH * a.S;
     const int64_t dot_blocks = (rows + kFlashWarps - 1) / kFlashWarps;
     if (dot_blocks > INT32_MAX) mm_fatal("%s: %lld blocks in one launch (at most 2^31 - 1)", op, (long long)dot_blocks);
     flash_dot_kernel<T><<<(unsigned)dot_blocks, kFlashThreads, 0, ctx.stream>>>(D, dout, out, a);
     CUDA_CHECK_LAST();
-    const unsigned blocks = flash_grid(op, (a.S + kBwdTile - 1) / kBwdTile, a);
+    const unsigned kv_blocks = flash_grid(op, (a.Sk + kBwdTile - 1) / kBwdTile, a);
+    const unsigned q_blocks = flash_grid(op, (a.S + kBwdTile - 1) / kBwdTile, a);
     launch_by_hd(op, a.HD, [&](auto hdb) {
         constexpr int HDB = decltype(hdb)::value;
         constexpr size_t smem_kv = flash_bwd_kv_smem_bytes(HDB), smem_q = flash_bwd_q_smem_bytes(HDB);
-        flash_allow_smem(op, flash_backward_kv_kernel<T, HDB>, smem_kv);
-        flash_backward_kv_kernel<T, HDB><<<blocks, kFlashThreads, smem_kv, ctx.stream>>>(dqkv, dout, lse, D, qkv, a);
+        flash_allow_smem(op, flash_backward_kv_kernel<T, G, kAdd, HDB>, smem_kv);
+        flash_backward_kv_kernel<T, G, kAdd, HDB>
+            <<<kv_blocks, kFlashThreads, smem_kv, ctx.stream>>>(dK, dV, dout, lse, D, Q, K, V, a);
         CUDA_CHECK_LAST();
-        flash_allow_smem(op, flash_backward_q_kernel<T, HDB>, smem_q);
-        flash_backward_q_kernel<T, HDB><<<blocks, kFlashThreads, smem_q, ctx.stream>>>(dqkv, dout, lse, D, qkv, a);
+        flash_allow_smem(op, flash_backward_q_kernel<T, G, kAdd, HDB>, smem_q);
+        flash_backward_q_kernel<T, G, kAdd, HDB>
+            <<<q_blocks, kFlashThreads, smem_q, ctx.stream>>>(dQ, dout, lse, D, Q, K, V, a);
         CUDA_CHECK_LAST();
     });
 }
 
-// Ring attention's blocks on the GPU: the kernels above with a block's positions, widths and f32 outputs.
-// Not written yet: the trainer refuses --cp > 1 on a GPU before the first step (train_gpt.cu).
+// The kernels keep positions block-local in ints (flash_diagonal, q + dg): a sequence past 2^30 positions is
+// refused rather than wrapped.
+static void flash_check_positions(const char* op, const FlashArgs& a) {
+    if (a.S_total > (int64_t)1 << 30)
+        mm_fatal("%s: sequence of %lld positions: the CUDA kernels take at most 2^30", op, (long long)a.S_total);
+}
+
+// Ring attention's blocks on the GPU: the kernels above with a block's positions, widths and f32 outputs (o
+// written; dQ, dK, dV added into).
 template <class T>
-static void flash_block_forward_cuda(Ctx&, const char* op, float*, float*, const T*, const T*, const T*,
-                                     const FlashArgs&) {
-    mm_fatal("%s: ring attention's blocks have no CUDA kernels yet; run context parallelism on the CPU", op);
+static void flash_block_forward_cuda(Ctx& ctx, const char* op, float* o, float* lse, const T* Q, const T* K,
+                                     const T* V, const FlashArgs& a) {
+    flash_check_positions(op, a);
+    flash_forward_cuda<T, float>(ctx, op, o, lse, Q, K, V, a);
 }
 template <class T>
-static void flash_block_backward_cuda(Ctx&, const char* op, float*, float*, float*, const T*, const T*, const float*,
-                                      const T*, const T*, const T*, const FlashArgs&) {
-    mm_fatal("%s: ring attention's blocks have no CUDA kernels yet; run context parallelism on the CPU", op);
+static void flash_block_backward_cuda(Ctx& ctx, const char* op, float* dq, float* dk, float* dv, const T* dout,
+                                      const T* out, const float* lse, const T* Q, const T* K, const T* V,
+                                      const FlashArgs& a) {
+    flash_check_positions(op, a);
+    flash_backward_cuda<true, T, float>(ctx, op, dq, dk, dv, dout, out, lse, Q, K, V, a);
 }
 
 size_t flash_attention_scratch_bytes(int S, int B, int NH) { return (size_t)S * B * NH * sizeof(float); }
@@ -862,7 +922,8 @@ void flash_attention_forward(Ctx& ctx, Tensor out, Tensor lse, Tensor qkv, const
     const int64_t C = (int64_t)sh.NH * sh.HD;  // K starts C columns after Q, V 2C
     MM_DISPATCH_ACT(qkv.dtype, {
         if (ctx.device == Device::CUDA)
-            flash_forward_cuda<T>(ctx, op, out.as<T>(), lse.as<float>(), qkv.as<T>(), a);
+            flash_forward_cuda<T, T>(ctx, op, out.as<T>(), lse.as<float>(), qkv.as<T>(), qkv.as<T>() + C,
+                                     qkv.as<T>() + 2 * C, a);
         else
             flash_forward_cpu<T, T>(out.as<T>(), lse.as<float>(), qkv.as<T>(), qkv.as<T>() + C, qkv.as<T>() + 2 * C, a);
     });
@@ -881,7 +942,9 @@ void flash_attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor out, Te
     const int64_t C = (int64_t)sh.NH * sh.HD;  // K starts C columns after Q, V 2C
     MM_DISPATCH_ACT(qkv.dtype, {
         if (ctx.device == Device::CUDA)
-            flash_backward_cuda<T>(ctx, op, dqkv.as<T>(), dout.as<T>(), out.as<T>(), lse.as<float>(), qkv.as<T>(), a);
+            flash_backward_cuda<false, T, T>(ctx, op, dqkv.as<T>(), dqkv.as<T>() + C, dqkv.as<T>() + 2 * C,
+                                             dout.as<T>(), out.as<T>(), lse.as<float>(), qkv.as<T>(),
+                                             qkv.as<T>() + C, qkv.as<T>() + 2 * C, a);
         else
             flash_backward_cpu<false, T, T>(dqkv.as<T>(), dqkv.as<T>() + C, dqkv.as<T>() + 2 * C, dout.as<T>(),
                                             out.as<T>(), lse.as<float>(), qkv.as<T>(), qkv.as<T>() + C,

@@ -39,7 +39,8 @@ inline int flash_attention_hd_bound(int HD) {
 
 // Bytes of ctx_scratch (runtime.h) flash_attention_backward takes on the GPU for a rank's S, B and NH (the
 // fp32 D = rowsum(dO ⊙ O), [B, NH, S]): the model reserves them before its first step, so the scratch never
-// grows inside a step.
+// grows inside a step. flash_block_backward takes the same for its Sq queries: no more, since a block's queries
+// are some of the rank's positions.
 size_t flash_attention_scratch_bytes(int S, int B, int NH);
 
 // ---- the blocks of ring attention (context parallelism: parallel/context_parallel.h) ----------------------

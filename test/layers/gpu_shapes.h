@@ -43,6 +43,26 @@ inline constexpr FlashGpuCase kFlashGpuCases[] = {
     {2100, 1, 1, 32, 0, 1, 1, 2, kBF16Only},
 };
 
+// Ring attention's blocks (test_flash_attention --gpu): flash_block_forward, flash_block_merge and
+// flash_block_backward against the CPU, p = 0 and 0.1, Q in rows of 3C and K, V in rows of 2C, lse rows
+// lse_ld = Sq + 5 apart, the accumulators of the backward holding earlier blocks' values. A block on the
+// diagonal (q_pos == k_pos), a full one (k_pos + Sk <= q_pos), partially masked ones whose first queries see
+// no key (q_pos < k_pos) or all of it (Sq != Sk); lengths off the tile sizes (40, 72, 100); every HD bound.
+struct FlashBlockGpuCase {
+    int Sq, Sk;
+    int64_t q_pos, k_pos, S_total;
+    int B, NH, HD;
+    int64_t b_offset, B_total, head_offset, NH_total;
+    GpuDtypes dtypes;
+};
+inline constexpr FlashBlockGpuCase kFlashBlockGpuCases[] = {
+    {72, 72, 72, 72, 288, 2, 2, 64, 0, 2, 0, 2, kBothDtypes},       // diagonal
+    {40, 72, 200, 40, 288, 2, 3, 32, 1, 4, 2, 6, kBothDtypes},      // full: every key before every query
+    {72, 40, 100, 120, 288, 1, 2, 100, 0, 1, 0, 2, kBothDtypes},    // queries 100..119 see no key; HD bound 128
+    {40, 100, 30, 0, 288, 2, 2, 24, 0, 2, 1, 3, kBothDtypes},       // keys 71..99 seen by no query
+    {100, 72, 130, 100, 288, 1, 1, 128, 0, 1, 0, 1, kBothDtypes},   // partly below, partly on the diagonal
+};
+
 // LayerNorm (test_layernorm --gpu): forward and backward against the CPU. Forward kernels
 // (layernorm_forward_slots): C <= 1024 four packs per lane (129, 768, 1), <= 2048 eight (1600, GPT-2 XL),
 // <= 4096 sixteen (2500), <= 6144 twenty-four in bf16 (6144, the 22B model), wider the general kernel

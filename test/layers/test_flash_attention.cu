@@ -10,10 +10,15 @@
 //    out[q][k] is P_d(q, k), nonzero exactly where the probability is kept; with dO[q] = e_q the backward's
 //    dV[k][q] is P_d(q, k) again. Both must equal the unfused path's attn_mask, bit for bit;
 //  - directional finite differences of L = Σ G ⊙ out, also for Q, K and V separately;
-//  - the same bits with 1, 2 and 3 threads; bf16 storage against the fp32 run.
+//  - the same bits with 1, 2 and 3 threads; bf16 storage against the fp32 run;
+//  - ring attention's blocks: a whole attention cut into runs of queries × runs of keys off the 64-tile grid,
+//    blocks merged (flash_block_forward, flash_block_merge) == the whole out and lse, the blocks' backward terms
+//    summed (flash_block_backward) == the whole dqkv, p = 0 and 0.1; a block's rows that see no key (o = 0,
+//    lse = −inf, dQ unchanged) and keys no query sees (dK, dV unchanged).
 // GPU checks (the shapes of test/layers/gpu_shapes.h, f32 and bf16, p = 0 and 0.1): out, lse, dqkv against
 // the CPU path, outputs poisoned first; the keep bits through the one-hot V on the GPU equal the CPU's; the
-// forward and the backward twice give identical bits.
+// forward and the backward twice give identical bits. Ring attention's blocks (gpu_shapes.h,
+// kFlashBlockGpuCases): the block's o and lse, the merge, and the terms the backward adds, against the CPU.
 #include <omp.h>
 #include <algorithm>
 #include <functional>
@@ -224,6 +229,156 @@ static void test_threads_and_bf16() {
     CHECK(norm_rel_err(h.dqkv, f.dqkv) < 2e-2, "flash bf16 dqkv vs f32: %g", norm_rel_err(h.dqkv, f.dqkv));
 }
 
+// ---- the blocks of ring attention (flash_block_forward, flash_block_merge, flash_block_backward) ----------
+
+static AttnBlock block_of(const AttnShape& sh, int Sq, int Sk, int64_t q_pos, int64_t k_pos, int64_t S_total,
+                          int q_width, int kv_width, int64_t lse_ld) {
+    AttnBlock blk;
+    blk.attn = sh;
+    blk.Sq = Sq;
+    blk.Sk = Sk;
+    blk.q_pos = q_pos;
+    blk.k_pos = k_pos;
+    blk.S_total = S_total;
+    blk.q_width = q_width;
+    blk.kv_width = kv_width;
+    blk.lse_ld = lse_ld;
+    return blk;
+}
+
+// A whole causal attention of S positions cut into query runs × key runs (the cuts `at`), each block computed
+// alone with flash_block_forward, merged with flash_block_merge, and the summed flash_block_backward terms:
+// against flash_attention_forward's out, lse and flash_attention_backward's dqkv on the same inputs. The runs
+// cut the CPU's 64-query tiles off-grid, and the blocks above the diagonal (no query sees a key) are merged
+// too: they must change nothing. Q, K, V are read in place from qkv (widths 3C), dK and dV accumulate in one
+// [S·B, 2C] buffer (dkv_width 2C), lse rows are lse_ld = Sq + 3 apart with NaN in the gaps.
+static void test_blocks_against_whole(const AttnShape& sh, const std::vector<int>& at, float p) {
+    const int S = sh.S, B = sh.B, C = sh.NH * sh.HD, W = 3 * C, BN = sh.B * sh.NH;
+    const uint64_t seed = 21;
+    const uint32_t stream = dropout_stream(6, kSiteAttnProbs);
+    const std::vector<float> qkv = random_vec((size_t)S * B * W, g_rng, -1.5f, 1.5f);
+    const std::vector<float> G = random_vec((size_t)S * B * C, g_rng);
+    const FlashRun whole = flash_run(Device::CPU, DType::F32, qkv, G, sh, p, seed, stream);
+    Tensor tq = cpu_tensor(DType::F32, qkv), tg = cpu_tensor(DType::F32, G);
+    Tensor dkv = tensor_zeros(Device::CPU, DType::F32, (int64_t)S * B * 2 * C);
+    std::vector<float> out(whole.out.size()), lse(whole.lse.size()), dqkv(whole.dqkv.size());
+    char what[128];
+    snprintf(what, sizeof what, "S=%d B=%d NH=%d HD=%d, %zu runs, p=%g", S, B, sh.NH, sh.HD, at.size() - 1, p);
+    bool pads_untouched = true;
+    for (size_t i = 0; i + 1 < at.size(); i++) {
+        const int q_pos = at[i], Sq = at[i + 1] - at[i];
+        const int64_t ld = Sq + 3;
+        std::vector<float> lse0((size_t)BN * ld, NAN);
+        for (int bn = 0; bn < BN; bn++)
+            for (int q = 0; q < Sq; q++) lse0[(size_t)bn * ld + q] = -INFINITY;
+        Tensor o = tensor_zeros(Device::CPU, DType::F32, (int64_t)Sq * B * C), L = cpu_tensor(DType::F32, lse0);
+        const Tensor q = tq.slice((int64_t)q_pos * B * W, (int64_t)Sq * B * W);
+        std::vector<AttnBlock> blocks;
+        for (size_t j = 0; j + 1 < at.size(); j++) {
+            const int k_pos = at[j], Sk = at[j + 1] - at[j];
+            const AttnBlock blk = block_of(sh, Sq, Sk, q_pos, k_pos, S, W, W, ld);
+            const Tensor k = tq.slice((int64_t)k_pos * B * W + C, (int64_t)Sk * B * W - C);
+            const Tensor v = tq.slice((int64_t)k_pos * B * W + 2 * C, (int64_t)Sk * B * W - 2 * C);
+            Tensor ob = poisoned_tensor(Device::CPU, DType::F32, o.n), lb = cpu_tensor(DType::F32, lse0);
+            flash_block_forward(g_cpu, ob, lb, q, k, v, blk, p, seed, stream);
+            flash_block_merge(g_cpu, o, L, ob, lb, blk);
+            free_all({&ob, &lb});
+            blocks.push_back(blk);
+        }
+        // The merged result is the whole path's for these queries.
+        const std::vector<float> ho = tensor_to_host_f32(o), hl = tensor_to_host_f32(L);
+        std::copy(ho.begin(), ho.end(), out.begin() + (size_t)q_pos * B * C);
+        for (int bn = 0; bn < BN; bn++) {
+            for (int r = 0; r < Sq; r++) lse[(size_t)bn * S + q_pos + r] = hl[(size_t)bn * ld + r];
+            for (int r = Sq; r < ld; r++) pads_untouched &= std::isnan(hl[(size_t)bn * ld + r]);
+        }
+        // Backward from the merged out and lse: dQ of the run summed over its blocks, dK, dV over all runs.
+        Tensor dq = tensor_zeros(Device::CPU, DType::F32, o.n);
+        const Tensor dout = tg.slice((int64_t)q_pos * B * C, (int64_t)Sq * B * C);
+        for (const AttnBlock& blk : blocks) {
+            const Tensor k = tq.slice(blk.k_pos * B * W + C, (int64_t)blk.Sk * B * W - C);
+            const Tensor v = tq.slice(blk.k_pos * B * W + 2 * C, (int64_t)blk.Sk * B * W - 2 * C);
+            const Tensor dk = dkv.slice(blk.k_pos * B * 2 * C, (int64_t)blk.Sk * B * 2 * C);
+            const Tensor dv = dkv.slice(blk.k_pos * B * 2 * C + C, (int64_t)blk.Sk * B * 2 * C - C);
+            flash_block_backward(g_cpu, dq, dk, dv, 2 * C, dout, o, L, q, k, v, blk, p, seed, stream);
+        }
+        const std::vector<float> hdq = tensor_to_host_f32(dq);
+        for (int64_t r = 0; r < (int64_t)Sq * B; r++)
+            std::copy(&hdq[r * C], &hdq[r * C] + C, &dqkv[(q_pos * B + r) * W]);
+        free_all({&o, &L, &dq});
+    }
+    const std::vector<float> hkv = tensor_to_host_f32(dkv);
+    for (int64_t r = 0; r < (int64_t)S * B; r++)
+        std::copy(&hkv[r * 2 * C], &hkv[r * 2 * C] + 2 * C, &dqkv[r * W + C]);
+    free_all({&tq, &tg, &dkv});
+    // Only the order of the sums differs (block by block, merged by the log-sum-exp rule, against the tiles'
+    // running maximum): fp32 rounding.
+    CHECK(max_rel_err(out, whole.out, 1e-2) < 2e-5 && norm_rel_err(out, whole.out) < 1e-6,
+          "blocks merged == whole out (%s): max %g, norm %g", what, max_rel_err(out, whole.out, 1e-2),
+          norm_rel_err(out, whole.out));
+    CHECK(max_abs_diff(lse, whole.lse) < 1e-6 * (1 + rms(whole.lse)), "blocks merged == whole lse (%s): %g", what,
+          max_abs_diff(lse, whole.lse));
+    CHECK(pads_untouched, "blocks: the lse entries between rows (lse_ld > Sq) are never written (%s)", what);
+    CHECK(max_rel_err(dqkv, whole.dqkv, 1e-2) < 5e-5 && norm_rel_err(dqkv, whole.dqkv) < 1e-6,
+          "blocks' summed backward == whole dqkv (%s): max %g, norm %g", what, max_rel_err(dqkv, whole.dqkv, 1e-2),
+          norm_rel_err(dqkv, whole.dqkv));
+}
+
+// A block whose first queries come before its first key (q_pos < k_pos): those rows see no key, so o = 0 and
+// lse = −inf (merge weight 0), and the backward adds exactly nothing to their dQ; the other rows are finite.
+// The keys nobody sees (after the last query) get no dK, dV either.
+static void test_block_rows_without_keys() {
+    const AttnShape sh = shape(0, 2, 2, 8);
+    const int C = sh.NH * sh.HD, B = sh.B, Sq = 10, Sk = 12, BN = B * sh.NH;
+    const int64_t q_pos = 20, k_pos = 25, S_total = 40;  // queries 20..29, keys 25..36
+    const AttnBlock blk = block_of(sh, Sq, Sk, q_pos, k_pos, S_total, C, 2 * C, Sq);
+    const std::vector<float> q = random_vec((size_t)Sq * B * C, g_rng), kv = random_vec((size_t)Sk * B * 2 * C, g_rng);
+    Tensor tq = cpu_tensor(DType::F32, q), tkv = cpu_tensor(DType::F32, kv);
+    const Tensor tk = tkv.slice(0, tkv.n), tv = tkv.slice(C, tkv.n - C);
+    Tensor o = poisoned_tensor(Device::CPU, DType::F32, (int64_t)Sq * B * C);
+    Tensor L = poisoned_tensor(Device::CPU, DType::F32, (int64_t)BN * Sq);
+    flash_block_forward(g_cpu, o, L, tq, tk, tv, blk, 0.1f, 3, dropout_stream(0, kSiteAttnProbs));
+    const std::vector<float> ho = tensor_to_host_f32(o), hl = tensor_to_host_f32(L);
+    int bad = 0;
+    for (int bn = 0; bn < BN; bn++)
+        for (int r = 0; r < Sq; r++) {
+            const bool none = q_pos + r < k_pos;
+            const float l = hl[(size_t)bn * Sq + r];
+            bad += none ? !(l == -INFINITY) : !std::isfinite(l);
+            const int b = bn / sh.NH, n = bn % sh.NH;
+            for (int c = 0; c < sh.HD; c++) {
+                const float x = ho[((size_t)r * B + b) * C + n * sh.HD + c];
+                bad += none ? x != 0.f : !std::isfinite(x);
+            }
+        }
+    CHECK(bad == 0, "block rows that see no key: o = 0 and lse = -inf, the others finite (%d wrong)", bad);
+    // Backward with a finite (merged) lse everywhere, as the other blocks of the ring would give.
+    const std::vector<float> lfin = random_vec((size_t)BN * Sq, g_rng, 2.f, 3.f), dq0 = random_vec(ho.size(), g_rng),
+                             dkv0 = random_vec(kv.size(), g_rng);
+    Tensor tl = cpu_tensor(DType::F32, lfin), dout = cpu_tensor(DType::F32, random_vec(ho.size(), g_rng));
+    Tensor dq = cpu_tensor(DType::F32, dq0), dkv = cpu_tensor(DType::F32, dkv0);
+    flash_block_backward(g_cpu, dq, dkv.slice(0, dkv.n), dkv.slice(C, dkv.n - C), 2 * C, dout, o, tl, tq, tk, tv, blk,
+                         0.f, 3, dropout_stream(0, kSiteAttnProbs));  // p = 0: every seen key's dV changes
+    const std::vector<float> hdq = tensor_to_host_f32(dq), hdkv = tensor_to_host_f32(dkv);
+    int unchanged_q = 0, changed_q = 0, unchanged_k = 0, changed_k = 0;
+    for (size_t i = 0; i < hdq.size(); i++) {
+        const bool none = q_pos + (int64_t)(i / ((size_t)B * C)) < k_pos;
+        (none ? unchanged_q : changed_q) += none ? hdq[i] == dq0[i] : hdq[i] != dq0[i];
+    }
+    for (size_t i = 0; i < hdkv.size(); i++) {
+        const bool none = k_pos + (int64_t)(i / ((size_t)B * 2 * C)) > q_pos + Sq - 1;
+        (none ? unchanged_k : changed_k) += none ? hdkv[i] == dkv0[i] : hdkv[i] != dkv0[i];
+    }
+    const int rows_none = (int)(k_pos - q_pos), keys_none = (int)(k_pos + Sk - q_pos - Sq);
+    CHECK(unchanged_q == rows_none * B * C && changed_q == (Sq - rows_none) * B * C,
+          "block backward: dQ of the rows that see no key unchanged (%d of %d), the others changed (%d of %d)",
+          unchanged_q, rows_none * B * C, changed_q, (Sq - rows_none) * B * C);
+    CHECK(unchanged_k == keys_none * B * 2 * C && changed_k == (Sk - keys_none) * B * 2 * C,
+          "block backward: dK, dV of the keys no query sees unchanged (%d of %d), the others changed (%d of %d)",
+          unchanged_k, keys_none * B * 2 * C, changed_k, (Sk - keys_none) * B * 2 * C);
+    free_all({&tq, &tkv, &o, &L, &tl, &dout, &dq, &dkv});
+}
+
 static void cpu_checks() {
     g_rng.seed(1234);
     for (int S : {7, 37, 64, 133, 200}) test_against_references(shape(S, 2, 3, 8));
@@ -231,6 +386,11 @@ static void cpu_checks() {
     for (float p : {0.f, 0.1f, 0.5f}) test_keep_bits(shape(130, 2, 2, 130, 1, 3, 1, 4), p);
     test_finite_differences();
     test_threads_and_bf16();
+    for (float p : {0.f, 0.1f}) {
+        test_blocks_against_whole(shape(100, 2, 2, 8), {0, 40, 100}, p);
+        test_blocks_against_whole(shape(150, 2, 2, 16, 1, 3, 2, 5), {0, 33, 97, 150}, p);  // a rank's heads, batches
+    }
+    test_block_rows_without_keys();
 }
 
 // =========================================================================================================
@@ -282,9 +442,141 @@ static void test_flash_gpu() {
     }
 }
 
+// lse entries of a block (B·NH rows of Sq, lse_ld apart) from an [B·NH·lse_ld] buffer; `pads_nan` tells whether
+// every entry between the rows is still NaN (the poison: nothing may write there).
+static std::vector<float> lse_rows(const std::vector<float>& l, int BN, int Sq, int64_t ld, bool* pads_nan) {
+    std::vector<float> r;
+    for (int bn = 0; bn < BN; bn++)
+        for (int64_t q = 0; q < ld; q++) {
+            const float x = l[(size_t)(bn * ld + q)];
+            if (q < Sq) r.push_back(x);
+            else *pads_nan &= std::isnan(x);
+        }
+    return r;
+}
+// Two lse vectors agree: −inf at the same entries, the finite ones within tol.
+static bool lse_close(const std::vector<float>& a, const std::vector<float>& b, double tol) {
+    std::vector<float> fa, fb;
+    for (size_t i = 0; i < a.size(); i++) {
+        if ((a[i] == -INFINITY) != (b[i] == -INFINITY)) return false;
+        if (a[i] != -INFINITY) fa.push_back(a[i]), fb.push_back(b[i]);
+    }
+    return max_abs_diff(fa, fb) < tol * (1 + rms(fb));
+}
+
+struct BlockRun {
+    std::vector<float> o, lse, o_m, lse_m, dq, dkv;  // forward; merge; backward (accumulators after)
+};
+// The three block ops on `dev`: forward into poisoned o, lse; merge of (o_prev, lse_prev) with the given block
+// result (o_in, lse_in: the CPU forward's, so that the merge is compared on its own); backward from (out, lse_b)
+// added into dq0, dkv0. q: [Sq·B, 3C] (Q at column 0), kv: [Sk·B, 2C] (K | V), dkv: [Sk·B, 2C] (dK | dV).
+static BlockRun block_run(Device dev, DType dt, const AttnBlock& blk, const std::vector<float>& q,
+                          const std::vector<float>& kv, const std::vector<float>& o_prev,
+                          const std::vector<float>& lse_prev, const std::vector<float>& o_in,
+                          const std::vector<float>& lse_in, const std::vector<float>& out,
+                          const std::vector<float>& lse_b, const std::vector<float>& dout,
+                          const std::vector<float>& dq0, const std::vector<float>& dkv0, float p, uint64_t seed,
+                          uint32_t stream) {
+    Ctx& ctx = ctx_of(dev);
+    const int C = blk.attn.NH * blk.attn.HD;
+    const int64_t NO = (int64_t)blk.Sq * blk.attn.B * C, NL = (int64_t)blk.attn.B * blk.attn.NH * blk.lse_ld;
+    Tensor tq = make_tensor(dev, dt, q), tkv = make_tensor(dev, dt, kv);
+    const Tensor tk = tkv.slice(0, tkv.n), tv = tkv.slice(C, tkv.n - C);
+    Tensor o = poisoned_tensor(dev, DType::F32, NO), l = poisoned_tensor(dev, DType::F32, NL);
+    flash_block_forward(ctx, o, l, tq, tk, tv, blk, p, seed, stream);
+    BlockRun r;
+    r.o = tensor_to_host_f32(o);
+    r.lse = tensor_to_host_f32(l);
+    Tensor om = make_tensor(dev, DType::F32, o_prev), lm = make_tensor(dev, DType::F32, lse_prev),
+           oi = make_tensor(dev, DType::F32, o_in), li = make_tensor(dev, DType::F32, lse_in);
+    flash_block_merge(ctx, om, lm, oi, li, blk);
+    r.o_m = tensor_to_host_f32(om);
+    r.lse_m = tensor_to_host_f32(lm);
+    Tensor to = make_tensor(dev, dt, out), tl = make_tensor(dev, DType::F32, lse_b), td = make_tensor(dev, dt, dout),
+           dq = make_tensor(dev, DType::F32, dq0), dkv = make_tensor(dev, DType::F32, dkv0);
+    flash_block_backward(ctx, dq, dkv.slice(0, dkv.n), dkv.slice(C, dkv.n - C), 2 * C, td, to, tl, tq, tk, tv, blk, p,
+                         seed, stream);
+    r.dq = tensor_to_host_f32(dq);
+    r.dkv = tensor_to_host_f32(dkv);
+    free_all({&tq, &tkv, &o, &l, &om, &lm, &oi, &li, &to, &tl, &td, &dq, &dkv});
+    return r;
+}
+
+static void test_flash_block_gpu() {
+    for (const FlashBlockGpuCase& c : kFlashBlockGpuCases)
+        for (DType dt : {DType::F32, DType::BF16}) {
+            if (!runs_in(c.dtypes, dt)) continue;
+            const AttnShape sh = shape(0, c.B, c.NH, c.HD, c.b_offset, c.B_total, c.head_offset, c.NH_total);
+            const int C = c.NH * c.HD, BN = c.B * c.NH;
+            const int64_t ld = c.Sq + 5;
+            const AttnBlock blk = block_of(sh, c.Sq, c.Sk, c.q_pos, c.k_pos, c.S_total, 3 * C, 2 * C, ld);
+            const size_t NO = (size_t)c.Sq * c.B * C, NKV = (size_t)c.Sk * c.B * 2 * C;
+            for (float p : {0.f, 0.1f}) {
+                const std::vector<float> q = round_to(dt, random_vec(NO * 3, g_rng, -1.5f, 1.5f));
+                const std::vector<float> kv = round_to(dt, random_vec(NKV, g_rng, -1.5f, 1.5f));
+                const uint32_t stream = dropout_stream(7, kSiteAttnProbs);
+                // An earlier partial result to merge into: finite lse, and −inf on some rows (no key seen yet).
+                std::vector<float> lse_prev = random_vec((size_t)BN * ld, g_rng, 0.f, 4.f);
+                for (size_t i = 0; i < lse_prev.size(); i += 7) lse_prev[i] = -INFINITY;
+                const std::vector<float> o_prev = random_vec(NO, g_rng);
+                const std::vector<float> dout = round_to(dt, random_vec(NO, g_rng));
+                const std::vector<float> dq0 = random_vec(NO, g_rng), dkv0 = random_vec(NKV, g_rng);
+                // The CPU first: its forward feeds both merges, its merge both backwards (the merged out and lse,
+                // finite on every row, as after a whole ring).
+                BlockRun cpu = block_run(Device::CPU, dt, blk, q, kv, o_prev, lse_prev, o_prev, lse_prev, o_prev,
+                                         lse_prev, dout, dq0, dkv0, p, 11, stream);
+                cpu = block_run(Device::CPU, dt, blk, q, kv, o_prev, lse_prev, cpu.o, cpu.lse, o_prev, lse_prev,
+                                dout, dq0, dkv0, p, 11, stream);
+                std::vector<float> lse_b = cpu.lse_m;
+                for (float& x : lse_b)
+                    if (!std::isfinite(x)) x = 1.f;  // the rows no block has reached yet (and the pads)
+                const std::vector<float> out = round_to(dt, cpu.o_m);
+                cpu = block_run(Device::CPU, dt, blk, q, kv, o_prev, lse_prev, cpu.o, cpu.lse, out, lse_b, dout, dq0,
+                                dkv0, p, 11, stream);
+                BlockRun gpu = block_run(Device::CUDA, dt, blk, q, kv, o_prev, lse_prev, cpu.o, cpu.lse, out, lse_b,
+                                         dout, dq0, dkv0, p, 11, stream);
+                char what[128];
+                snprintf(what, sizeof what, "flash block GPU Sq=%d Sk=%d q_pos=%lld k_pos=%lld HD=%d p=%g [%s]", c.Sq,
+                         c.Sk, (long long)c.q_pos, (long long)c.k_pos, c.HD, p, dtype_name(dt));
+                const double tol = dt == DType::BF16 ? 2e-2 : 1e-5;
+                CHECK(norm_rel_err(gpu.o, cpu.o) < tol, "%s: o %g", what, norm_rel_err(gpu.o, cpu.o));
+                bool pads = true;
+                const std::vector<float> gl = lse_rows(gpu.lse, BN, c.Sq, ld, &pads);
+                const std::vector<float> cl = lse_rows(cpu.lse, BN, c.Sq, ld, &pads);
+                CHECK(lse_close(gl, cl, 1e-4), "%s: lse (and its -inf rows)", what);
+                CHECK(pads, "%s: the forward writes no lse entry between rows", what);
+                // The rows that see no key: exactly 0 on the GPU too.
+                bool zero = true;
+                for (int bn = 0; bn < BN; bn++)
+                    for (int r = 0; r < c.Sq; r++)
+                        if (cl[(size_t)bn * c.Sq + r] == -INFINITY)
+                            for (int d = 0; d < c.HD; d++)
+                                zero &= gpu.o[((size_t)r * c.B + bn / c.NH) * C + (bn % c.NH) * c.HD + d] == 0.f;
+                CHECK(zero, "%s: o = 0 on the rows that see no key", what);
+                CHECK(norm_rel_err(gpu.o_m, cpu.o_m) < 1e-6, "%s: merged o %g", what, norm_rel_err(gpu.o_m, cpu.o_m));
+                bool mpads = true;
+                CHECK(lse_close(lse_rows(gpu.lse_m, BN, c.Sq, ld, &mpads), lse_rows(cpu.lse_m, BN, c.Sq, ld, &mpads),
+                                1e-6),
+                      "%s: merged lse", what);
+                // The backward's terms: what each device added to the same accumulators.
+                const double btol = dt == DType::BF16 ? 3e-2 : 1e-4;
+                const std::vector<float> gq = minus(gpu.dq, dq0), cq = minus(cpu.dq, dq0);
+                const std::vector<float> gkv = minus(gpu.dkv, dkv0), ckv = minus(cpu.dkv, dkv0);
+                CHECK(norm_rel_err(gq, cq) < btol, "%s: dq added %g", what, norm_rel_err(gq, cq));
+                CHECK(norm_rel_err(gkv, ckv) < btol, "%s: dk, dv added %g", what, norm_rel_err(gkv, ckv));
+                BlockRun again = block_run(Device::CUDA, dt, blk, q, kv, o_prev, lse_prev, cpu.o, cpu.lse, out, lse_b,
+                                           dout, dq0, dkv0, p, 11, stream);
+                CHECK(bitwise_equal(again.o, gpu.o) && bitwise_equal(again.dq, gpu.dq) &&
+                          bitwise_equal(again.dkv, gpu.dkv),
+                      "%s: forward and backward twice give identical bits", what);
+            }
+        }
+}
+
 static void gpu_checks() {
     g_rng.seed(4321);
     test_flash_gpu();
+    test_flash_block_gpu();
 }
 
 int main(int argc, char** argv) {

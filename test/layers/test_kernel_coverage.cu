@@ -50,6 +50,13 @@ static std::string flash_name(int HD, DType dt) {
     return bound ? "flash<" + std::string(dn(dt)) + "," + std::to_string(bound) + ">" : "";
 }
 static std::string flash_dot_name(DType dt) { return "flash_dot<" + std::string(dn(dt)) + ">"; }
+// Ring attention's blocks (flash_block_forward, flash_block_backward): the forward with an f32 output and the
+// two backward kernels adding into f32 accumulators, at the same bound (the D kernel is flash_dot's). In f32 the
+// block forward is the whole-sequence one (output f32 either way), named here with the block kernels anyway.
+static std::string flash_block_name(int HD, DType dt) {
+    const int bound = flash_attention_hd_bound(HD);
+    return bound ? "flash_block<" + std::string(dn(dt)) + "," + std::to_string(bound) + ">" : "";
+}
 constexpr int kFlashMaxHD = 128;  // the largest head dimension the kernels take
 
 static std::string layernorm_name(int C, DType dt) {
@@ -89,6 +96,7 @@ static Names possible() {
             if (!flash_name(HD, dt).empty()) {
                 n.insert(flash_name(HD, dt));
                 n.insert(flash_dot_name(dt));
+                n.insert(flash_block_name(HD, dt));
             }
         // A bias in the activation dtype; the output in that dtype or f32 (the LM head's logits).
         for (DType out : {dt, DType::F32}) {
@@ -116,6 +124,8 @@ static const Names kExpected = {
     "convert_copy<f32>", "convert_copy<bf16>", "convert_kernel<bf16,f32>", "convert_kernel<f32,bf16>",
     "flash<f32,32>", "flash<f32,64>", "flash<f32,128>", "flash_dot<f32>",
     "flash<bf16,32>", "flash<bf16,64>", "flash<bf16,128>", "flash_dot<bf16>",
+    "flash_block<f32,32>", "flash_block<f32,64>", "flash_block<f32,128>",
+    "flash_block<bf16,32>", "flash_block<bf16,64>", "flash_block<bf16,128>",
 };
 
 // ---- 2. what the GPU tests reach ---------------------------------------------------------------------------
@@ -133,6 +143,11 @@ static Names reached() {
         for (const FlashGpuCase& c : kFlashGpuCases)
             if (runs_in(c.dtypes, dt) && !flash_name(c.HD, dt).empty()) {
                 n.insert(flash_name(c.HD, dt));
+                n.insert(flash_dot_name(dt));
+            }
+        for (const FlashBlockGpuCase& c : kFlashBlockGpuCases)
+            if (runs_in(c.dtypes, dt) && !flash_block_name(c.HD, dt).empty()) {
+                n.insert(flash_block_name(c.HD, dt));
                 n.insert(flash_dot_name(dt));
             }
         for (const LinearGpuCase& c : kLinearGpuCases) {
@@ -181,6 +196,17 @@ static void cpu_checks() {
     }
     for (const FlashGpuCase& c : kFlashGpuCases)
         CHECK(flash_attention_hd_bound(c.HD) != 0, "flash gpu shape HD = %d: no kernel takes it", c.HD);
+    // Ring blocks: the cases the kernels' masks need (gpu_shapes.h) are all there.
+    bool diag = false, full = false, no_key_rows = false, sq_ne_sk = false;
+    for (const FlashBlockGpuCase& c : kFlashBlockGpuCases) {
+        CHECK(flash_attention_hd_bound(c.HD) != 0, "flash block gpu shape HD = %d: no kernel takes it", c.HD);
+        diag |= c.q_pos == c.k_pos;
+        full |= c.k_pos + c.Sk <= c.q_pos;
+        no_key_rows |= c.q_pos < c.k_pos;
+        sq_ne_sk |= c.Sq != c.Sk;
+    }
+    CHECK(diag && full && no_key_rows && sq_ne_sk,
+          "flash block gpu shapes: a diagonal block, a full one, one with rows that see no key, Sq != Sk");
     for (int C : {1600, 6144}) CHECK(has_ln(C), "layernorm gpu shape C = %d missing", C);
 }
 
