@@ -368,11 +368,6 @@ static void setup_run(Run& run, const TrainOptions& options, int world) {
                   std::to_string(hd) + " (hidden " + std::to_string(run.cfg.channels) + " / " + std::to_string(run.cfg.heads) +
                   " heads): use --attention unfused, or more heads");
     }
-    // Ring attention's blocks have CPU tiles only so far (layers/flash_attention.cu).
-    refuse_if(opt.cp > 1 && run.device == Device::CUDA
-                  ? "--cp " + std::to_string(opt.cp) + " on a GPU: ring attention's blocks have no CUDA kernels yet; run "
-                    "context parallelism on the CPU (--device cpu)"
-                  : "");
     refuse_if(grid_validate(world, opt.tp, opt.sp, run.cfg, opt.batch, opt.seq, opt.pp, opt.cp));
     int dp = world / (opt.tp * opt.cp * opt.pp);
     run.micro_batches = micro_batch_count(opt, dp);
