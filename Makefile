@@ -141,6 +141,16 @@ memory: trainer data
 	        (part == "states" ? "model states" : "activations / layer"), $$2, $$3, $$4 } \
 	    $$1 == "model" && $$2 ~ /^[0-9]+$$/ { printf "%-30s %-22s %14s %14s %10s\n", layout, "activations, model", $$2, $$3, $$4 }'; \
 	done; done; done; done
+	@# Context parallelism (flash attention): each rank holds s/c tokens, the formula at s/c (cp x tp ranks).
+	@for cp in 2 4; do for tp in 1 2; do test $$((cp * tp)) -le 4 || continue; sp=$$(test $$tp = 1 || echo --sp); \
+	  $(MPIRUN) -np $$((cp * tp)) $(BUILD)/train_gpt --device cpu --dtype bf16 --cp $$cp --tp $$tp $$sp --layers 2 --heads 8 \
+	    --hidden 64 --seq 64 --batch 2 --steps 1 --val none --memory-report | \
+	  awk -v layout="cp=$$cp tp=$$tp $${sp:-   } none flash" ' \
+	    /^Activation memory/ { part = "acts" } /^Model states/ { part = "states" } \
+	    $$1 == "total" && $$2 ~ /^[0-9]+$$/ && part == "acts" { printf "%-30s %-22s %14s %14s %10s\n", layout, \
+	        "activations / layer", $$2, $$3, $$4 } \
+	    $$1 == "model" && $$2 ~ /^[0-9]+$$/ { printf "%-30s %-22s %14s %14s %10s\n", layout, "activations, model", $$2, $$3, $$4 }'; \
+	done; done
 
 # Pictures of the last make train: the loss curve and the measured-vs-formula memory breakdown. Only the
 # plotting tool is built, in the folder make train used, whatever its architectures.
