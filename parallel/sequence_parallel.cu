@@ -16,7 +16,8 @@
 //   this file                    sum_sequence_parallel_grads  the TP sum of the replicated parameters' gradients
 //   parallel/tensor_parallel.cu  column_/row_parallel_*       `if (r.sp) return sp_...(...)`
 //   parallel/vocab_parallel.cu   vocab_parallel_embedding_*   ḡ / its backward instead of f̄ after the lookup
-//   model/gpt.cu                 gpt_step_shape               S_loc and s_offset of the step, from sp_shard
+//   model/gpt.cu                 gpt_step_shape               S_loc and the positions held, from sp_shard (of a
+//                                                             CP rank's positions under CP: context_parallel.h)
 //   model/train_step.cu          sync_gradients               calls sum_sequence_parallel_grads
 //   layers/model_shape.h         kParamTable                  its Replicated rows are the summed parameters
 #include "sequence_parallel.h"
