@@ -37,7 +37,7 @@ struct Ctx {
     Device device = Device::CPU;
     int cuda_device = -1;
     cudaStream_t stream = nullptr;        // all kernels of this rank run on this stream
-    cudaStream_t comm_stream = nullptr;   // second stream: SP's backward all-gather overlaps compute
+    cudaStream_t comm_stream = nullptr;   // second stream: SP's backward all-gather, ring attention's exchanges
     cublasHandle_t cublas = nullptr;
     cublasLtHandle_t cublaslt = nullptr;
     void* lt_workspace = nullptr;         // cuBLASLt workspace (device)
