@@ -22,7 +22,7 @@ ctest -N -R '^(bad_|cli_)' | sed -n 's/^ *Test *#[0-9]*: //p' | grep -v -e bad_i
   what=$(grep -E "^  ${t#bad_}\)" "$here/bad_inputs.sh" 2>/dev/null | head -1 | sed -e "s/^ *${t#bad_}) *//" -e 's/; *\(init\|shard\|resume\|run[12]\).*//' -e 's/"\$w\/\([^"]*\)"/\1/g' -e 's/|/\\|/g')
   what=$(echo "$what" | sed -e 's/ *;;$//' -e 's/^run2 "[^"]*" *\(.*\)/\1 (2 ranks, refused before the first step)/' -e 's/^run1 "[^"]*" *//' -e 's/^resume "[^"]*" */--resume ck /' -e 's/^init "[^"]*" *//' -e 's/ *;;$//' -e 's/^exec bash .*/--tp 2 --sp on 2 ranks, --resume ck --batch 8/')
   [ -z "$what" ] && what=$(echo "$out" | grep 'Test command' | tr -d '"' | grep -o 'train_gpt .*' | head -1 | sed -e 's/^train_gpt --device cpu --steps 1 *//' -e 's/|/\\|/g')
-  status=$(echo "$out" | grep -q "tests passed, 0 tests failed" && echo "" || echo " **(FAILED)**")
+  status=$(grep -q "tests passed, 0 tests failed" <<< "$out" && echo "" || echo " **(FAILED)**")
   echo "| \`$t\`$status | \`$what\` | $msg |"
 done
 # (docs/bad_inputs.md ends with a hand-written table of the NaN and crash tests, which are not bad inputs.)

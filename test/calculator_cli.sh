@@ -5,13 +5,15 @@ set -uo pipefail
 calc="$1"
 failures=0
 # expect DESCRIPTION EXTENDED-REGEX -- ARGS...: the output of `calc ARGS` must contain a line matching.
+# (grep reads a here-string, not a pipe: under pipefail, `echo "$out" | grep -q` fails when grep stops at the
+# first match before echo has written a long output, and the check would fail at random.)
 expect() {
     local what="$1" pattern="$2"; shift 3
     local out
     if ! out=$("$calc" "$@" 2>&1); then
         echo "FAIL $what: memory_calculator $* exited non-zero"; echo "$out" | tail -3; failures=$((failures + 1)); return
     fi
-    if echo "$out" | grep -Eq -- "$pattern"; then echo "ok   $what"
+    if grep -Eq -- "$pattern" <<< "$out"; then echo "ok   $what"
     else echo "FAIL $what: no line matches /$pattern/ in the output of memory_calculator $*"; failures=$((failures + 1)); fi
 }
 # expect_refusal DESCRIPTION REGEX -- ARGS...: exits non-zero and says why.
@@ -19,7 +21,7 @@ expect_refusal() {
     local what="$1" pattern="$2"; shift 3
     local out
     if out=$("$calc" "$@" 2>&1); then echo "FAIL $what: memory_calculator $* succeeded"; failures=$((failures + 1)); return; fi
-    if echo "$out" | grep -Eq -- "$pattern"; then echo "ok   $what"
+    if grep -Eq -- "$pattern" <<< "$out"; then echo "ok   $what"
     else echo "FAIL $what: the message does not match /$pattern/: $out"; failures=$((failures + 1)); fi
 }
 

@@ -22,7 +22,7 @@ out=$(timeout 120 $mpirun -np "$np" "$train" $common --inject-nan-at-step 3 --ch
 set -e
 echo "$out" | grep error
 test $rc -ne 0 && test $rc -ne 124 || { echo "FAIL: exit $rc"; exit 1; }
-echo "$out" | grep -Eq "error: step 3: the loss \([^)]+\) or the gradient norm \((nan|inf)\) is not finite; first non-finite gradient: attprojw \(layer 1\) on rank $want_rank; stopped before the update" \
+grep -Eq "error: step 3: the loss \([^)]+\) or the gradient norm \((nan|inf)\) is not finite; first non-finite gradient: attprojw \(layer 1\) on rank $want_rank; stopped before the update" <<< "$out" \
   || { echo "$out"; echo "FAIL: message"; exit 1; }
 test "$(cat "$dir/ck/latest")" = "step_00000002" || { echo "FAIL: latest is $(cat "$dir/ck/latest")"; exit 1; }
 $mpirun -np "$np" "$train" $common --resume "$dir/ck" > "$dir/resume.txt"
