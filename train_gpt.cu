@@ -487,18 +487,6 @@ struct Progress {
     double cp_compute_s = 0;
 };
 
-// What one call did to ring attention's counters: the difference of two snapshots.
-static CpStats cp_delta(const CpStats& after, const CpStats& before) {
-    CpStats d;
-    d.blocks = after.blocks - before.blocks;
-    d.diagonal_blocks = after.diagonal_blocks - before.diagonal_blocks;
-    d.pairs = after.pairs - before.pairs;
-    d.compute_s = after.compute_s - before.compute_s;
-    d.forward_bytes = after.forward_bytes - before.forward_bytes;
-    d.backward_bytes = after.backward_bytes - before.backward_bytes;
-    return d;
-}
-
 // Context parallelism, after the run (collective; rank 0 prints): each CP rank's ring attention blocks and
 // query-key pairs in the first step (the zigzag makes them equal), its attention compute time over the timed
 // steps, and the K/V bytes of the first step measured by the communicator's counters next to their formula
@@ -785,7 +773,7 @@ int main(int argc, char** argv) {
                                   run.optim, step, lr, [&] { maybe_report_memory(run, step); }, run.micro_batches);
         ctx_sync(run.ctx);
         double dt = now_s() - t0;
-        const CpStats cp_step = cp_delta(cp_stats(), cp0);
+        const CpStats cp_step = cp_stats_since(cp0);
         if (step == run.start_step) p.cp_first = cp_step;
         p.train_peak = std::max(p.train_peak, run.alloc->peak_live_bytes());
         p.step_comm = run.grid.tp_comm.counters;

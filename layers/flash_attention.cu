@@ -995,6 +995,23 @@ static void check_lse(const Ctx& ctx, const Tensor& t, const AttnBlock& b, const
     check_rows(ctx, t, DType::F32, (int64_t)b.attn.B * b.attn.NH, b.lse_ld, b.Sq, op, name);
 }
 
+// The views every block op reads: Q, K, V (the activation dtype of q) and the lse.
+static void check_block_operands(const char* op, const Ctx& ctx, const AttnBlock& b, const Tensor& q, const Tensor& k,
+                                 const Tensor& v, const Tensor& lse) {
+    const int64_t C = (int64_t)b.attn.NH * b.attn.HD, rows_q = (int64_t)b.Sq * b.attn.B, rows_k = (int64_t)b.Sk * b.attn.B;
+    check_rows(ctx, q, q.dtype, rows_q, b.q_width, C, op, "q");
+    check_rows(ctx, k, q.dtype, rows_k, b.kv_width, C, op, "k");
+    check_rows(ctx, v, q.dtype, rows_k, b.kv_width, C, op, "v");
+    check_lse(ctx, lse, b, op, "lse");
+}
+
+double flash_block_pairs(const AttnBlock& b) {
+    // Query q (block-local) sees the keys up to its global position: clamp(q_pos + q − k_pos + 1, 0, Sk).
+    double pairs = 0;
+    for (int q = 0; q < b.Sq; q++) pairs += (double)std::clamp<int64_t>(b.q_pos + q - b.k_pos + 1, 0, b.Sk);
+    return pairs;
+}
+
 // The log-sum-exp rule for one query's two partial results, in fp32, shared by the CPU loop and the CUDA
 // kernels: lse' = log(e^l + e^lb) = mx + log(e^(l − mx) + e^(lb − mx)), mx = max(l, lb), and the two weights
 // e^(l − lse'), e^(lb − lse') of the outputs. −inf (no key seen yet) gets weight 0; both −inf stay −inf.
@@ -1075,15 +1092,11 @@ void flash_block_forward(Ctx& ctx, Tensor o, Tensor lse, Tensor q, Tensor k, Ten
     const char* op = "flash_block_forward";
     check_block(op, blk, p);
     const AttnShape& sh = blk.attn;
-    const int64_t C = (int64_t)sh.NH * sh.HD, rows_q = (int64_t)blk.Sq * sh.B, rows_k = (int64_t)blk.Sk * sh.B;
-    check_rows(ctx, q, q.dtype, rows_q, blk.q_width, C, op, "q");
-    check_rows(ctx, k, q.dtype, rows_k, blk.kv_width, C, op, "k");
-    check_rows(ctx, v, q.dtype, rows_k, blk.kv_width, C, op, "v");
+    const int64_t C = (int64_t)sh.NH * sh.HD, rows_q = (int64_t)blk.Sq * sh.B;
+    check_block_operands(op, ctx, blk, q, k, v, lse);
     check_rows(ctx, o, DType::F32, rows_q * C, 1, 1, op, "o");
-    check_lse(ctx, lse, blk, op, "lse");
-    // QKᵀ and P·V over the block's rectangle (its causal half when it is on the diagonal)
-    const double pairs = blk.q_pos == blk.k_pos ? 0.5 * blk.Sq * (blk.Sq + 1.0) : (double)blk.Sq * blk.Sk;
-    OpScope scope(ctx, op, 2 * 2.0 * sh.B * sh.NH * pairs * sh.HD);
+    // QKᵀ and P·V over the block's visible pairs
+    OpScope scope(ctx, op, 2 * 2.0 * sh.B * sh.NH * flash_block_pairs(blk) * sh.HD);
     const FlashArgs a = block_args(blk, p, seed, stream);
     MM_DISPATCH_ACT(q.dtype, {
         if (ctx.device == Device::CUDA)
@@ -1101,17 +1114,13 @@ void flash_block_backward(Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, int dkv_wid
     const AttnShape& sh = blk.attn;
     const int64_t C = (int64_t)sh.NH * sh.HD, rows_q = (int64_t)blk.Sq * sh.B, rows_k = (int64_t)blk.Sk * sh.B;
     if (dkv_width < C) mm_fatal("%s: dK, dV row width %d below NH*HD = %lld", op, dkv_width, (long long)C);
-    check_rows(ctx, q, q.dtype, rows_q, blk.q_width, C, op, "q");
-    check_rows(ctx, k, q.dtype, rows_k, blk.kv_width, C, op, "k");
-    check_rows(ctx, v, q.dtype, rows_k, blk.kv_width, C, op, "v");
+    check_block_operands(op, ctx, blk, q, k, v, lse);
     check_rows(ctx, out, q.dtype, rows_q * C, 1, 1, op, "out");
     check_rows(ctx, dout, q.dtype, rows_q * C, 1, 1, op, "dout");
     check_rows(ctx, dq, DType::F32, rows_q * C, 1, 1, op, "dq");
     check_rows(ctx, dk, DType::F32, rows_k, dkv_width, C, op, "dk");
     check_rows(ctx, dv, DType::F32, rows_k, dkv_width, C, op, "dv");
-    check_lse(ctx, lse, blk, op, "lse");
-    const double pairs = blk.q_pos == blk.k_pos ? 0.5 * blk.Sq * (blk.Sq + 1.0) : (double)blk.Sq * blk.Sk;
-    OpScope scope(ctx, op, 5 * 2.0 * sh.B * sh.NH * pairs * sh.HD);
+    OpScope scope(ctx, op, 5 * 2.0 * sh.B * sh.NH * flash_block_pairs(blk) * sh.HD);
     FlashArgs a = block_args(blk, p, seed, stream);
     a.dq_width = (int)C;
     a.dkv_width = dkv_width;

@@ -59,6 +59,10 @@ struct AttnBlock {
     int64_t lse_ld = 0;             // elements between the lse rows of two (sequence, head) pairs
 };
 
+// The (query, key) pairs of one (sequence, head) the block's causal mask leaves visible: Sq·Sk below the
+// diagonal, Sq(Sq+1)/2 on it, 0 above it (the work, and ring attention's per-rank count).
+double flash_block_pairs(const AttnBlock& blk);
+
 // The block alone: o (f32 [Sq·B, NH·HD]) = dropout(softmax over the block's keys) · V and its lse (f32,
 // lse[(b·NH + n)·lse_ld + q]). A query that sees no key of the block
 // gets o = 0 and lse = −inf. q, k, v are views whose element 0 is Q (K, V) of the block's first position,

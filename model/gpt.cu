@@ -335,14 +335,12 @@ static Tensor embed_forward(GPT& m, MicroBatchState& f, int first_layer, bool no
     f.embed_drop_mask = A.alloc(DType::U8, (int64_t)sh.N_shard * C, kModelLevel, "embed_drop_mask");
     // Position embeddings and dropout by global position, run by run (two runs under CP).
     for_each_run(sh.positions, [&](int local, int64_t global, int len) {
-        const int64_t at = (int64_t)local * sh.B * C, n = (int64_t)len * sh.B * C;
-        DropoutCoords where = step_coords(sh);
-        where.s_offset = global;
-        position_embedding_forward(ctx, x.slice(at, n), gpt_param(m, P_WPE), global, len, sh.B, C);
-        bias_dropout_residual_forward(ctx, x.slice(at, n), f.embed_drop_mask.slice(at, n), x.slice(at, n), Tensor(),
-                                      Tensor(), m.dropout, dropout_step_seed(m.seed, (uint64_t)m.step),
-                                      kEmbeddingStream, len, sh.B, C, where);
+        const int64_t at = (int64_t)local * sh.B * C;
+        position_embedding_forward(ctx, x.slice(at, (int64_t)len * sh.B * C), gpt_param(m, P_WPE), global, len, sh.B, C);
     });
+    bias_dropout_residual_runs(ctx, x, f.embed_drop_mask, x, Tensor(), Tensor(), m.dropout,
+                               dropout_step_seed(m.seed, (uint64_t)m.step), kEmbeddingStream, sh.positions, sh.B, C,
+                               step_coords(sh));
     return x;
 }
 

@@ -24,20 +24,12 @@ void attention_probs_saved_forward(LayerContext& run, SavedLayer& s) {
                             dropout_stream(l, kSiteAttnProbs));
 }
 
-// Bias + dropout + residual on this rank's [S_loc, B, C] block, run by run of global positions (one run, or
-// two when a CP rank's positions are its two zigzag chunks), so that every mask bit is keyed by its global
-// position (layers/dropout.h).
+// Bias + dropout + residual on this rank's [S_loc, B, C] block, by run of global positions (one run, or two
+// when a CP rank's positions are its two zigzag chunks: parallel/context_parallel.h).
 static void hidden_dropout(LayerContext& run, Tensor out, Tensor mask, Tensor x, Tensor bias, Tensor resid,
                            DropoutSite site) {
-    const int64_t row = (int64_t)run.B * run.C;  // elements per position
-    for_each_run(run.positions, [&](int local, int64_t global, int len) {
-        DropoutCoords where = run.where;
-        where.s_offset = global;
-        const int64_t at = local * row, n = len * row;
-        bias_dropout_residual_forward(*run.ctx, out.slice(at, n), mask.slice(at, n), x.slice(at, n), bias,
-                                      resid.slice(at, n), run.dropout, run.seed, dropout_stream(run.layer, site), len,
-                                      run.B, run.C, where);
-    });
+    bias_dropout_residual_runs(*run.ctx, out, mask, x, bias, resid, run.dropout, run.seed,
+                               dropout_stream(run.layer, site), run.positions, run.B, run.C, run.where);
 }
 
 void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute policy) {

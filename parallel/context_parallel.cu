@@ -45,11 +45,33 @@ int64_t runs_position(const SeqRuns& r, int i) {
     mm_fatal("runs_position: position %d past the %d held", i, r.total());
 }
 
+void bias_dropout_residual_runs(Ctx& ctx, Tensor out, Tensor mask, Tensor x, Tensor bias, Tensor resid, float p,
+                                uint64_t seed, uint32_t stream, const SeqRuns& runs, int B, int C, DropoutCoords where) {
+    const int64_t row = (int64_t)B * C;  // elements per position
+    for_each_run(runs, [&](int local, int64_t global, int len) {
+        const int64_t at = local * row, n = len * row;
+        where.s_offset = global;
+        bias_dropout_residual_forward(ctx, out.slice(at, n), mask.slice(at, n), x.slice(at, n), bias,
+                                      resid.data ? resid.slice(at, n) : resid, p, seed, stream, len, B, C, where);
+    });
+}
+
 CpStats& cp_stats() {
     static CpStats s;
     return s;
 }
 void cp_stats_reset() { cp_stats() = CpStats(); }
+CpStats cp_stats_since(const CpStats& before) {
+    const CpStats& now = cp_stats();
+    CpStats d;
+    d.blocks = now.blocks - before.blocks;
+    d.diagonal_blocks = now.diagonal_blocks - before.diagonal_blocks;
+    d.pairs = now.pairs - before.pairs;
+    d.compute_s = now.compute_s - before.compute_s;
+    d.forward_bytes = now.forward_bytes - before.forward_bytes;
+    d.backward_bytes = now.backward_bytes - before.backward_bytes;
+    return d;
+}
 
 // ---- element work of the ring ------------------------------------------------------------------------------------
 // dst[row, dst_col + c] = src[row, src_col + c] for c < cols, row < rows: packing K|V out of qkv, and writing the
@@ -167,9 +189,8 @@ void for_each_block(const Ring& g, int src, F&& f) {
 void count_block(const Ring& g, const AttnBlock& b) {
     CpStats& s = cp_stats();
     s.blocks++;
-    const bool diag = b.q_pos == b.k_pos;
-    s.diagonal_blocks += diag;
-    s.pairs += (double)g.B * g.NH * (diag ? 0.5 * g.L * (g.L + 1.0) : (double)g.L * g.L);
+    s.diagonal_blocks += b.q_pos == b.k_pos;
+    s.pairs += (double)g.B * g.NH * flash_block_pairs(b);
 }
 
 std::string ring_what(const char* pass, int layer, int step, const Ring& g) {

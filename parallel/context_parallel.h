@@ -1,5 +1,6 @@
 // context_parallel.h — context parallelism (CP), all of it: which positions of the sequence a CP rank holds
-// (zigzag), and ring attention, the one op that needs the other ranks' positions.
+// (zigzag) and the dropouts keyed by them, run by run; and ring attention, the one op that needs the other
+// ranks' positions.
 //
 // Sequence parallelism (sequence_parallel.h) splits the sequence over the t ranks of a TP group outside
 // attention only, and only up to t. Context parallelism splits it over c more ranks THROUGH attention as
@@ -32,6 +33,7 @@
 #include "comm.h"
 #include "../layers/activation_allocator.h"
 #include "../layers/attention.h"
+#include "../layers/dropout.h"
 
 // ---- which positions a rank holds ----------------------------------------------------------------------------
 // A rank's positions of one sequence, in the order it stores them: one or two runs of consecutive global
@@ -60,6 +62,12 @@ void for_each_run(const SeqRuns& r, F&& f) {
     }
 }
 
+// bias_dropout_residual_forward (layers/dropout.h) on a rank's [positions, B, C] rows, once per run of `runs`
+// with that run's first global position as its s_offset: the hidden and embedding dropouts draw the single-rank
+// masks whatever positions the rank holds. resid may be empty (no residual), as there.
+void bias_dropout_residual_runs(Ctx& ctx, Tensor out, Tensor mask, Tensor x, Tensor bias, Tensor resid, float p,
+                                uint64_t seed, uint32_t stream, const SeqRuns& runs, int B, int C, DropoutCoords where);
+
 // ---- ring attention -----------------------------------------------------------------------------------------
 // What the ring did since the last cp_stats_reset, on this rank: the chunk-pair blocks computed (diagonal ones
 // among them, each half a block of work), the query-key pairs they cover (exactly the rank's share of the causal
@@ -73,6 +81,8 @@ struct CpStats {
 };
 CpStats& cp_stats();
 void cp_stats_reset();
+// What the ring did since the snapshot `before` (of cp_stats()): one step's work, say.
+CpStats cp_stats_since(const CpStats& before);
 
 // One layer's core attention under CP. sh: this rank's shapes, sh.S = its positions (s/c: chunks cp.rank and
 // 2c − 1 − cp.rank, L = sh.S/2 each), S_total = the whole sequence's length. qkv [sh.S·B, 3·NH·HD] as for
