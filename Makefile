@@ -10,8 +10,10 @@
 #   make memory  the Table 2 grid measured on a small model on CPU, next to the formulas
 #   make pictures  build/pictures/{loss,memory}.png from the last make train's log
 #   (train, paper, memory and pictures build only the programs they run; test and bench build everything)
-#   make deps    install missing Debian packages (as root), and the PyPI packages of the transformers tests
-#                for /usr/bin/python3; else print the commands
+#   make deps-train  install the missing Debian packages training needs (as root; else print the command);
+#                make train runs it
+#   make deps    the same and what the tests need: PyTorch (Debian) and transformers (PyPI, for /usr/bin/python3);
+#                make test, bench and accuracy run it
 #   make clean
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -26,11 +28,18 @@ NP ?= 2
 MPIRUN ?= mpirun --oversubscribe --bind-to none
 export OMPI_ALLOW_RUN_AS_ROOT = 1
 export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = 1
-DEB_PACKAGES = cmake g++ make ccache ninja-build openmpi-bin libopenmpi-dev libopenblas-dev libstb-dev libpcre2-dev python3 \
-               nlohmann-json3-dev python3-torch python3-pip
+# What training needs (make train): the compiler and build tools, MPI, BLAS, PCRE2 (GPT-2's pre-tokenizer),
+# stb (the pictures) and nlohmann-json. What only the tests and the accuracy scripts need comes with make deps
+# (make test): PyTorch and, from PyPI, transformers.
+DEB_TRAIN_PACKAGES = cmake g++ make ccache ninja-build openmpi-bin libopenmpi-dev libopenblas-dev libstb-dev \
+                     libpcre2-dev nlohmann-json3-dev
+DEB_TEST_PACKAGES = python3 python3-torch python3-pip
 # PyPI packages the transformers tests need (test/model/hf_gpt2.py, test/data/hf_tokenizer_agrees.py), for
 # /usr/bin/python3, where Debian's python3-torch is (another python3 first on PATH would not see it).
-PIP_PACKAGES = transformers==4.46.3 safetensors
+# transformers 4.44.2 with tokenizers < 0.20: its generate() runs on Debian's torch 1.13 under Python 3.11
+# (4.46's imports torch.distributed.fsdp, which fails to import in that torch under Python 3.11).
+TRANSFORMERS_VERSION = 4.44.2
+PIP_PACKAGES = transformers==$(TRANSFORMERS_VERSION) 'tokenizers<0.20' safetensors
 CONFIGURE = PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 # A new build folder uses Ninja when it is installed: it compiles a program's own files alongside the
 # libraries it links instead of after them. (An existing folder keeps the generator it was made with.)
@@ -42,25 +51,34 @@ TRAIN_ARGS ?= --tp 2 --sp --recompute selective --memory-report --layers 4 --hea
               --batch 16 --steps 600 --lr 2e-3 --warmup 50 --dropout 0.0 --val-every 200 --log-every 50 \
               --sample 400 --temperature 0.7 --top-k 20 --save $(BUILD)/model.bin --log $(BUILD)/train.jsonl
 
-.PHONY: all build trainer train test bench accuracy paper memory pictures deps data clean
+.PHONY: all build trainer train test bench accuracy paper memory pictures deps deps-train data clean
 # One cmake --build at a time in the build folder, whatever -j says.
 .NOTPARALLEL:
 
 all: build
 
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -z "$$missing" ]; then echo "deps: all Debian packages present"; \
-	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing$$missing"; \
+# deps-train: the Debian packages training needs; deps: those and the tests' (Debian and PyPI). Both install
+# what is missing as root, else print the command.
+define install_debian
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$$missing" ]; then echo "$@: all Debian packages present"; \
+	elif [ "$$(id -u)" = 0 ]; then echo "$@: installing$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
-	else echo "deps: missing$$missing; run: sudo apt-get install -y$$missing"; exit 1; fi
-	@if /usr/bin/python3 -c "import transformers, safetensors, torch; assert transformers.__version__ == '4.46.3'" 2>/dev/null; then \
-	  echo "deps: transformers and safetensors present for /usr/bin/python3"; \
+	else echo "$@: missing$$missing; run: sudo apt-get install -y$$missing"; exit 1; fi
+	@command -v nvcc >/dev/null || test -x /usr/local/cuda/bin/nvcc || \
+	  { echo "$@: nvcc not found: install the CUDA Toolkit (nvcc, cuBLAS, NCCL); it is needed to build"; exit 1; }
+endef
+
+deps-train:
+	$(call install_debian,$(DEB_TRAIN_PACKAGES))
+
+deps:
+	$(call install_debian,$(DEB_TRAIN_PACKAGES) $(DEB_TEST_PACKAGES))
+	@if /usr/bin/python3 -c "import transformers, safetensors, torch; assert transformers.__version__ == '$(TRANSFORMERS_VERSION)'" 2>/dev/null; then \
+	  echo "deps: transformers $(TRANSFORMERS_VERSION) and safetensors present for /usr/bin/python3"; \
 	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing $(PIP_PACKAGES) for /usr/bin/python3"; \
 	  /usr/bin/python3 -m pip install -q --break-system-packages $(PIP_PACKAGES) || exit 1; \
 	else echo "deps: missing $(PIP_PACKAGES) for /usr/bin/python3; run: sudo /usr/bin/python3 -m pip install --break-system-packages $(PIP_PACKAGES)"; exit 1; fi
-	@command -v nvcc >/dev/null || test -x /usr/local/cuda/bin/nvcc || \
-	  { echo "deps: nvcc not found: install the CUDA Toolkit (nvcc, cuBLAS, NCCL); it is needed to build"; exit 1; }
 
 # ---- the build folder -----------------------------------------------------------------------------------
 # There is one, $(BUILD), so that make pictures finds the log of the last make train, and nothing is built
@@ -91,7 +109,7 @@ define programs
 endef
 
 # train_gpt and prepare_data only.
-trainer: deps
+trainer: deps-train
 	$(call programs,train_gpt prepare_data)
 
 # The default corpus is the project's own text (docs and sources): no network needed.
