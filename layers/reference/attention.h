@@ -28,19 +28,18 @@ template <class T>
 inline void ref_attention_forward(T* probs, uint8_t* mask, T* probs_drop, T* out, const float* qkv,
                                   const AttnShape& sh, float p, uint64_t seed, uint32_t stream) {
     const int S = sh.S, B = sh.B, NH = sh.NH, HD = sh.HD, W = 3 * NH * HD, C = NH * HD;
-    const double scale = 1.0 / std::sqrt((double)HD), inv_keep = 1.0 / (1.0 - p);
+    const double scale = 1.0 / std::sqrt((double)HD), inv_keep = 1.0 / (1.0 - p);  // 1/sqrt(HD), 1/(1 − p)
     const uint32_t thr = dropout_threshold(p);
+    auto at = [&](int s, int b, int part, int n, int d) { return ((size_t)s * B + b) * W + part * C + n * HD + d; };
     std::vector<double> x(S);
     for (int b = 0; b < B; b++)
         for (int n = 0; n < NH; n++) {
             const size_t bn = ((size_t)b * NH + n) * S * S;
             for (int q = 0; q < S; q++) {
-                const float* Q = qkv + ((size_t)q * B + b) * W + n * HD;
                 double mx = -INFINITY, sum = 0;
                 for (int k = 0; k <= q; k++) {
-                    const float* K = qkv + ((size_t)k * B + b) * W + C + n * HD;
                     double s = 0;
-                    for (int d = 0; d < HD; d++) s += (double)Q[d] * K[d];
+                    for (int d = 0; d < HD; d++) s += (double)qkv[at(q, b, 0, n, d)] * qkv[at(k, b, 1, n, d)];
                     x[k] = s * scale;
                     mx = std::max(mx, x[k]);
                 }
@@ -58,7 +57,7 @@ inline void ref_attention_forward(T* probs, uint8_t* mask, T* probs_drop, T* out
                 for (int d = 0; d < HD; d++) {
                     double s = 0;
                     for (int k = 0; k <= q; k++)
-                        s += (double)probs_drop[bn + (size_t)q * S + k] * qkv[((size_t)k * B + b) * W + 2 * C + n * HD + d];
+                        s += (double)probs_drop[bn + (size_t)q * S + k] * qkv[at(k, b, 2, n, d)];
                     out[((size_t)q * B + b) * C + n * HD + d] = (T)s;
                 }
         }
@@ -85,7 +84,8 @@ inline void ref_attention_backward(T* dqkv, const float* dout, const float* qkv,
                     for (int d = 0; d < HD; d++) s += (double)dO[d] * qkv[at(k, b, 2, n, d)];
                     dP[k] = mask[bn + (size_t)q * S + k] ? s * inv_keep : 0.0;
                     dot += dP[k] * (double)probs[bn + (size_t)q * S + k];
-                    for (int d = 0; d < HD; d++) dV[(size_t)k * HD + d] += (double)probs_drop[bn + (size_t)q * S + k] * dO[d];
+                    const double pd = probs_drop[bn + (size_t)q * S + k];
+                    for (int d = 0; d < HD; d++) dV[(size_t)k * HD + d] += pd * dO[d];
                 }
                 for (int d = 0; d < HD; d++) dQ[d] = 0;
                 for (int k = 0; k <= q; k++) {

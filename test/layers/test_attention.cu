@@ -12,10 +12,10 @@
 // buffer (S = 37, 64, 133, 1024) are never read and never written.
 // GPU checks, f32 and bf16, p = 0 and 0.1, the shapes of test/layers/gpu_shapes.h (sizes that are no multiple
 // of any tile, every softmax kernel instantiation, several causal blocks with a partial last one; sub-ranges
-// of heads and batches): masks bit-identical to the CPU's and the reference's, probs, probs_drop, out, dqkv
-// against the CPU and the reference (outputs poisoned first), exactly 0 above the diagonal within each device's causal blocks
-// and the poison untouched above them, the backward twice and the forward twice give identical bits
-// (selective recompute relies on it).
+// of heads and batches): masks bit-identical to the CPU's and the reference's, probs, probs_drop, out,
+// dqkv against the CPU and the reference (outputs poisoned first), exactly 0 above the diagonal within
+// each device's causal blocks and the poison untouched above them, the backward twice and the forward
+// twice give identical bits (selective recompute relies on it).
 #include <omp.h>
 #include <algorithm>
 #include <functional>

@@ -12,8 +12,8 @@
 // another mask; p = 0 writes an all-ones mask; no bias / no residual; output aliasing the input; the
 // backward's values against the reference, in place, and against finite differences; bf16 storage.
 // GPU checks, f32 and bf16: masks bit for bit equal to the CPU's and the reference's (at global offsets),
-// only 0/1 bytes written, values against the CPU and the reference (outputs poisoned first); small odd blocks, a GPT-sized block, p = 0, no
-// bias / no residual, and more rows than gridDim.y can hold.
+// only 0/1 bytes written, values against the CPU and the reference (outputs poisoned first); small odd
+// blocks, a GPT-sized block, p = 0, no bias / no residual, and more rows than gridDim.y can hold.
 #include <cstdint>
 #include "layers/dropout.h"
 #include "layers/philox.h"

@@ -18,9 +18,10 @@
 //    summed (flash_block_backward) == the whole dqkv, p = 0 and 0.1; a block's rows that see no key (o = 0,
 //    lse = −inf, dQ unchanged) and keys no query sees (dK, dV unchanged).
 // GPU checks (the shapes of test/layers/gpu_shapes.h, f32 and bf16, p = 0 and 0.1): out, lse, dqkv against
-// the CPU path and the reference, outputs poisoned first; the keep bits through the one-hot V on the GPU equal the CPU's; the
-// forward and the backward twice give identical bits. Ring attention's blocks (gpu_shapes.h,
-// kFlashBlockGpuCases): the block's o and lse, the merge, and the terms the backward adds, against the CPU.
+// the CPU path and the reference, outputs poisoned first; the keep bits through the one-hot V on the GPU
+// equal the CPU's; the forward and the backward twice give identical bits. Ring attention's blocks
+// (gpu_shapes.h, kFlashBlockGpuCases): the block's o and lse, the merge, and the terms the backward adds,
+// against the CPU.
 #include <omp.h>
 #include <algorithm>
 #include <functional>

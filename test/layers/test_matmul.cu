@@ -107,7 +107,7 @@ static void test_gemm_threads(Ctx& ctx) {
 // The layout of attention's operands: the matrices sit side by side in wide rows, matrix (o, i) at column
 // o·(inner·w + gap) + i·w of a row (w the stored width of one matrix), so consecutive i are w apart but
 // consecutive o are w·inner + gap apart. Returns the whole C buffer after the call; `ref` (when given)
-// receives the double-precision triple loop's C.
+// receives the reference's C (layers/reference/matmul.h, one call per matrix).
 struct BatchedCase {
     int M, N, K, outer, inner;
     bool ta, tb;
