@@ -8,6 +8,8 @@
 // of PyTorch each, on the very bytes this program fed to mini-megatron's op; writing them again in C++ would
 // be a second implementation to trust. The error is measured against float64 computed from the same fp32
 // inputs, so it is the op's own rounding error, not the inputs'.
+// (The same math as plain C++ loops, which the unit tests hold the CPU path and the kernels to, is in
+// layers/reference/; this program is about the distance from float64 next to PyTorch's, at the model's shapes.)
 //
 // Folder: manifest.txt, one line per array: `OP in|out NAME DTYPE COUNT` (a file OP.in|out.NAME.DTYPE of COUNT
 // raw little-endian values; an output may have an input's name, as AdamW's param), and `OP param KEY VALUE` for the scalars of the op (shapes, constants).

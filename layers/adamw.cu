@@ -1,4 +1,5 @@
 // adamw.cu — the optimizer step: AdamW with llm.c's update rule, and the reductions around it (see adamw.h).
+// The plain math this file computes fast: layers/reference/adamw.h
 //
 // Per parameter, at step t (counting from 1), with g = grad · grad_scale (grad_scale is the clipping factor):
 //   m      = β1 m + (1 - β1) g

@@ -1,7 +1,6 @@
 // adamw.h — AdamW on fp32 master weights and fp32 moments (llm.c's update rule), plus the reductions the
 // optimizer step needs (gradient norm for clipping).
-// The fast CPU path's plain reference: the update written out in double, three steps, in
-// `test_adamw` in test/layers/test_adamw.cu; the norms against a double sum in the same file.
+// The plain math this file computes fast: layers/reference/adamw.h
 #pragma once
 #include <vector>
 #include "runtime.h"

@@ -5,6 +5,8 @@
 //   mask   = keep(seed, stream, global index) for k <= q, 0 for k > q;   probs_drop = probs ⊙ mask / (1 - p)
 //   out    = probs_drop · V                         per (batch, head): an S×HD GEMM
 //
+// The plain math this file computes fast: layers/reference/attention.h
+//
 // The s×s tensors (probs, mask, probs_drop) are what Korthikanti et al. count as the 5as²b bytes of a layer
 // (2as²b softmax output, as²b dropout mask, 2as²b dropout output, Table 2) and what *selective
 // recomputation* (§5) drops and rebuilds in backward by calling attention_probs_forward again. Because the

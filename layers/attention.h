@@ -7,8 +7,7 @@
 // NH is the number of heads on this rank (tensor parallelism splits heads); dropout keys use the global
 // head and batch index so that any parallel layout reproduces the single-rank masks.
 //
-// The fast CPU path's plain reference: attention written out in double, masks from dropout_keep at the
-// documented index, and finite differences: `attention_ref` in test/layers/test_attention.cu.
+// The plain math this file computes fast: layers/reference/attention.h
 #pragma once
 #include "runtime.h"
 

@@ -1,5 +1,6 @@
 // cross_entropy.cu — softmax cross-entropy over a padded, possibly vocab-sharded vocabulary (see
 // cross_entropy.h), in pieces that a tensor-parallel group can combine without gathering logits.
+// The plain math this file computes fast: layers/reference/cross_entropy.h
 //
 // For one row with logits z over the vocabulary and target t:
 //   loss = log Σ_v exp(z_v) − z_t = log Σ_v exp(z_v − m) + m − z_t,   m = max_v z_v (for stability).

@@ -8,8 +8,7 @@
 // are simply the steps of an ordinary cross-entropy. (bf16-stored logits are accepted too, and dlogits may
 // be f32 or bf16; all math is fp32.)
 //
-// The fast CPU path's plain reference: a log-softmax over the real columns in double, and finite
-// differences: `ce_double` in test/layers/test_cross_entropy.cu.
+// The plain math this file computes fast: layers/reference/cross_entropy.h
 #pragma once
 #include "runtime.h"
 

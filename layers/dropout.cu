@@ -1,4 +1,5 @@
 // dropout.cu — hidden dropout fused with the row-parallel bias and the residual add (see dropout.h).
+// The plain math this file computes fast: layers/reference/dropout.h
 //
 //   forward:  out  = resid + mask ⊙ (x + bias) / (1 - p)        mask: 1 byte per element (paper's sbh)
 //   backward: dx   = dout ⊙ mask / (1 - p)

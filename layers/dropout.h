@@ -6,8 +6,7 @@
 // is dropout_keep(seed, stream, that global index) (philox.h). So TP, SP and DP ranks reproduce the masks
 // of a single-rank run exactly.
 //
-// The fast CPU path's plain reference: each element's value and mask bit recomputed from dropout_keep at
-// its global index, and finite differences: `test_dropout` in test/layers/test_dropout.cu.
+// The plain math this file computes fast: layers/reference/dropout.h
 #pragma once
 #include "runtime.h"
 

@@ -1,4 +1,5 @@
 // embedding.cu — token and (learned, GPT-2) position embeddings, forward and deterministic backward.
+// The plain math this file computes fast: layers/reference/embedding.h
 //
 // Vocab parallelism (Megatron's VocabParallelEmbedding): a rank holds rows [v_begin, v_begin + V_local) of
 // the padded token table. It writes the embedding of the tokens it owns and zeros for the others; summing

@@ -2,8 +2,7 @@
 // loader's [B, S] batch), so the output rows are already in the [s, b, h] activation layout.
 // Vocab-parallel: a rank holds the rows [v_begin, v_begin + V_local) of the (padded) token table and writes
 // zeros for tokens it does not own; parallel/vocab_parallel.cu then sums over the TP group.
-// The fast CPU path's plain reference: rows copied and gradient rows summed one by one, and finite
-// differences for the position embedding: `test_embedding` in test/layers/test_embedding.cu.
+// The plain math this file computes fast: layers/reference/embedding.h
 #pragma once
 #include <vector>
 #include "runtime.h"

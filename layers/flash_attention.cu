@@ -1,4 +1,5 @@
 // flash_attention.cu — core attention in tiles, without the s×s tensors (see flash_attention.h).
+// The plain math this file computes fast: layers/reference/flash_attention.h
 //
 // Forward, for one query tile Q_i of one (sequence, head), over the key tiles K_j, V_j on and below the
 // diagonal (tiles wholly above it are skipped: the causal mask zeroes them), with per query q a running

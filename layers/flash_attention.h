@@ -1,5 +1,6 @@
 // flash_attention.h — core attention without the s×s tensors: FlashAttention-2's tiled form (Dao 2023),
 // with the unfused path's own dropout masks.
+// The plain math this file computes fast: layers/reference/flash_attention.h
 //
 // The unfused path (attention.h) materialises softmax(QKᵀ/√d), its dropout mask and the dropped-out
 // probabilities: the 5as²b bytes of Table 2 that selective recomputation drops and rebuilds. Flash attention

@@ -1,4 +1,5 @@
 // gelu.cu — GeLU, tanh approximation (GPT-2 / Megatron), element-wise (see gelu.h).
+// The plain math this file computes fast: layers/reference/gelu.h
 //
 //   gelu(x)  = 0.5 x (1 + tanh(u)),          u = k (x + 0.044715 x³),   k = sqrt(2/π)
 //   gelu'(x) = 0.5 (1 + tanh(u)) + 0.5 x (1 - tanh²(u)) k (1 + 3·0.044715 x²)

@@ -1,6 +1,5 @@
 // gelu.h — GeLU with the tanh approximation (GPT-2): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
-// The fast CPU path's plain reference: the formula in double and central finite differences per element:
-// `test_gelu` in test/layers/test_gelu.cu.
+// The plain math this file computes fast: layers/reference/gelu.h
 #pragma once
 #include "runtime.h"
 

@@ -1,4 +1,5 @@
 // layernorm.cu — LayerNorm over the channels of each row (see layernorm.h), GPT-2 flavour (eps 1e-5).
+// The plain math this file computes fast: layers/reference/layernorm.h
 //
 // forward, per row x of C channels:
 //   mean = Σx / C,  var = Σ(x - mean)² / C,  rstd = 1 / sqrt(var + eps)

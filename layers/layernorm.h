@@ -1,8 +1,6 @@
 // layernorm.h — LayerNorm over the last dimension (eps 1e-5, GPT-2), N rows of C channels.
 // Under sequence parallelism these run on the rank's s/t shard of rows (parallel/sequence_parallel.cu).
-// The fast CPU path's plain reference: mean, variance and output in double, the backward by finite
-// differences: `test_layernorm_forward_values` in test/layers/test_layernorm.cu, and the gradient test
-// after it.
+// The plain math this file computes fast: layers/reference/layernorm.h
 #pragma once
 #include "runtime.h"
 

@@ -1,5 +1,6 @@
 // linear.cu — the fully connected layer y = x Wᵀ + b (W stored (out, in), as llm.c and PyTorch), built on
 // the one gemm() primitive (matmul.h), and the deterministic bias gradient.
+// The plain math this file computes fast: layers/reference/linear.h
 //
 // Forward:   out[N×OC]  = in[N×IC] · Wᵀ + b
 // Backward:  din[N×IC]  = dout · W            (overwritten, or accumulated when accumulate_din)

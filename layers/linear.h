@@ -1,7 +1,6 @@
 // linear.h — y = x Wᵀ + b with W stored (out, in) as in llm.c / PyTorch. N rows (tokens).
 // Column- and row-parallel versions (parallel/tensor_parallel.cu) call these on their weight shards.
-// The fast CPU path's plain reference: x·Wᵀ + b as a double loop, the backward by finite differences:
-// `test_linear` in test/layers/test_linear.cu.
+// The plain math this file computes fast: layers/reference/linear.h
 #pragma once
 #include "runtime.h"
 

@@ -1,4 +1,5 @@
 // matmul.cu — the one GEMM primitive (see matmul.h): OpenBLAS on CPU, cuBLAS on GPU.
+// The plain math this file computes fast: layers/reference/matmul.h
 //
 // Every matrix product of the model (linear layers, the per-head products of attention, the LM head) goes
 // through gemm() or gemm_batched() (a two-level batch: attention's sequences × heads in one call), so the two

@@ -6,7 +6,7 @@
 // A and B share a dtype (f32 or bf16); C is f32 or that dtype. Accumulation is always fp32. On CPU, bf16
 // operands are widened to fp32 scratch and the result rounded once (bf16 is storage only).
 //
-// The CPU path's plain reference: a naive triple loop in double (`test_gemm` in test/layers/test_matmul.cu).
+// The plain math this file computes fast: layers/reference/matmul.h
 #pragma once
 #include "runtime.h"
 

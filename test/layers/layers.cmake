@@ -1,7 +1,8 @@
 # One test per op file of layers/ (test/layers/test_<op>.cu), each registered twice from one executable:
-#   test_<op>      label unit: the fast CPU path against a plain reference done by hand (--cpu; make test-asan runs these)
-#   test_gpu_<op>  label gpu:  every CUDA kernel of the op against the fast CPU path (--gpu; exits 77, a skip,
-#                  when no GPU is visible)
+#   test_<op>      label unit: the fast CPU path against the op's plain math, layers/reference/<op>.h (--cpu;
+#                  make test-asan runs these)
+#   test_gpu_<op>  label gpu:  every CUDA kernel of the op against the fast CPU path and the same reference
+#                  (--gpu; exits 77, a skip, when no GPU is visible)
 # MODULES: the op's own object library and what it calls, nothing else.
 mm_test(test_matmul SOURCES test/layers/test_matmul.cu MODULES matmul runtime LABELS unit ARGS --cpu)
 mm_test(test_gpu_matmul EXE test_matmul LABELS gpu ARGS --gpu)

@@ -1,25 +1,28 @@
 // test_adamw.cu — the optimizer step and the gradient-norm reductions (layers/adamw.cu): the fast CPU path
 // (--cpu, label unit) and the CUDA kernels against it (--gpu, label gpu).
 //
-// CPU checks: AdamW against a hand-written double-precision reference for 3 steps, with f32 and bf16
-// gradients (a zero gradient on the first step: only weight decay moves it); sum_of_squares against a
+// The plain math both paths are held to: layers/reference/adamw.h.
+// CPU checks: AdamW against the reference (its state in double) for 3 steps, with f32 and bf16 gradients (a
+// zero gradient on the first step: only weight decay moves it); sum_of_squares against the reference's
 // double sum over several of the CPU's fixed chunks and a ragged end, the batched sums_of_squares giving the
 // same bits as one call per tensor, scale_inplace; sum_of_squares gives the same bits with 1 and 3 OpenMP
 // threads (so the gradient clipping of a run does not depend on the machine).
 // The fused update (adamw_update_fused: AdamW plus the bf16 compute copy in one pass) against adamw_update
 // followed by tensor_convert, bitwise, on the CPU and on the GPU (where it is also checked against the CPU).
-// GPU checks, f32 and bf16 gradients: 3 AdamW steps, sum_of_squares (fp64 accumulation, bitwise
-// reproducible; single and batched) and scale_inplace against the CPU.
+// GPU checks, f32 and bf16 gradients: 3 AdamW steps and sum_of_squares (fp64 accumulation, bitwise
+// reproducible; single and batched) against the CPU and the reference, scale_inplace against the CPU.
 #include <omp.h>
 #include <cstdint>
 #include "layers/adamw.h"
+#include "layers/reference/adamw.h"
+#include "test/layers/reference_check.h"
 #include "test/test_util.h"
 
 typedef std::vector<float> vf;
 static Ctx g_cpu, g_gpu;
 
 // =========================================================================================================
-// CPU checks (--cpu): the reference against math done by hand
+// CPU checks (--cpu): the fast CPU path against the plain math of layers/reference/adamw.h
 // =========================================================================================================
 
 static void test_adamw(std::mt19937& rng) {
@@ -29,16 +32,10 @@ static void test_adamw(std::mt19937& rng) {
     std::vector<vf> grads;
     for (int t = 0; t < 3; t++) grads.push_back(random_vec(n, rng));
     grads[0][0] = 0.0f;  // a zero gradient on the first step: only weight decay moves it
-    // hand-written reference, in double
+    // the reference (layers/reference/adamw.h), its state kept in double across the 3 steps
     std::vector<double> P(p0.begin(), p0.end()), M(n, 0.0), V(n, 0.0);
     for (int t = 1; t <= 3; t++)
-        for (int64_t i = 0; i < n; i++) {
-            double g = (double)grads[t - 1][i] * gs;
-            M[i] = b1 * M[i] + (1 - (double)b1) * g;
-            V[i] = b2 * V[i] + (1 - (double)b2) * g * g;
-            double mh = M[i] / (1 - std::pow((double)b1, t)), vh = V[i] / (1 - std::pow((double)b2, t));
-            P[i] -= lr * (mh / (std::sqrt(vh) + eps) + wd * P[i]);
-        }
+        ref_adamw_step(P.data(), grads[t - 1].data(), M.data(), V.data(), n, lr, b1, b2, eps, wd, t, gs);
     for (DType gdt : {DType::F32, DType::BF16}) {
         Tensor tp = cpu_tensor(DType::F32, p0), tm = tensor_zeros(Device::CPU, DType::F32, n);
         Tensor tv = tensor_zeros(Device::CPU, DType::F32, n);
@@ -62,8 +59,7 @@ static void test_adamw(std::mt19937& rng) {
 static void test_sum_of_squares_and_scale(std::mt19937& rng) {
     const int64_t n = 200003;  // several of the CPU's fixed chunks, and a ragged end
     vf x = random_vec(n, rng, -3.f, 3.f);
-    double want = 0;
-    for (float v : x) want += (double)v * v;
+    const double want = ref_sum_of_squares(x.data(), n);
     Tensor t = cpu_tensor(DType::F32, x);
     double got = sum_of_squares(g_cpu, t);
     CHECK(std::fabs(got - want) <= 1e-12 * want, "sum_of_squares %.17g vs %.17g", got, want);
@@ -158,27 +154,40 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
+// GPU checks (--gpu): the CUDA kernels against the fast CPU path and the reference
 // =========================================================================================================
 
 static void test_adamw_and_reductions(DType grad_dt, int64_t n, std::mt19937& rng) {
     const char* dn = dtype_name(grad_dt);
-    TensorPair p = on_both(DType::F32, random_vec(n, rng));
+    const vf p0 = random_vec(n, rng);
+    TensorPair p = on_both(DType::F32, p0);
     TensorPair m = on_both(DType::F32, vf(n, 0.0f)), v = on_both(DType::F32, vf(n, 0.0f));
+    // the reference (layers/reference/adamw.h) on the same rounded gradients, its state in double
+    std::vector<double> rp(p0.begin(), p0.end()), rm(n, 0.0), rv(n, 0.0);
     for (int t = 1; t <= 3; t++) {
-        TensorPair g = on_both(grad_dt, random_vec(n, rng));
+        const vf gv = random_vec(n, rng);
+        TensorPair g = on_both(grad_dt, gv);
         adamw_update(g_cpu, p.c, g.c, m.c, v.c, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, 0.7f);
         adamw_update(g_gpu, p.g, g.g, m.g, v.g, n, 3e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t, 0.7f);
+        ref_adamw_step(rp.data(), round_to(grad_dt, gv).data(), rm.data(), rv.data(), n, 3e-3f, 0.9f, 0.95f, 1e-8f,
+                       0.1f, t, 0.7f);
         free_all({&g});
     }
     check_close(to_host(p.g), to_host(p.c), 1e-5, 1e-6, "adamw param", dn, (int)n, 1);
     check_close(to_host(m.g), to_host(m.c), 1e-5, 1e-6, "adamw m", dn, (int)n, 1);
     check_close(to_host(v.g), to_host(v.c), 1e-5, 1e-6, "adamw v", dn, (int)n, 1);
+    check_close_vs_reference("adamw param", grad_dt, to_host(p.g), to_host(p.c), to_float(rp), 1e-5, 1e-6, (int)n, 1);
+    check_close_vs_reference("adamw m", grad_dt, to_host(m.g), to_host(m.c), to_float(rm), 1e-5, 1e-6, (int)n, 1);
+    check_close_vs_reference("adamw v", grad_dt, to_host(v.g), to_host(v.c), to_float(rv), 1e-5, 1e-6, (int)n, 1);
 
     // sum of squares (of an f32 or bf16 tensor): fp64 accumulation on both devices, different order
-    TensorPair x = on_both(grad_dt, random_vec(n, rng, -3.f, 3.f));
+    const vf xv = random_vec(n, rng, -3.f, 3.f);
+    TensorPair x = on_both(grad_dt, xv);
     double sc = sum_of_squares(g_cpu, x.c), sg1 = sum_of_squares(g_gpu, x.g), sg2 = sum_of_squares(g_gpu, x.g);
     CHECK(std::fabs(sg1 - sc) <= 1e-12 * sc, "sum_of_squares [%s n=%lld]: gpu %.17g cpu %.17g", dn, (long long)n, sg1, sc);
+    const double sr = ref_sum_of_squares(round_to(grad_dt, xv).data(), n);  // the reference, same rounded values
+    CHECK(std::fabs(sc - sr) <= 1e-12 * sr && std::fabs(sg1 - sr) <= 2.1e-12 * sr,
+          "sum_of_squares [%s n=%lld] vs the reference %.17g: cpu %.17g gpu %.17g", dn, (long long)n, sr, sc, sg1);
     CHECK(memcmp(&sg1, &sg2, sizeof(double)) == 0, "sum_of_squares not bitwise reproducible on GPU");
     // the batched form (one synchronization for the step's gradient norm): each sum bit-identical to the
     // single-tensor call, an empty tensor giving 0, mixed dtypes and sizes in one call

@@ -1,8 +1,9 @@
-// test_attention.cu — causal self-attention with dropout on the probabilities (layers/attention.cu): the CPU
-// reference (--cpu, label unit) and the CUDA kernels against it (--gpu, label gpu).
+// test_attention.cu — causal self-attention with dropout on the probabilities (layers/attention.cu): the fast
+// CPU path (--cpu, label unit) and the CUDA kernels (--gpu, label gpu) against its plain math,
+// layers/reference/attention.h.
 //
-// CPU checks: probs, probs_drop, out and dqkv against a straightforward double-precision attention (masks
-// from dropout_keep at the documented global index); exactly 0 above the diagonal, softmax rows sum to 1;
+// CPU checks: probs, probs_drop, out and dqkv against the reference, its tensors kept in double (masks from
+// dropout_keep at the documented global index); exactly 0 above the diagonal, softmax rows sum to 1;
 // end-to-end directional finite differences of L = Σ G ⊙ attention(qkv), also for Q, K and V separately;
 // the dropout rate; a rank holding heads [h0, h0 + NH) of batches [b0, b0 + B) reproduces that slice of the
 // single-rank result, masks included (what the TP and DP equivalence tests rely on); bf16 storage; S = 7 and
@@ -11,17 +12,18 @@
 // buffer (S = 37, 64, 133, 1024) are never read and never written.
 // GPU checks, f32 and bf16, p = 0 and 0.1, the shapes of test/layers/gpu_shapes.h (sizes that are no multiple
 // of any tile, every softmax kernel instantiation, several causal blocks with a partial last one; sub-ranges
-// of heads and batches): masks bit-identical to the CPU's, probs, probs_drop, out, dqkv
-// against the CPU (outputs poisoned first), exactly 0 above the diagonal within each device's causal blocks
-// and the poison untouched above them, the backward twice and the forward twice give identical bits
-// (selective recompute relies on it).
+// of heads and batches): masks bit-identical to the CPU's and the reference's, probs, probs_drop, out,
+// dqkv against the CPU and the reference (outputs poisoned first), exactly 0 above the diagonal within
+// each device's causal blocks and the poison untouched above them, the backward twice and the forward
+// twice give identical bits (selective recompute relies on it).
 #include <omp.h>
 #include <algorithm>
 #include <functional>
 #include "layers/attention.h"
 #include "layers/philox.h"
-#include "test/layers/attention_ref.h"
+#include "layers/reference/attention.h"
 #include "test/layers/gpu_shapes.h"
+#include "test/layers/reference_check.h"
 #include "test/test_util.h"
 
 static std::mt19937 g_rng;  // reseeded by each half: --cpu or --gpu alone draws what a run of both draws
@@ -29,8 +31,29 @@ static Ctx g_cpu, g_gpu;
 static Ctx& ctx_of(Device dev) { return dev == Device::CUDA ? g_gpu : g_cpu; }
 
 // =========================================================================================================
-// CPU checks (--cpu): the reference against math done by hand
+// CPU checks (--cpu): the fast CPU path against the plain math of layers/reference/attention.h
 // =========================================================================================================
+
+// The reference (layers/reference/attention.h) on a [S·B, 3·NH·HD] qkv block, its tensors kept in double:
+// probs, mask, probs_drop, out, and dqkv when dout is given.
+struct AttnRef {
+    std::vector<double> probs, probs_drop, out, dqkv;
+    std::vector<uint8_t> mask;
+};
+static AttnRef attention_ref(const std::vector<float>& qkv, const std::vector<float>& dout, const AttnShape& sh,
+                             float p, uint64_t seed, uint32_t stream) {
+    const size_t SS = (size_t)sh.B * sh.NH * sh.S * sh.S, NO = (size_t)sh.S * sh.B * sh.NH * sh.HD;
+    AttnRef r;
+    r.probs.resize(SS), r.probs_drop.resize(SS), r.mask.resize(SS), r.out.resize(NO);
+    ref_attention_forward(r.probs.data(), r.mask.data(), r.probs_drop.data(), r.out.data(), qkv.data(), sh, p, seed,
+                          stream);
+    if (!dout.empty()) {
+        r.dqkv.resize(qkv.size());
+        ref_attention_backward(r.dqkv.data(), dout.data(), qkv.data(), r.probs.data(), r.mask.data(),
+                               r.probs_drop.data(), sh, p);
+    }
+    return r;
+}
 
 struct AttnRun {
     std::vector<float> probs, probs_drop, out, dqkv;
@@ -357,7 +380,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
+// GPU checks (--gpu): the CUDA kernels against the fast CPU path and the reference
 // =========================================================================================================
 
 struct AttnRunGpu {
@@ -428,6 +451,18 @@ static void test_attention_gpu() {
                 check_close_norm((w + " dqkv").c_str(), dt, g.dqkv, c.dqkv);
                 CHECK(bitwise_equal(g.dqkv, g.dqkv_again), "%s: backward twice gives identical bits [%s]", what,
                       dtype_name(dt));
+                // Both against the reference on the same rounded inputs: the masks bit for bit, the values within
+                // the CPU test's bounds for the dtype (bf16: those of bf16 storage against fp32).
+                AttnRef ref = attention_ref(qkv, G, sh, p, seed, stream);
+                const std::vector<float> ref_mask(ref.mask.begin(), ref.mask.end());
+                CHECK(bitwise_equal(c.mask, ref_mask) && bitwise_equal(g.mask, ref_mask),
+                      "%s: CPU and GPU masks equal the reference's [%s]", what, dtype_name(dt));
+                const bool bf = dt == DType::BF16;
+                check_norm_vs_reference(w + " probs", dt, g.probs, c.probs, to_float(ref.probs), bf ? 1e-2 : 1e-4);
+                check_norm_vs_reference(w + " probs_drop", dt, g.probs_drop, c.probs_drop, to_float(ref.probs_drop),
+                                        bf ? 1e-2 : 1e-4);
+                check_norm_vs_reference(w + " out", dt, g.out, c.out, to_float(ref.out), bf ? 2e-2 : 1e-4);
+                check_norm_vs_reference(w + " dqkv", dt, g.dqkv, c.dqkv, to_float(ref.dqkv), bf ? 3e-2 : 1e-4);
                 bool causal = true;
                 for (int64_t bn = 0; bn < (int64_t)sh.B * sh.NH; bn++)
                     for (int q = 0; q < sh.S; q++)

@@ -4,20 +4,24 @@
 // The loss is computed in two passes over the logits (the row statistics as online (max, sum) pairs plus the
 // target logit, then the gradient), so that under TP each rank works on its own vocabulary columns and only
 // per-row numbers cross the network.
-// CPU checks: losses and dlogits against a log-softmax over the real columns in double, and against the
-// earlier three-pass float computation (kept here only as a reference: max pass, sum pass, gradient with a
-// division per element), within float rounding; rows long enough for several online chunks, with the
+// The plain math both paths are held to: layers/reference/cross_entropy.h.
+// CPU checks: losses and dlogits against the reference in double (a log-softmax over the real columns), and
+// against the same reference in float (the earlier three-pass float computation: max pass, sum pass,
+// gradient with a division per element), within float rounding; rows long enough for several online chunks, with the
 // maximum moving in every chunk, in the first one only, and large magnitudes; padded columns ignored and
 // given exactly zero gradient; finite differences; the Vp columns split over two "ranks", combined by hand
 // (max, rescale, sum), equal the unsplit loss and gradient; a rank holding only padding contributes nothing;
 // bf16 logits (same losses: the math is fp32); 1, 2 and 3 threads give the same bits.
 // GPU checks, f32 and bf16, a vocabulary split in two ranges with V_local a multiple of 8 (16-byte path) and
 // not (scalar path), and a long row: rowmax and target logit bit for bit, sumexp, losses, the rescale and
-// dlogits against the CPU (outputs poisoned first), padding gets zero gradient.
+// dlogits against the CPU (outputs poisoned first), padding gets zero gradient; on the long rows (the whole
+// vocabulary on one rank) losses and dlogits against the reference too.
 #include <omp.h>
 #include <algorithm>
 #include <functional>
 #include "layers/cross_entropy.h"
+#include "layers/reference/cross_entropy.h"
+#include "test/layers/reference_check.h"
 #include "test/test_util.h"
 
 static std::mt19937 g_rng;  // reseeded by each half: --cpu or --gpu alone draws what a run of both draws
@@ -25,7 +29,7 @@ static Ctx g_cpu, g_gpu;
 static Ctx& ctx_of(Device dev) { return dev == Device::CUDA ? g_gpu : g_cpu; }
 
 // =========================================================================================================
-// CPU checks (--cpu): the reference against math done by hand
+// CPU checks (--cpu): the fast CPU path against the plain math of layers/reference/cross_entropy.h
 // =========================================================================================================
 
 struct CePieces {
@@ -50,39 +54,23 @@ static CePieces ce_local(Ctx& ctx, std::vector<float>& logits, std::vector<int32
 }
 
 // The earlier three-pass float version (row max; Σ expf(z − m) in column order; expf(z − m)/Σ per element),
-// as it was before the two-pass change: the new one must agree with it within float rounding.
+// as it was before the two-pass change: the reference computed in float (layers/reference/cross_entropy.h).
+// The new one must agree with it within float rounding.
 static CePieces ce_three_pass(const std::vector<float>& logits, const std::vector<int32_t>& targets, int N, int Vp,
                               int V, float scale) {
     CePieces r;
     r.losses.resize(N);
-    r.dlogits.assign((size_t)N * Vp, 0.f);
-    for (int i = 0; i < N; i++) {
-        const float* z = &logits[(size_t)i * Vp];
-        float m = -INFINITY, s = 0.f;
-        for (int j = 0; j < V; j++) m = fmaxf(m, z[j]);
-        for (int j = 0; j < V; j++) s += expf(z[j] - m);
-        r.losses[i] = logf(s) + m - z[targets[i]];
-        for (int j = 0; j < V; j++)
-            r.dlogits[(size_t)i * Vp + j] = scale * (expf(z[j] - m) / s - (j == targets[i] ? 1.f : 0.f));
-    }
+    r.dlogits.resize((size_t)N * Vp);
+    ref_cross_entropy<float>(r.losses.data(), r.dlogits.data(), logits.data(), targets.data(), N, Vp, V, scale);
     return r;
 }
 
-// Loss and gradient of a log-softmax over the V real columns, in double.
+// Loss and gradient of a log-softmax over the V real columns: the reference in double.
 static void ce_double(const std::vector<float>& logits, const std::vector<int32_t>& targets, int N, int Vp, int V,
-                      double scale, std::vector<double>& loss, std::vector<double>& grad) {
+                      float scale, std::vector<double>& loss, std::vector<double>& grad) {
     loss.assign(N, 0.0);
     grad.assign((size_t)N * Vp, 0.0);
-    for (int i = 0; i < N; i++) {
-        double m = -1e300, s = 0;
-        for (int j = 0; j < V; j++) m = std::max(m, (double)logits[(size_t)i * Vp + j]);
-        for (int j = 0; j < V; j++) s += std::exp(logits[(size_t)i * Vp + j] - m);
-        const double lse = m + std::log(s);
-        loss[i] = lse - logits[(size_t)i * Vp + targets[i]];
-        for (int j = 0; j < V; j++)
-            grad[(size_t)i * Vp + j] =
-                scale * (std::exp(logits[(size_t)i * Vp + j] - lse) - (j == targets[i] ? 1.0 : 0.0));
-    }
+    ref_cross_entropy<double>(loss.data(), grad.data(), logits.data(), targets.data(), N, Vp, V, scale);
 }
 
 static bool padding_zero(const std::vector<float>& d, int N, int Vp, int V) {
@@ -266,7 +254,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
+// GPU checks (--gpu): the CUDA kernels against the fast CPU path and the reference
 // =========================================================================================================
 
 // One rank's slice [N, VL] of a vocabulary of V real ids starting at v_begin, on both devices.
@@ -307,6 +295,14 @@ static void gpu_case(DType dt, int N, int VL, int64_t v_begin, int V, const std:
     check_close_norm((w + " losses").c_str(), DType::F32, res[1][3], res[0][3], 1e-5);
     check_close_norm((w + " rescaled sumexp").c_str(), DType::F32, res[1][6], res[0][6], 1e-5);
     check_close_norm((w + " dlogits").c_str(), dt, res[1][4], res[0][4]);
+    if (v_begin == 0 && VL >= V) {
+        // The whole vocabulary on one rank: the loss and the gradient are the reference's
+        // (layers/reference/cross_entropy.h, in double) on the same rounded logits.
+        std::vector<double> rl, rg;
+        ce_double(logits, targets, N, VL, V, 0.37f, rl, rg);
+        check_norm_vs_reference(w + " losses", DType::F32, res[1][3], res[0][3], to_float(rl), 1e-5);
+        check_norm_vs_reference(w + " dlogits", dt, res[1][4], res[0][4], to_float(rg));
+    }
     bool pad_zero = true;
     for (int i = 0; i < N; i++)
         for (int j = 0; j < VL; j++)

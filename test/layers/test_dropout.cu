@@ -5,23 +5,27 @@
 // a tensor- or sequence-parallel rank that computes a block of the activation with offsets gets exactly the
 // bits of that block of the single-rank mask: the property behind the parallel-vs-single-rank equivalence
 // tests, and behind recomputation regenerating the same masks.
-// CPU checks: keep fraction ≈ 1 - p; values and mask bits from the documented global index; a sub-block
-// with offsets equals the slice of the full result, SP shards' masks concatenate to the full mask (bitwise);
-// another seed or stream gives another mask; p = 0 writes an all-ones mask; no bias / no residual; output
-// aliasing the input; the backward's values, in place, and against finite differences; bf16 storage.
-// GPU checks, f32 and bf16: masks bit for bit equal to the CPU's (at global offsets), only 0/1 bytes
-// written, values against the CPU (outputs poisoned first); small odd blocks, a GPT-sized block, p = 0, no
-// bias / no residual, and more rows than gridDim.y can hold.
+// The plain math both paths are held to: layers/reference/dropout.h.
+// CPU checks: keep fraction ≈ 1 - p; values and mask bits against the reference (dropout_keep at the
+// documented global index); a sub-block with offsets equals the slice of the full result and the reference
+// at its offsets, SP shards' masks concatenate to the full mask (bitwise); another seed or stream gives
+// another mask; p = 0 writes an all-ones mask; no bias / no residual; output aliasing the input; the
+// backward's values against the reference, in place, and against finite differences; bf16 storage.
+// GPU checks, f32 and bf16: masks bit for bit equal to the CPU's and the reference's (at global offsets),
+// only 0/1 bytes written, values against the CPU and the reference (outputs poisoned first); small odd
+// blocks, a GPT-sized block, p = 0, no bias / no residual, and more rows than gridDim.y can hold.
 #include <cstdint>
 #include "layers/dropout.h"
 #include "layers/philox.h"
+#include "layers/reference/dropout.h"
+#include "test/layers/reference_check.h"
 #include "test/test_util.h"
 
 typedef std::vector<float> vf;
 static Ctx g_cpu, g_gpu;
 
 // =========================================================================================================
-// CPU checks (--cpu): the reference against math done by hand
+// CPU checks (--cpu): the fast CPU path against the plain math of layers/reference/dropout.h
 // =========================================================================================================
 
 struct DropOut { vf out, mask; };
@@ -74,14 +78,18 @@ static void test_dropout(std::mt19937& rng) {
         vf x = random_vec(n, rng), bias = random_vec(C, rng), resid = random_vec(n, rng);
         DropoutCoords full;
         full.B_total = B;
-        const float p = 0.1f, scale = 1.0f / (1.0f - p);
+        const float p = 0.1f;
         DropOut d = bdr_forward(DType::F32, x, &bias, &resid, p, seed, stream, S, B, C, full);
+        // The reference (layers/reference/dropout.h): each element's keep bit from dropout_keep at its global
+        // index (the full block: offsets 0, so the local index is the global one) and its value in fp32.
+        vf ref_out(n);
+        std::vector<uint8_t> ref_mask(n);
+        ref_bias_dropout_residual_forward(ref_out.data(), ref_mask.data(), x.data(), bias.data(), resid.data(), p, seed,
+                                          stream, S, B, C, 0, 0, B);
         int bad_mask = 0, bad_val = 0;
         for (size_t i = 0; i < n; i++) {
-            bool keep = dropout_keep(seed, stream, i, dropout_threshold(p));  // full block: local index = global
-            if (d.mask[i] != (keep ? 1.0f : 0.0f)) bad_mask++;
-            float want = resid[i] + (keep ? (x[i] + bias[i % C]) * scale : 0.0f);
-            if (std::fabs(d.out[i] - want) > 1e-6f * (1 + std::fabs(want))) bad_val++;
+            if (d.mask[i] != (float)ref_mask[i]) bad_mask++;
+            if (std::fabs(d.out[i] - ref_out[i]) > 1e-6f * (1 + std::fabs(ref_out[i]))) bad_val++;
         }
         CHECK(bad_mask == 0, "dropout mask != dropout_keep(global index): %d elements", bad_mask);
         CHECK(bad_val == 0, "dropout output values: %d wrong", bad_val);
@@ -101,6 +109,13 @@ static void test_dropout(std::mt19937& rng) {
         DropOut ds = bdr_forward(DType::F32, xs, &bias, &rs, p, seed, stream, Sl, Bl, C, sub);
         CHECK(bitwise_equal(ds.mask, mask_slice), "sub-block mask differs from the full mask's slice");
         CHECK(bitwise_equal(ds.out, out_slice), "sub-block output differs from the full output's slice");
+        {  // and the reference drawn at the sub-block's offsets gives its mask bits
+            vf ro(xs.size());
+            std::vector<uint8_t> rmask(xs.size());
+            ref_bias_dropout_residual_forward(ro.data(), rmask.data(), xs.data(), bias.data(), rs.data(), p, seed, stream,
+                                              Sl, Bl, C, sub.s_offset, sub.b_offset, sub.B_total);
+            CHECK(ds.mask == vf(rmask.begin(), rmask.end()), "sub-block mask differs from the reference's at its offsets");
+        }
         // sequence-parallel shards (all batches, S/4 positions each) concatenate to the full mask
         vf cat;
         for (int k = 0; k < 4; k++) {
@@ -120,26 +135,35 @@ static void test_dropout(std::mt19937& rng) {
 
         // p = 0: all-ones mask, out = resid + x + bias
         DropOut d0 = bdr_forward(DType::F32, x, &bias, &resid, 0.0f, seed, stream, S, B, C, full);
+        vf ref0(n);
+        std::vector<uint8_t> mask0(n);
+        ref_bias_dropout_residual_forward(ref0.data(), mask0.data(), x.data(), bias.data(), resid.data(), 0.0f, seed,
+                                          stream, S, B, C, 0, 0, B);
         int bad0 = 0;
         for (size_t i = 0; i < n; i++)
-            if (d0.mask[i] != 1.0f || d0.out[i] != resid[i] + (x[i] + bias[i % C])) bad0++;
+            if (d0.mask[i] != 1.0f || mask0[i] != 1 || d0.out[i] != ref0[i]) bad0++;
         CHECK(bad0 == 0, "p = 0: %d elements not (mask 1, out = resid + x + bias)", bad0);
 
         // no bias, no residual: out = mask · x · scale; and out aliasing x gives the same
         DropOut dn = bdr_forward(DType::F32, x, nullptr, nullptr, p, seed, stream, S, B, C, full);
+        vf refn(n);
+        std::vector<uint8_t> maskn(n);
+        ref_bias_dropout_residual_forward(refn.data(), maskn.data(), x.data(), nullptr, nullptr, p, seed, stream, S, B, C,
+                                          0, 0, B);
         int badn = 0;
         for (size_t i = 0; i < n; i++)
-            if (dn.mask[i] != d.mask[i] || dn.out[i] != (d.mask[i] ? x[i] * scale : 0.0f)) badn++;
+            if (dn.mask[i] != d.mask[i] || dn.out[i] != refn[i]) badn++;
         CHECK(badn == 0, "no bias / no residual: %d wrong", badn);
         DropOut da = bdr_forward(DType::F32, x, &bias, &resid, p, seed, stream, S, B, C, full, true);
         CHECK(bitwise_equal(da.out, d.out) && bitwise_equal(da.mask, d.mask), "out aliasing x differs");
 
         // backward: dx = dout ⊙ mask / (1-p), and it is the derivative of L = Σ w · out along a direction
         vf w = random_vec(n, rng), dir = random_vec(n, rng);
-        vf dx = drop_backward(DType::F32, w, d.mask, p, false);
+        vf dx = drop_backward(DType::F32, w, d.mask, p, false), ref_dx(n);
+        ref_dropout_backward(ref_dx.data(), w.data(), ref_mask.data(), p, (int64_t)n);
         int badb = 0;
         for (size_t i = 0; i < n; i++)
-            if (dx[i] != (d.mask[i] ? w[i] * scale : 0.0f)) badb++;
+            if (dx[i] != ref_dx[i]) badb++;
         CHECK(badb == 0, "dropout_backward values: %d wrong", badb);
         CHECK(bitwise_equal(drop_backward(DType::F32, w, d.mask, p, true), dx), "dropout_backward in place differs");
         const double h = 1e-2;
@@ -166,7 +190,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
+// GPU checks (--gpu): the CUDA kernels against the fast CPU path and the reference
 // =========================================================================================================
 
 // Bias + dropout + residual on a block [S, B, C] placed at (s_offset, b_offset) of a global batch B_total.
@@ -179,8 +203,10 @@ static void test_dropout_gpu(DType dt, int S, int B, int C, float p, bool with_b
     where.s_offset = 11, where.b_offset = 1, where.B_total = B + 3;
     const uint64_t seed = 0x5eed0000beefull + (uint64_t)n;
     const uint32_t stream = dropout_stream(5, kSiteAttnOut);
-    TensorPair x = on_both(dt, random_vec(n, rng)), bias = on_both(dt, random_vec(C, rng));
-    TensorPair resid = on_both(dt, random_vec(n, rng));
+    const vf xv = random_vec(n, rng), bv = random_vec(C, rng);
+    const vf rv = random_vec(n, rng);
+    TensorPair x = on_both(dt, xv), bias = on_both(dt, bv);
+    TensorPair resid = on_both(dt, rv);
     TensorPair out = poisoned_pair(dt, n), mask = poisoned_pair(DType::U8, n);
     Tensor no;
     bias_dropout_residual_forward(g_cpu, out.c, mask.c, x.c, with_bias ? bias.c : no, with_resid ? resid.c : no, p,
@@ -198,12 +224,28 @@ static void test_dropout_gpu(DType dt, int S, int B, int C, float p, bool with_b
     CHECK(only01, "GPU mask holds bytes other than 0/1 (unwritten?) [%s S=%d B=%d C=%d]", dn, S, B, C);
     if (p == 0.0f) CHECK(kept == n, "p = 0: GPU mask not all ones (%lld of %lld)", (long long)kept, (long long)n);
     check_close(to_host(out.g), to_host(out.c), tol.rtol, tol.atol, "bias_dropout_residual_forward", dn, S * B, C);
+    // The reference (layers/reference/dropout.h) on the same rounded inputs, at the block's global offsets.
+    const vf xr = round_to(dt, xv), br = round_to(dt, bv), rr = round_to(dt, rv);
+    vf r_out(n);
+    std::vector<uint8_t> r_mask(n);
+    ref_bias_dropout_residual_forward(r_out.data(), r_mask.data(), xr.data(), with_bias ? br.data() : nullptr,
+                                      with_resid ? rr.data() : nullptr, p, seed, stream, S, B, C, where.s_offset,
+                                      where.b_offset, where.B_total);
+    CHECK(bitwise_equal(mg, vf(r_mask.begin(), r_mask.end())),
+          "GPU dropout mask differs from the reference's [%s S=%d B=%d C=%d p=%.2f]", dn, S, B, C, p);
+    check_close_vs_reference("bias_dropout_residual_forward", dt, to_host(out.g), to_host(out.c), r_out, tol.rtol,
+                             tol.atol, S * B, C);
 
     // dropout_backward with the mask just made
-    TensorPair dout = on_both(dt, random_vec(n, rng)), dx = poisoned_pair(dt, n);
+    const vf dv = random_vec(n, rng);
+    TensorPair dout = on_both(dt, dv), dx = poisoned_pair(dt, n);
     dropout_backward(g_cpu, dx.c, dout.c, mask.c, p, n);
     dropout_backward(g_gpu, dx.g, dout.g, mask.g, p, n);
     check_close(to_host(dx.g), to_host(dx.c), tol.rtol, tol.atol, "dropout_backward", dn, S * B, C);
+    const vf dr = round_to(dt, dv);
+    vf r_dx(n);
+    ref_dropout_backward(r_dx.data(), dr.data(), r_mask.data(), p, n);
+    check_close_vs_reference("dropout_backward", dt, to_host(dx.g), to_host(dx.c), r_dx, tol.rtol, tol.atol, S * B, C);
     free_all({&x, &bias, &resid, &out, &mask, &dout, &dx});
 }
 

@@ -1,17 +1,20 @@
 // test_embedding.cu — token and position embeddings (layers/embedding.cu): the fast CPU path (--cpu, label
-// unit) and the CUDA kernels against it (--gpu, label gpu).
+// unit) and the CUDA kernels (--gpu, label gpu) against their plain math, layers/reference/embedding.h.
 //
 // CPU checks: a vocabulary split into two ranges (vocab-parallel, as under TP): each rank looks up its own
-// rows and writes exactly 0 for the others, the two lookups sum to the full lookup; the backward scatters
-// the rows that used each token (repeated tokens included) onto a prefilled gradient, through an index that
-// is rebuilt per batch reusing its buffers, U = 0 for a batch with no owned token; the position embedding on
-// a sequence shard (SP) forward, backward and by finite differences; bf16 tables and outputs.
+// rows and writes exactly 0 for the others (the reference's values), the two lookups sum to the full lookup;
+// the backward scatters the rows that used each token (repeated tokens included) onto a prefilled gradient,
+// through an index that is rebuilt per batch reusing its buffers, against the reference; U = 0 for a batch
+// with no owned token; the position embedding on a sequence shard (SP) forward, backward (against the
+// reference) and by finite differences; bf16 tables and outputs.
 // GPU checks, f32 and bf16, a 300-token vocabulary padded to 304 in two ranges: the forward gives the CPU's
-// bits (a copy), the backward agrees with the CPU and is bitwise reproducible; the same for the position
-// embedding on a sequence shard.
+// bits and the reference's values (a copy), the backward agrees with the CPU and the reference and is
+// bitwise reproducible; the same for the position embedding on a sequence shard.
 #include <algorithm>
 #include <functional>
 #include "layers/embedding.h"
+#include "layers/reference/embedding.h"
+#include "test/layers/reference_check.h"
 #include "test/test_util.h"
 
 static std::mt19937 g_rng;  // reseeded by each half: --cpu or --gpu alone draws what a run of both draws
@@ -19,8 +22,16 @@ static Ctx g_cpu, g_gpu;
 static Ctx& ctx_of(Device dev) { return dev == Device::CUDA ? g_gpu : g_cpu; }
 
 // =========================================================================================================
-// CPU checks (--cpu): the reference against math done by hand
+// CPU checks (--cpu): the fast CPU path against the plain math of layers/reference/embedding.h
 // =========================================================================================================
+
+// Equal values element by element (0 and -0 alike).
+static bool same_values(const std::vector<float>& a, const std::vector<float>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); i++)
+        if (!(a[i] == b[i])) return false;
+    return true;
+}
 
 static void test_embedding(Ctx& ctx) {
     const int S = 5, B = 3, C = 4, V = 11, Vp = 12, half = Vp / 2;
@@ -37,24 +48,17 @@ static void test_embedding(Ctx& ctx) {
         std::vector<float> wl(wte.begin() + v_begin * C, wte.begin() + (v_begin + half) * C);
         std::vector<float> out(N * C, NAN);
         token_embedding_forward(ctx, cpu_view(out), cpu_view(tokens), cpu_view(wl), v_begin, half, N, C);
-        bool ok = true;
-        for (int r = 0; r < N; r++) {
-            bool own = tokens[r] >= v_begin && tokens[r] < v_begin + half;
-            for (int c = 0; c < C; c++) {
-                float want = own ? wte[tokens[r] * C + c] : 0.f;
-                if (out[r * C + c] != want) ok = false;
-                sum[r * C + c] += out[r * C + c];
-            }
-        }
+        std::vector<float> want(N * C);  // the reference (layers/reference/embedding.h)
+        ref_token_embedding_forward(want.data(), tokens.data(), wl.data(), v_begin, half, N, C);
+        bool ok = same_values(out, want);
+        for (int r = 0; r < N * C; r++) sum[r] += out[r];
         CHECK(ok, "token embedding rank %d: own rows looked up, foreign rows exactly 0", rank);
         // Backward: dwte_local[t] += Σ of the rows that used t (prefilled gradient).
         std::vector<float> dw0 = random_vec((size_t)half * C, g_rng), dw = dw0;
         embedding_index_build(idx, tokens.data(), N, v_begin, half, g_cpu);
         token_embedding_backward(ctx, cpu_view(dw), cpu_view(G), idx, C);
         std::vector<double> ref(dw0.begin(), dw0.end());
-        for (int r = 0; r < N; r++)
-            if (tokens[r] >= v_begin && tokens[r] < v_begin + half)
-                for (int c = 0; c < C; c++) ref[(tokens[r] - v_begin) * C + c] += G[r * C + c];
+        ref_token_embedding_backward(ref.data(), G.data(), tokens.data(), v_begin, half, N, C);
         CHECK(max_rel_err(dw, to_float(ref)) < 1e-6, "token embedding backward rank %d", rank);
     }
     bool full_ok = true;
@@ -72,8 +76,7 @@ static void test_embedding(Ctx& ctx) {
         std::vector<float> dw(Vp * C, 0.f);
         token_embedding_backward(ctx, cpu_view(dw), cpu_view(G), idx, C);
         std::vector<double> ref(Vp * C, 0.0);
-        for (int r = 0; r < N; r++)
-            for (int c = 0; c < C; c++) ref[t2[r] * C + c] += G[r * C + c];
+        ref_token_embedding_backward(ref.data(), G.data(), t2.data(), 0, Vp, N, C);
         CHECK(max_rel_err(dw, to_float(ref)) < 1e-6, "token embedding backward after rebuild");
         std::vector<int32_t> foreign(N, V + 100);
         embedding_index_build(idx, foreign.data(), N, 0, Vp, g_cpu);
@@ -85,19 +88,14 @@ static void test_embedding(Ctx& ctx) {
     std::vector<float> wpe = random_vec((size_t)S * C, g_rng);
     std::vector<float> base = random_vec((size_t)S_loc * B * C, g_rng), out = base;
     position_embedding_forward(ctx, cpu_view(out), cpu_view(wpe), s_offset, S_loc, B, C);
-    std::vector<float> ref(out.size());
-    for (int s = 0; s < S_loc; s++)
-        for (int b = 0; b < B; b++)
-            for (int c = 0; c < C; c++)
-                ref[(s * B + b) * C + c] = base[(s * B + b) * C + c] + wpe[(s_offset + s) * C + c];
+    std::vector<float> ref = base;
+    ref_position_embedding_forward(ref.data(), wpe.data(), s_offset, S_loc, B, C);
     CHECK(max_rel_err(out, ref) < 1e-7, "position embedding forward with s_offset");
     std::vector<float> Gp = random_vec(out.size(), g_rng);
     std::vector<float> dwpe0 = random_vec(wpe.size(), g_rng), dwpe = dwpe0;
     position_embedding_backward(ctx, cpu_view(dwpe), cpu_view(Gp), s_offset, S_loc, B, C);
     std::vector<double> dref(dwpe0.begin(), dwpe0.end());
-    for (int s = 0; s < S_loc; s++)
-        for (int b = 0; b < B; b++)
-            for (int c = 0; c < C; c++) dref[(s_offset + s) * C + c] += Gp[(s * B + b) * C + c];
+    ref_position_embedding_backward(dref.data(), Gp.data(), s_offset, S_loc, B, C);
     CHECK(max_rel_err(dwpe, to_float(dref)) < 1e-6, "position embedding backward: shard rows only");
     // Finite differences for the position embedding: L = Σ Gp ⊙ (base + wpe rows).
     std::vector<float> dgrad(wpe.size(), 0.f);
@@ -148,7 +146,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
+// GPU checks (--gpu): the CUDA kernels against the fast CPU path and the reference
 // =========================================================================================================
 
 static void test_embedding_gpu() {
@@ -187,6 +185,13 @@ static void test_embedding_gpu() {
             CHECK(bitwise_equal(res[1][0], res[0][0]), "%s forward: same bits as the CPU (a copy) [%s]", what,
                   dtype_name(dt));
             check_close_norm((std::string(what) + " backward").c_str(), DType::F32, res[1][1], res[0][1], 1e-5);
+            // The reference (layers/reference/embedding.h): the forward is a copy, so the same values exactly.
+            std::vector<float> r_out((size_t)N * C), r_dw = dw0;
+            ref_token_embedding_forward(r_out.data(), tokens.data(), wte.data(), v_begin, VL, N, C);
+            ref_token_embedding_backward(r_dw.data(), G.data(), tokens.data(), v_begin, VL, N, C);
+            CHECK(same_values(res[0][0], r_out) && same_values(res[1][0], r_out),
+                  "%s forward: the reference's values on the CPU and the GPU [%s]", what, dtype_name(dt));
+            check_norm_vs_reference(std::string(what) + " backward", DType::F32, res[1][1], res[0][1], r_dw, 1e-5);
             CHECK(bitwise_equal(res[1][1], again), "%s backward twice: identical bits [%s]", what, dtype_name(dt));
         }
     // position embedding on a sequence shard
@@ -213,6 +218,12 @@ static void test_embedding_gpu() {
         CHECK(bitwise_equal(res[1][0], res[0][0]), "position embedding forward: same bits as the CPU [%s]",
               dtype_name(dt));
         check_close_norm("position embedding backward", DType::F32, res[1][1], res[0][1], 1e-5);
+        std::vector<float> r_out = base, r_dp = dp0;
+        ref_position_embedding_forward(r_out.data(), wpe.data(), s_offset, S_loc, B, C);
+        ref_position_embedding_backward(r_dp.data(), G.data(), s_offset, S_loc, B, C);
+        check_norm_vs_reference("position embedding forward", dt, res[1][0], res[0][0], r_out,
+                                dt == DType::BF16 ? 1e-2 : 1e-6);
+        check_norm_vs_reference("position embedding backward", DType::F32, res[1][1], res[0][1], r_dp, 1e-5);
         CHECK(bitwise_equal(res[1][1], again), "position embedding backward twice: identical bits [%s]", dtype_name(dt));
     }
 }

@@ -2,7 +2,9 @@
 // unit) and the CUDA kernels against it (--gpu, label gpu).
 //
 // CPU checks:
-//  - out, lse and dqkv against attention written out in double (test/layers/attention_ref.h), p = 0 and 0.1,
+//  - out, lse and dqkv against the plain math, kept in double: layers/reference/attention.h (through the s×s
+//    probabilities) and layers/reference/flash_attention.h (lse, and the backward rebuilt from it; the two
+//    references agree), p = 0 and 0.1,
 //    S = 7, 37, 64, 133, 200 (one tile, a partial tile, exactly one tile, several with a partial last one);
 //    a rank's heads and batches of a bigger global tensor (the TP / DP coordinates of dropout);
 //  - against the unfused path (layers/attention.cu) on the same inputs: the two paths agree to fp32 rounding;
@@ -16,21 +18,52 @@
 //    summed (flash_block_backward) == the whole dqkv, p = 0 and 0.1; a block's rows that see no key (o = 0,
 //    lse = −inf, dQ unchanged) and keys no query sees (dK, dV unchanged).
 // GPU checks (the shapes of test/layers/gpu_shapes.h, f32 and bf16, p = 0 and 0.1): out, lse, dqkv against
-// the CPU path, outputs poisoned first; the keep bits through the one-hot V on the GPU equal the CPU's; the
-// forward and the backward twice give identical bits. Ring attention's blocks (gpu_shapes.h,
-// kFlashBlockGpuCases): the block's o and lse, the merge, and the terms the backward adds, against the CPU.
+// the CPU path and the reference, outputs poisoned first; the keep bits through the one-hot V on the GPU
+// equal the CPU's; the forward and the backward twice give identical bits. Ring attention's blocks
+// (gpu_shapes.h, kFlashBlockGpuCases): the block's o and lse, the merge, and the terms the backward adds,
+// against the CPU.
 #include <omp.h>
 #include <algorithm>
 #include <functional>
 #include "layers/flash_attention.h"
 #include "layers/philox.h"
-#include "test/layers/attention_ref.h"
+#include "layers/reference/attention.h"
+#include "layers/reference/flash_attention.h"
 #include "test/layers/gpu_shapes.h"
+#include "test/layers/reference_check.h"
 #include "test/test_util.h"
 
 static std::mt19937 g_rng;  // reseeded by each half
 static Ctx g_cpu, g_gpu;
 static Ctx& ctx_of(Device dev) { return dev == Device::CUDA ? g_gpu : g_cpu; }
+
+// The two references, their tensors kept in double: attention's (layers/reference/attention.h: out and dqkv
+// through the s×s probabilities) and flash attention's own (layers/reference/flash_attention.h: out and lse,
+// and dqkv rebuilt from them). They are one function, which the CPU checks hold them to.
+struct AttnRef {
+    std::vector<double> out, lse, dqkv;
+};
+static AttnRef attention_ref(const std::vector<float>& qkv, const std::vector<float>& dout, const AttnShape& sh,
+                             float p, uint64_t seed, uint32_t stream) {
+    const size_t SS = (size_t)sh.B * sh.NH * sh.S * sh.S, NO = (size_t)sh.S * sh.B * sh.NH * sh.HD;
+    std::vector<double> probs(SS), probs_drop(SS);
+    std::vector<uint8_t> mask(SS);
+    AttnRef r;
+    r.out.resize(NO), r.dqkv.resize(qkv.size());
+    ref_attention_forward(probs.data(), mask.data(), probs_drop.data(), r.out.data(), qkv.data(), sh, p, seed, stream);
+    ref_attention_backward(r.dqkv.data(), dout.data(), qkv.data(), probs.data(), mask.data(), probs_drop.data(), sh, p);
+    return r;
+}
+static AttnRef flash_ref(const std::vector<float>& qkv, const std::vector<float>& dout, const AttnShape& sh, float p,
+                         uint64_t seed, uint32_t stream) {
+    AttnRef r;
+    r.out.resize((size_t)sh.S * sh.B * sh.NH * sh.HD), r.lse.resize((size_t)sh.B * sh.NH * sh.S);
+    r.dqkv.resize(qkv.size());
+    ref_flash_attention_forward(r.out.data(), r.lse.data(), qkv.data(), sh, p, seed, stream);
+    ref_flash_attention_backward(r.dqkv.data(), dout.data(), r.out.data(), r.lse.data(), qkv.data(), sh, p, seed,
+                                 stream);
+    return r;
+}
 
 struct FlashRun {
     std::vector<float> out, lse, dqkv;
@@ -112,10 +145,16 @@ static void test_against_references(const AttnShape& sh) {
         std::vector<float> qkv = random_vec((size_t)sh.S * sh.B * W, g_rng, -1.5f, 1.5f);
         std::vector<float> G = random_vec((size_t)sh.S * sh.B * sh.NH * sh.HD, g_rng);
         FlashRun run = flash_run(Device::CPU, DType::F32, qkv, G, sh, p, seed, stream);
-        AttnRef ref = attention_ref(qkv, G, sh, p, seed, stream);
+        AttnRef ref = attention_ref(qkv, G, sh, p, seed, stream), fref = flash_ref(qkv, G, sh, p, seed, stream);
+        ref.lse = fref.lse;  // the unfused path keeps no lse
         char what[96];
         snprintf(what, sizeof what, "S=%d B=%d NH=%d HD=%d heads %lld+ of %lld, p=%g", sh.S, sh.B, sh.NH, sh.HD,
                  (long long)sh.head_offset, (long long)sh.NH_total, p);
+        // The two references are one function: they agree to double rounding.
+        CHECK(max_rel_err(to_float(fref.out), to_float(ref.out)) < 1e-6 &&
+                  max_rel_err(to_float(fref.dqkv), to_float(ref.dqkv)) < 1e-6,
+              "reference/flash_attention.h == reference/attention.h (%s): out %g dqkv %g", what,
+              max_rel_err(to_float(fref.out), to_float(ref.out)), max_rel_err(to_float(fref.dqkv), to_float(ref.dqkv)));
         const double out_tol = sh.S > 16 ? 1e-4 : 1e-5;  // as test_attention: sums of up to S products near 0
         CHECK(max_rel_err(run.out, to_float(ref.out)) < out_tol, "flash out vs double (%s): %g", what,
               max_rel_err(run.out, to_float(ref.out)));
@@ -128,6 +167,10 @@ static void test_against_references(const AttnShape& sh) {
         const std::vector<float> ref_dqkv = to_float(ref.dqkv);
         CHECK(max_rel_err(run.dqkv, ref_dqkv) < 3e-4, "flash dqkv vs double (%s): %g", what,
               max_rel_err(run.dqkv, ref_dqkv));
+        // and against flash attention's own reference (its backward from out and lse), with the same bounds
+        CHECK(max_rel_err(run.out, to_float(fref.out)) < out_tol && max_rel_err(run.dqkv, to_float(fref.dqkv)) < 3e-4,
+              "flash out, dqkv vs reference/flash_attention.h (%s): %g, %g", what,
+              max_rel_err(run.out, to_float(fref.out)), max_rel_err(run.dqkv, to_float(fref.dqkv)));
         UnfusedRun un = unfused_run(qkv, G, sh, p, seed, stream);
         CHECK(norm_rel_err(run.dqkv, ref_dqkv) <= 1.5 * norm_rel_err(un.dqkv, ref_dqkv) + 5e-8,
               "flash dqkv no less accurate than the unfused path's (%s): %g vs %g", what,
@@ -394,7 +437,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU checks (--gpu): the CUDA kernels against the fast CPU path
+// GPU checks (--gpu): the CUDA kernels against the fast CPU path and the reference
 // =========================================================================================================
 
 static void test_flash_gpu() {
@@ -419,6 +462,19 @@ static void test_flash_gpu() {
                       max_abs_diff(gpu.lse, cpu.lse));
                 CHECK(norm_rel_err(gpu.dqkv, cpu.dqkv) < (dt == DType::BF16 ? 3e-2 : 1e-4), "%s: dqkv %g", what,
                       norm_rel_err(gpu.dqkv, cpu.dqkv));
+                // Both against flash attention's reference on the same rounded inputs (the CPU within the bounds
+                // of the CPU checks and of bf16 storage against fp32, the GPU within 2.1 times them).
+                const AttnRef ref = flash_ref(qkv, G, sh, p, 11, stream);
+                const bool bf = dt == DType::BF16;
+                check_norm_vs_reference(std::string(what) + " out", dt, gpu.out, cpu.out, to_float(ref.out),
+                                        bf ? 2e-2 : 1e-5);
+                check_norm_vs_reference(std::string(what) + " dqkv", dt, gpu.dqkv, cpu.dqkv, to_float(ref.dqkv),
+                                        bf ? 3e-2 : 1e-4);
+                const std::vector<float> ref_lse = to_float(ref.lse);
+                CHECK(max_abs_diff(cpu.lse, ref_lse) < 1e-4 * (1 + rms(ref_lse)) &&
+                          max_abs_diff(gpu.lse, ref_lse) < 2.1e-4 * (1 + rms(ref_lse)),
+                      "%s: lse vs the reference: cpu %g gpu %g", what, max_abs_diff(cpu.lse, ref_lse),
+                      max_abs_diff(gpu.lse, ref_lse));
                 FlashRun again = flash_run(Device::CUDA, dt, qkv, G, sh, p, 11, stream);
                 CHECK(bitwise_equal(again.out, gpu.out) && bitwise_equal(again.lse, gpu.lse) &&
                           bitwise_equal(again.dqkv, gpu.dqkv),

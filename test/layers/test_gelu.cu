@@ -1,20 +1,23 @@
 // test_gelu.cu — GeLU, tanh form (layers/gelu.cu): the fast CPU path (--cpu, label unit) and the CUDA
-// kernels against it (--gpu, label gpu).
+// kernels (--gpu, label gpu) against its plain math, layers/reference/gelu.h.
 //
-// CPU checks: the forward against the formula in double (including |x| up to 100, where 1 + tanh cancels);
-// the backward against central finite differences per element; the backward in place (din aliasing dout,
-// as the MLP backward calls it) gives the same bits; bf16 storage against fp32 storage within bf16 tolerance.
+// CPU checks: the forward and the backward against the reference (including |x| up to 100, where 1 + tanh
+// cancels); the backward against central finite differences per element; the backward in place (din
+// aliasing dout, as the MLP backward calls it) gives the same bits; bf16 storage against fp32 storage within
+// bf16 tolerance; the same bits with 1, 2 and 3 threads.
 // GPU checks, f32 and bf16, shapes that are not multiples of any block size: forward and backward against
-// the CPU, outputs poisoned with NaN first.
+// the CPU and the reference, outputs poisoned with NaN first.
 #include "layers/gelu.h"
+#include "layers/reference/gelu.h"
 #include <omp.h>
+#include "test/layers/reference_check.h"
 #include "test/test_util.h"
 
 typedef std::vector<float> vf;
 static Ctx g_cpu, g_gpu;
 
 // =========================================================================================================
-// CPU checks (--cpu): the reference against math done by hand
+// CPU checks (--cpu): the fast CPU path against the plain math of layers/reference/gelu.h
 // =========================================================================================================
 
 static vf gelu_fwd(DType dt, const vf& x) {
@@ -38,19 +41,23 @@ static void test_gelu(std::mt19937& rng) {
     vf x = random_vec(1000, rng, -4.f, 4.f);
     for (float e : {-100.f, -50.f, -10.f, -0.75f, 0.f, 10.f, 50.f, 100.f}) x.push_back(e);
     const size_t n = x.size();
-    // forward against the formula in double
+    // forward against the reference (layers/reference/gelu.h: the tanh formula in double)
     vf y = gelu_fwd(DType::F32, x);
+    std::vector<double> want(n);
+    ref_gelu_forward(want.data(), x.data(), (int64_t)n);
     double worst = 0;
-    for (size_t i = 0; i < n; i++) {
-        double xi = x[i], u = std::sqrt(2.0 / M_PI) * (xi + 0.044715 * xi * xi * xi);
-        double want = 0.5 * xi * (1.0 + std::tanh(u));
-        // 1 + tanh(u) cancels for x << 0, so judge errors against O(1) there: 1e-5 relative + 1e-6 absolute
-        worst = std::fmax(worst, std::fabs(y[i] - want) / (1e-5 * std::fabs(want) + 1e-6));
-    }
-    CHECK(worst <= 1, "gelu forward vs double formula: error / allowed = %.3g", worst);
-    // backward against central differences, per element
+    // 1 + tanh(u) cancels for x << 0, so judge errors against O(1) there: 1e-5 relative + 1e-6 absolute
+    for (size_t i = 0; i < n; i++) worst = std::fmax(worst, std::fabs(y[i] - want[i]) / (1e-5 * std::fabs(want[i]) + 1e-6));
+    CHECK(worst <= 1, "gelu forward vs the reference: error / allowed = %.3g", worst);
+    // backward against the reference's gelu'(x) · dout, with the forward's bound
     vf w = random_vec(n, rng);
     vf g = gelu_bwd(DType::F32, x, w, false);
+    std::vector<double> want_d(n);
+    ref_gelu_backward(want_d.data(), x.data(), w.data(), (int64_t)n);
+    worst = 0;
+    for (size_t i = 0; i < n; i++) worst = std::fmax(worst, std::fabs(g[i] - want_d[i]) / (1e-5 * std::fabs(want_d[i]) + 1e-6));
+    CHECK(worst <= 1, "gelu backward vs the reference: error / allowed = %.3g", worst);
+    // and against central differences of the forward, per element
     const float h = 1e-2f;
     int bad = 0;
     for (size_t i = 0; i < n; i++) {
@@ -94,7 +101,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
+// GPU checks (--gpu): the CUDA kernels against the fast CPU path and the reference
 // =========================================================================================================
 
 static void test_gelu_gpu(DType dt, int N, int C, std::mt19937& rng) {
@@ -103,14 +110,22 @@ static void test_gelu_gpu(DType dt, int N, int C, std::mt19937& rng) {
     const int64_t n = (int64_t)N * C;
     vf xv = random_vec(n, rng, -5.f, 5.f);
     xv[0] = -100.f, xv[1] = 100.f, xv[2] = 0.f;
-    TensorPair x = on_both(dt, xv), dout = on_both(dt, random_vec(n, rng));
+    const vf dv = random_vec(n, rng);
+    TensorPair x = on_both(dt, xv), dout = on_both(dt, dv);
     TensorPair y = poisoned_pair(dt, n), dx = poisoned_pair(dt, n);
     gelu_forward(g_cpu, y.c, x.c, n);
     gelu_forward(g_gpu, y.g, x.g, n);
     check_close(to_host(y.g), to_host(y.c), tol.rtol, tol.atol, "gelu_forward", dn, N, C);
+    // The reference (layers/reference/gelu.h) on the same rounded inputs.
+    const vf xr = round_to(dt, xv), dr = round_to(dt, dv);
+    vf ry(n), rdx(n);
+    ref_gelu_forward(ry.data(), xr.data(), n);
+    ref_gelu_backward(rdx.data(), xr.data(), dr.data(), n);
+    check_close_vs_reference("gelu_forward", dt, to_host(y.g), to_host(y.c), ry, tol.rtol, tol.atol, N, C);
     gelu_backward(g_cpu, dx.c, x.c, dout.c, n);
     gelu_backward(g_gpu, dx.g, x.g, dout.g, n);
     check_close(to_host(dx.g), to_host(dx.c), tol.rtol, tol.atol, "gelu_backward", dn, N, C);
+    check_close_vs_reference("gelu_backward", dt, to_host(dx.g), to_host(dx.c), rdx, tol.rtol, tol.atol, N, C);
     free_all({&x, &dout, &y, &dx});
 }
 

@@ -1,31 +1,35 @@
 // test_layernorm.cu — LayerNorm (layers/layernorm.cu): the fast CPU path (--cpu, label unit) and the CUDA
-// kernels against it (--gpu, label gpu).
+// kernels (--gpu, label gpu) against its plain math, layers/reference/layernorm.h.
 //
 // CPU checks:
-//  * the forward against a double-precision reference on rows with a large common offset (a one-pass
-//    Σx² - mean² variance would lose most digits there);
+//  * the forward against the reference on rows with a large common offset (a one-pass Σx² - mean²
+//    variance would lose most digits there);
 //  * the backward against central finite differences of the forward, for a scalar loss L = Σ w_i · out_i with
-//    random w: per element on a small tensor, along random directions on a larger one; din, dweight and dbias
-//    accumulate onto prefilled buffers, so "+=" is checked too;
+//    random w: per element on a small tensor, along random directions on a larger one (there also against
+//    the reference's backward); din, dweight and dbias accumulate onto prefilled buffers, so "+=" is checked
+//    too;
 //  * bf16 storage against fp32 storage (same values) within bf16 tolerance;
 //  * the backward's reductions give the same bits with 1 and 3 OpenMP threads (fixed order);
 //  * GradWrite::Overwrite into NaN-filled dweight / dbias gives the bits of accumulating into zeros;
-//  * dbias over 8192 rows against double within 4e-7 (a running sum down the rows fails it).
+//  * dbias over 8192 rows against the reference's double sums within 4e-7 (a running sum down the rows
+//    fails it).
 // GPU checks, f32 and bf16, the shapes of test/layers/gpu_shapes.h (not multiples of any block size; every
-// forward kernel instantiation): forward (out, mean, rstd; the
-// same output bits without mean/rstd) and backward (accumulated din, dweight, dbias) against the CPU, outputs
-// poisoned with NaN first; the backward twice gives bitwise identical results; GradWrite::Overwrite into
-// poisoned dweight / dbias against the CPU's accumulation into zeros.
+// forward kernel instantiation): forward (out, mean, rstd; the same output bits without mean/rstd) and
+// backward (accumulated din, dweight, dbias) against the CPU and the reference, outputs poisoned with NaN
+// first; the backward twice gives bitwise identical results; GradWrite::Overwrite into poisoned dweight /
+// dbias against the CPU's accumulation into zeros.
 #include <omp.h>
 #include "layers/layernorm.h"
+#include "layers/reference/layernorm.h"
 #include "test/layers/gpu_shapes.h"
+#include "test/layers/reference_check.h"
 #include "test/test_util.h"
 
 typedef std::vector<float> vf;
 static Ctx g_cpu, g_gpu;
 
 // =========================================================================================================
-// CPU checks (--cpu): the reference against math done by hand
+// CPU checks (--cpu): the fast CPU path against the plain math of layers/reference/layernorm.h
 // =========================================================================================================
 
 struct LnFwd { vf out, mean, rstd; };
@@ -68,22 +72,19 @@ static void test_layernorm_forward_values(std::mt19937& rng) {
         for (int c = 0; c < C; c++) x[(size_t)r * C + c] = x[(size_t)r * C + c] * (float)(r + 1) + 300.0f * r;
     vf w = random_vec(C, rng, 0.5f, 1.5f), b = random_vec(C, rng);
     LnFwd f = ln_forward(DType::F32, x, w, b, N, C);
+    // The reference (layers/reference/layernorm.h): two passes per row in double, kept in double here.
+    std::vector<double> ref_out((size_t)N * C), ref_mean(N), ref_rstd(N);
+    ref_layernorm_forward(ref_out.data(), ref_mean.data(), ref_rstd.data(), x.data(), w.data(), b.data(), N, C);
     double worst = 0, worst_stat = 0;
     for (int r = 0; r < N; r++) {
-        double m = 0, v = 0;
-        for (int c = 0; c < C; c++) m += x[(size_t)r * C + c];
-        m /= C;
-        for (int c = 0; c < C; c++) v += (x[(size_t)r * C + c] - m) * (x[(size_t)r * C + c] - m);
-        double s = 1.0 / std::sqrt(v / C + 1e-5);
+        const double m = ref_mean[r], s = ref_rstd[r];
         worst_stat = std::fmax(worst_stat, std::fabs(f.mean[r] - m) / (std::fabs(m) + 1e-3));
         worst_stat = std::fmax(worst_stat, std::fabs(f.rstd[r] - s) / s);
-        for (int c = 0; c < C; c++) {
-            double want = (x[(size_t)r * C + c] - m) * s * w[c] + b[c];
-            worst = std::fmax(worst, std::fabs(f.out[(size_t)r * C + c] - want));
-        }
+        for (int c = 0; c < C; c++)
+            worst = std::fmax(worst, std::fabs(f.out[(size_t)r * C + c] - ref_out[(size_t)r * C + c]));
     }
-    CHECK(worst_stat < 1e-4, "layernorm mean/rstd vs double: rel err %.3g", worst_stat);
-    CHECK(worst < 1e-3, "layernorm out vs double reference: max abs err %.3g", worst);
+    CHECK(worst_stat < 1e-4, "layernorm mean/rstd vs the reference: rel err %.3g", worst_stat);
+    CHECK(worst < 1e-3, "layernorm out vs the reference: max abs err %.3g", worst);
 }
 
 static void test_layernorm_gradients(std::mt19937& rng) {
@@ -131,6 +132,15 @@ static void test_layernorm_gradients(std::mt19937& rng) {
         double nw = (ln_loss(x, axpy(w, h, dw), b, wl, N, C) - ln_loss(x, axpy(w, -h, dw), b, wl, N, C)) / (2 * h);
         double nb = (ln_loss(x, w, axpy(b, h, db), wl, N, C) - ln_loss(x, w, axpy(b, -h, db), wl, N, C)) / (2 * h);
         double ax = dot(gx, dx), aw = dot(gw, dw), ab = dot(gb, db);
+        // and against the reference's backward (onto the same prefilled accumulators)
+        vf rm(N), rr(N), ro((size_t)N * C), rdin = din0, rdw = dw0, rdb = db0;
+        ref_layernorm_forward(ro.data(), rm.data(), rr.data(), x.data(), w.data(), b.data(), N, C);
+        ref_layernorm_backward(rdin.data(), rdw.data(), rdb.data(), wl.data(), x.data(), w.data(), rm.data(), rr.data(), N,
+                               C);
+        // din = rstd · (g − mean(g) − n · mean(g · n)) cancels in fp32: 1e-4 of the element (1e-3 floor)
+        CHECK(max_rel_err(g.din, rdin) < 1e-4, "layernorm din vs the reference: %.3g", max_rel_err(g.din, rdin));
+        CHECK(max_rel_err(g.dw, rdw) < 1e-5, "layernorm dweight vs the reference: %.3g", max_rel_err(g.dw, rdw));
+        CHECK(max_rel_err(g.db, rdb) < 1e-5, "layernorm dbias vs the reference: %.3g", max_rel_err(g.db, rdb));
         CHECK(std::fabs(nx - ax) <= kFdTol * std::fabs(ax), "layernorm dL/dx·d: numeric %.6f analytic %.6f", nx, ax);
         CHECK(std::fabs(nw - aw) <= kFdTol * std::fabs(aw), "layernorm dL/dw·d: numeric %.6f analytic %.6f", nw, aw);
         CHECK(std::fabs(nb - ab) <= kFdTol * std::fabs(ab), "layernorm dL/db·d: numeric %.6f analytic %.6f", nb, ab);
@@ -191,12 +201,13 @@ static void test_backward_sums_accuracy(std::mt19937& rng) {
     vf x = random_vec((size_t)N * C, rng), w = random_vec(C, rng), b = random_vec(C, rng);
     vf dout = random_vec((size_t)N * C, rng, 0.5f, 1.5f), z((size_t)N * C, 0.0f), zc(C, 0.0f);
     LnGrad g = ln_backward(DType::F32, x, w, b, dout, z, zc, zc, N, C, GradWrite::Overwrite);
+    // The reference's gradients kept in double (the bound is below one fp32 rounding of the sum).
+    std::vector<double> rm(N), rr(N), ro((size_t)N * C), rdin((size_t)N * C, 0.0), rdw(C, 0.0), want(C, 0.0);
+    ref_layernorm_forward(ro.data(), rm.data(), rr.data(), x.data(), w.data(), b.data(), N, C);
+    ref_layernorm_backward(rdin.data(), rdw.data(), want.data(), dout.data(), x.data(), w.data(), rm.data(), rr.data(),
+                           N, C);
     double worst = 0;
-    for (int c = 0; c < C; c++) {
-        double want = 0;
-        for (int r = 0; r < N; r++) want += dout[(size_t)r * C + c];
-        worst = std::fmax(worst, std::fabs(g.db[c] - want) / want);
-    }
+    for (int c = 0; c < C; c++) worst = std::fmax(worst, std::fabs(g.db[c] - want[c]) / want[c]);
     CHECK(worst < 4e-7, "layernorm dbias over %d rows vs double: relative error %.3g (bound 4e-7)", N, worst);
 }
 
@@ -211,7 +222,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
+// GPU checks (--gpu): the CUDA kernels against the fast CPU path and the reference
 // =========================================================================================================
 
 static void test_layernorm_gpu(DType dt, int N, int C, std::mt19937& rng) {
@@ -221,7 +232,8 @@ static void test_layernorm_gpu(DType dt, int N, int C, std::mt19937& rng) {
     vf xv = random_vec(n, rng, -2.f, 2.f);
     for (int r = 0; r < N; r++)  // per-row offsets, as in the residual stream
         for (int c = 0; c < C; c++) xv[(size_t)r * C + c] += 0.1f * (r % 7);
-    TensorPair x = on_both(dt, xv), w = on_both(dt, random_vec(C, rng, 0.5f, 1.5f)), b = on_both(dt, random_vec(C, rng));
+    const vf wv = random_vec(C, rng, 0.5f, 1.5f), bv = random_vec(C, rng);
+    TensorPair x = on_both(dt, xv), w = on_both(dt, wv), b = on_both(dt, bv);
     TensorPair out = poisoned_pair(dt, n), mean = poisoned_pair(DType::F32, N), rstd = poisoned_pair(DType::F32, N);
     layernorm_forward(g_cpu, out.c, mean.c, rstd.c, x.c, w.c, b.c, N, C);
     layernorm_forward(g_gpu, out.g, mean.g, rstd.g, x.g, w.g, b.g, N, C);
@@ -229,6 +241,13 @@ static void test_layernorm_gpu(DType dt, int N, int C, std::mt19937& rng) {
     check_close(out_g, to_host(out.c), tol.rtol, tol.atol, "layernorm_forward out", dn, N, C);
     check_close(to_host(mean.g), to_host(mean.c), 1e-5, 1e-5, "layernorm_forward mean", dn, N, C);
     check_close(to_host(rstd.g), to_host(rstd.c), 1e-5, 1e-5, "layernorm_forward rstd", dn, N, C);
+    // The reference (layers/reference/layernorm.h) on the same rounded inputs.
+    const vf xr = round_to(dt, xv), wr = round_to(dt, wv), br = round_to(dt, bv);
+    vf r_out(n), r_mean(N), r_rstd(N);
+    ref_layernorm_forward(r_out.data(), r_mean.data(), r_rstd.data(), xr.data(), wr.data(), br.data(), N, C);
+    check_close_vs_reference("layernorm_forward out", dt, out_g, to_host(out.c), r_out, tol.rtol, tol.atol, N, C);
+    check_close_vs_reference("layernorm_forward mean", dt, to_host(mean.g), to_host(mean.c), r_mean, 1e-5, 1e-5, N, C);
+    check_close_vs_reference("layernorm_forward rstd", dt, to_host(rstd.g), to_host(rstd.c), r_rstd, 1e-5, 1e-5, N, C);
     // without mean/rstd (a caller that does not keep them): the same output bits
     TensorPair out2 = poisoned_pair(dt, n);
     layernorm_forward(g_gpu, out2.g, Tensor(), Tensor(), x.g, w.g, b.g, N, C);
@@ -238,7 +257,8 @@ static void test_layernorm_gpu(DType dt, int N, int C, std::mt19937& rng) {
     Tensor mean_g2 = make_tensor(Device::CUDA, DType::F32, to_host(mean.c));
     Tensor rstd_g2 = make_tensor(Device::CUDA, DType::F32, to_host(rstd.c));
     vf din0 = random_vec(n, rng), dw0 = random_vec(C, rng), db0 = random_vec(C, rng);
-    TensorPair dout = on_both(dt, random_vec(n, rng));
+    const vf dv = random_vec(n, rng);
+    TensorPair dout = on_both(dt, dv);
     TensorPair din = on_both(dt, din0), dw = on_both(DType::F32, dw0), db = on_both(DType::F32, db0);
     layernorm_backward(g_cpu, din.c, dw.c, db.c, dout.c, x.c, w.c, mean.c, rstd.c, N, C);
     layernorm_backward(g_gpu, din.g, dw.g, db.g, dout.g, x.g, w.g, mean_g2, rstd_g2, N, C);
@@ -246,6 +266,16 @@ static void test_layernorm_gpu(DType dt, int N, int C, std::mt19937& rng) {
     check_close(din_1, to_host(din.c), tol.rtol, tol.atol, "layernorm_backward din (accumulated)", dn, N, C);
     check_close(dw_1, to_host(dw.c), tol.rtol, tol.atol_reduce, "layernorm_backward dweight (accumulated)", dn, N, C);
     check_close(db_1, to_host(db.c), tol.rtol, tol.atol_reduce, "layernorm_backward dbias (accumulated)", dn, N, C);
+    vf r_din = round_to(dt, din0), r_dw = dw0, r_db = db0;
+    const vf dr = round_to(dt, dv);
+    ref_layernorm_backward(r_din.data(), r_dw.data(), r_db.data(), dr.data(), xr.data(), wr.data(), r_mean.data(),
+                           r_rstd.data(), N, C);
+    check_close_vs_reference("layernorm_backward din (accumulated)", dt, din_1, to_host(din.c), r_din, tol.rtol, tol.atol,
+                             N, C);
+    check_close_vs_reference("layernorm_backward dweight (accumulated)", dt, dw_1, to_host(dw.c), r_dw, tol.rtol,
+                             tol.atol_reduce, N, C);
+    check_close_vs_reference("layernorm_backward dbias (accumulated)", dt, db_1, to_host(db.c), r_db, tol.rtol,
+                             tol.atol_reduce, N, C);
     // determinism: the same call again from the same prefilled values gives the same bits
     tensor_from_host_f32(din.g, din0.data());
     tensor_from_host_f32(dw.g, dw0.data());

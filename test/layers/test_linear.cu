@@ -1,23 +1,27 @@
 // test_linear.cu — the linear layer y = x·Wᵀ + b and its backward (layers/linear.cu): the fast CPU path
-// (--cpu, label unit) and the GPU path against it (--gpu, label gpu).
+// (--cpu, label unit) and the GPU path (--gpu, label gpu) against its plain math, layers/reference/linear.h.
 //
-// CPU checks: the forward against a double reference with and without bias; the backward with prefilled
-// accumulators (dweight and dbias always accumulate, din when asked); directional finite differences of
-// L = Σ G ⊙ linear(x, W, b); empty gradients skipped; bf16 storage against fp32 within bf16 precision;
-// GradWrite::Overwrite into NaN-filled dweight / dbias gives the bits of accumulating into zeros (the first
-// write of a step), for dW GEMMs of one and of several output tiles, and zeros for zero rows; the bias
-// gradient over 8192 rows against double within 4e-7 (a running sum down the rows fails it).
+// CPU checks: the forward against the reference with and without bias; the backward against it with
+// prefilled accumulators (dweight and dbias always accumulate, din when asked); directional finite
+// differences of L = Σ G ⊙ linear(x, W, b); empty gradients skipped; bf16 storage against fp32 within bf16
+// precision; GradWrite::Overwrite into NaN-filled dweight / dbias gives the bits of accumulating into zeros
+// (the first write of a step), for dW GEMMs of one and of several output tiles, and zeros for zero rows; the
+// bias gradient over 8192 rows against the reference's double sums within 4e-7 (a running sum down the rows
+// fails it).
 // GPU checks, f32 and bf16, the shapes of test/layers/gpu_shapes.h (N=37, IC=129, OC=67 unpinned and pinned
 // to the broadcast path; 64×128×256 pinned to cuBLASLt's fused bias), with and without bias and din
-// accumulation: out, din, dweight, dbias against the CPU (outputs poisoned first), the path a pin names is
-// the one taken, the backward twice gives identical bits; GradWrite::Overwrite into poisoned dweight / dbias
-// against the CPU's accumulation into zeros; the LM head's bf16 -> f32 logits, with a bias (the broadcast
-// path) and without; bias_backward over 1500 rows (the two-stage GPU reduction; C = 67 and 776: the
-// element-by-element and the 16-byte paths), twice bitwise; over 33,554,432 rows (more row chunks than a
-// grid's y dimension holds: the capped grid's stride loop) against the CPU.
+// accumulation: out, din, dweight, dbias against the CPU and the reference (outputs poisoned first), the path
+// a pin names is the one taken, the backward twice gives identical bits; GradWrite::Overwrite into poisoned
+// dweight / dbias against the CPU's accumulation into zeros and the reference; the LM head's bf16 -> f32
+// logits, with a bias (the broadcast path) and without; bias_backward over 1500 rows (the two-stage GPU
+// reduction; C = 67 and 776: the element-by-element and the 16-byte paths), twice bitwise, against the CPU
+// and the reference; over 33,554,432 rows (more row chunks than a grid's y dimension holds: the capped
+// grid's stride loop) against the CPU and the exact sum.
 #include <algorithm>
 #include "layers/linear.h"
+#include "layers/reference/linear.h"
 #include "test/layers/gpu_shapes.h"
+#include "test/layers/reference_check.h"
 #include "test/test_util.h"
 
 static std::mt19937 g_rng;  // reseeded by each half: --cpu or --gpu alone draws what a run of both draws
@@ -25,7 +29,7 @@ static Ctx g_cpu, g_gpu;
 static Ctx& ctx_of(Device dev) { return dev == Device::CUDA ? g_gpu : g_cpu; }
 
 // =========================================================================================================
-// CPU checks (--cpu): the reference against math done by hand
+// CPU checks (--cpu): the fast CPU path against the plain math of layers/reference/linear.h
 // =========================================================================================================
 
 static void test_linear(Ctx& ctx) {
@@ -37,14 +41,9 @@ static void test_linear(Ctx& ctx) {
     // Forward against a double reference, with and without bias.
     for (int with_bias = 0; with_bias < 2; with_bias++) {
         linear_forward(ctx, cpu_view(out), cpu_view(x), cpu_view(W), with_bias ? cpu_view(b) : none, N, IC, OC);
-        std::vector<double> ref(N * OC);
-        for (int i = 0; i < N; i++)
-            for (int o = 0; o < OC; o++) {
-                double s = with_bias ? b[o] : 0.0;
-                for (int k = 0; k < IC; k++) s += (double)x[i * IC + k] * W[o * IC + k];
-                ref[i * OC + o] = s;
-            }
-        CHECK(max_rel_err(out, to_float(ref)) < 1e-5, "linear_forward bias=%d", with_bias);
+        std::vector<float> ref(N * OC);
+        ref_linear_forward(ref.data(), x.data(), W.data(), with_bias ? b.data() : nullptr, N, IC, OC);
+        CHECK(max_rel_err(out, ref) < 1e-5, "linear_forward bias=%d", with_bias);
     }
     // Backward with accumulating outputs prefilled: dW and dbias always accumulate; din when asked.
     std::vector<float> din0 = random_vec(N * IC, g_rng), dW0 = random_vec(OC * IC, g_rng), db0 = random_vec(OC, g_rng);
@@ -52,26 +51,11 @@ static void test_linear(Ctx& ctx) {
         std::vector<float> din = acc ? din0 : std::vector<float>(N * IC, NAN), dW = dW0, db = db0;
         linear_backward(ctx, cpu_view(din), cpu_view(dW), cpu_view(db), cpu_view(G), cpu_view(x), cpu_view(W), N, IC, OC,
                         acc == 1);
-        std::vector<double> rdin(N * IC), rdW(OC * IC), rdb(OC);
-        for (int i = 0; i < N; i++)
-            for (int k = 0; k < IC; k++) {
-                double s = acc ? din0[i * IC + k] : 0.0;
-                for (int o = 0; o < OC; o++) s += (double)G[i * OC + o] * W[o * IC + k];
-                rdin[i * IC + k] = s;
-            }
-        for (int o = 0; o < OC; o++) {
-            for (int k = 0; k < IC; k++) {
-                double s = dW0[o * IC + k];
-                for (int i = 0; i < N; i++) s += (double)G[i * OC + o] * x[i * IC + k];
-                rdW[o * IC + k] = s;
-            }
-            double s = db0[o];
-            for (int i = 0; i < N; i++) s += G[i * OC + o];
-            rdb[o] = s;
-        }
-        CHECK(max_rel_err(din, to_float(rdin)) < 1e-5, "linear din (accumulate_din=%d)", acc);
-        CHECK(max_rel_err(dW, to_float(rdW)) < 1e-5, "linear dweight accumulates (acc=%d)", acc);
-        CHECK(max_rel_err(db, to_float(rdb)) < 1e-5, "linear dbias accumulates (acc=%d)", acc);
+        std::vector<float> rdin = acc ? din0 : std::vector<float>(N * IC, 0.f), rdW = dW0, rdb = db0;
+        ref_linear_backward(rdin.data(), rdW.data(), rdb.data(), G.data(), x.data(), W.data(), N, IC, OC, acc == 1);
+        CHECK(max_rel_err(din, rdin) < 1e-5, "linear din (accumulate_din=%d)", acc);
+        CHECK(max_rel_err(dW, rdW) < 1e-5, "linear dweight accumulates (acc=%d)", acc);
+        CHECK(max_rel_err(db, rdb) < 1e-5, "linear dbias accumulates (acc=%d)", acc);
     }
     // Finite differences of L = Σ G ⊙ linear(x, W, b) along random directions.
     std::vector<float> din(N * IC), dW(OC * IC, 0.f), db(OC, 0.f);
@@ -87,11 +71,9 @@ static void test_linear(Ctx& ctx) {
     // Empty gradients are skipped.
     std::vector<float> only_db(OC, 0.f);
     linear_backward(ctx, none, none, cpu_view(only_db), cpu_view(G), cpu_view(x), cpu_view(W), N, IC, OC);
-    for (int o = 0; o < OC; o++) {
-        double s = 0;
-        for (int i = 0; i < N; i++) s += G[i * OC + o];
-        CHECK(std::fabs(only_db[o] - s) < 1e-5, "bias-only backward col %d", o);
-    }
+    std::vector<double> want_db(OC, 0.0);
+    ref_bias_backward(want_db.data(), G.data(), N, OC);
+    for (int o = 0; o < OC; o++) CHECK(std::fabs(only_db[o] - want_db[o]) < 1e-5, "bias-only backward col %d", o);
 }
 
 // bf16 storage vs fp32: inputs rounded to bf16; results agree within bf16 precision.
@@ -163,12 +145,10 @@ static void test_bias_backward_accuracy(Ctx& ctx) {
     const int N = 8192, C = 67;
     std::vector<float> G = random_vec((size_t)N * C, g_rng, 0.5f, 1.5f), db(C);
     bias_backward(ctx, cpu_view(db), cpu_view(G), N, C, GradWrite::Overwrite);
+    std::vector<double> want(C, 0.0);  // the reference's sums kept in double: the bound is below fp32's rounding
+    ref_bias_backward(want.data(), G.data(), N, C);
     double worst = 0;
-    for (int c = 0; c < C; c++) {
-        double want = 0;
-        for (int r = 0; r < N; r++) want += G[(size_t)r * C + c];
-        worst = std::max(worst, std::fabs(db[c] - want) / want);
-    }
+    for (int c = 0; c < C; c++) worst = std::max(worst, std::fabs(db[c] - want[c]) / want[c]);
     CHECK(worst < 4e-7, "bias_backward over %d rows vs double: relative error %.3g (bound 4e-7)", N, worst);
 }
 
@@ -181,7 +161,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
+// GPU checks (--gpu): the CUDA kernels against the fast CPU path and the reference
 // =========================================================================================================
 
 struct LinearOut {
@@ -223,6 +203,21 @@ static LinearOut linear_run(Device dev, DType dt, DType out_dt, const std::vecto
     return r;
 }
 
+// The reference's out, din (accumulated onto din0 when asked), dweight and dbias (onto dW0, db0).
+static LinearOut linear_reference(const std::vector<float>& x, const std::vector<float>& W, const std::vector<float>& b,
+                                  const std::vector<float>& G, const std::vector<float>& din0,
+                                  const std::vector<float>& dW0, const std::vector<float>& db0, int N, int IC, int OC,
+                                  bool acc_din) {
+    LinearOut r;
+    r.out.resize((size_t)N * OC);
+    ref_linear_forward(r.out.data(), x.data(), W.data(), b.empty() ? nullptr : b.data(), N, IC, OC);
+    r.din = acc_din ? din0 : std::vector<float>((size_t)N * IC, 0.f);
+    r.dW = dW0;
+    r.db = db0;
+    ref_linear_backward(r.din.data(), r.dW.data(), r.db.data(), G.data(), x.data(), W.data(), N, IC, OC, acc_din);
+    return r;
+}
+
 // The forward path a pinned case must have taken (linear_forward_pin; NoBias: not pinned, nothing to check).
 static void check_pinned_path(const LinearGpuCase& cs, bool with_bias, DType dt) {
     if (cs.pin == LinearForwardPath::NoBias || !with_bias) return;
@@ -256,6 +251,12 @@ static void test_linear_gpu_case(const LinearGpuCase& cs) {
                 // dW and dbias are f32 buffers: their error comes from the inputs' dtype only.
                 check_close_norm((w + " dweight").c_str(), dt, g.dW, c.dW);
                 if (with_bias) check_close_norm((w + " dbias").c_str(), dt, g.db, c.db);
+                // Both against the reference (layers/reference/linear.h) on the same rounded inputs.
+                LinearOut r = linear_reference(x, W, b, G, din0, dW0, db0, N, IC, OC, acc != 0);
+                check_norm_vs_reference(w + " out", dt, g.out, c.out, r.out);
+                check_norm_vs_reference(w + " din", dt, g.din, c.din, r.din);
+                check_norm_vs_reference(w + " dweight", dt, g.dW, c.dW, r.dW);
+                if (with_bias) check_norm_vs_reference(w + " dbias", dt, g.db, c.db, r.db);
                 CHECK(bitwise, "%s: backward twice gives identical bits [%s]", what, dtype_name(dt));
             }
     linear_forward_pin(LinearForwardPath::NoBias);
@@ -276,6 +277,9 @@ static void test_linear_gpu_f32_out(const LinearGpuCase& cs) {
                   linear_forward_path_name(linear_forward_last_path()));
         check_close_norm(with_bias ? "linear bf16 -> f32 logits, bias" : "linear bf16 -> f32 logits", DType::F32,
                          g.out, c.out, 1e-5);
+        check_norm_vs_reference(with_bias ? "linear bf16 -> f32 logits, bias" : "linear bf16 -> f32 logits",
+                                DType::F32, g.out, c.out, linear_reference(x, W, b, G, {}, zW, zb, N, IC, OC, false).out,
+                                1e-5);
     }
 }
 
@@ -298,6 +302,9 @@ static void test_linear_gpu() {
                                  GradWrite::Overwrite);
         check_close_norm("linear Overwrite dweight", dt, g.dW, c.dW);
         check_close_norm("linear Overwrite dbias", dt, g.db, c.db);
+        LinearOut r = linear_reference(x, W, b, G, {}, zW, zb, N, IC, OC, false);
+        check_norm_vs_reference("linear Overwrite dweight", dt, g.dW, c.dW, r.dW);
+        check_norm_vs_reference("linear Overwrite dbias", dt, g.db, c.db, r.db);
         CHECK(bitwise, "linear Overwrite: backward twice gives identical bits [%s]", dtype_name(dt));
     }
     // bias_backward over many rows (several row chunks in the two-stage GPU reduction), twice: same bits.
@@ -318,6 +325,10 @@ static void test_linear_gpu() {
             }
         }
         check_close_norm(C == 67 ? "bias_backward N=1500 C=67" : "bias_backward N=1500 C=776", dt, res[1], res[0], 1e-5);
+        std::vector<float> ref = db0;
+        ref_bias_backward(ref.data(), dout.data(), NR, C);
+        check_norm_vs_reference(C == 67 ? "bias_backward N=1500 C=67" : "bias_backward N=1500 C=776", dt, res[1], res[0],
+                                ref, 1e-5);
         CHECK(bitwise_equal(res[1], again), "bias_backward twice: identical bits [%s C=%d]", dtype_name(dt), C);
     }
     // More row chunks (of 512) than a grid's y dimension takes (65535): the capped grid strides over them.

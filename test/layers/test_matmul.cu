@@ -3,16 +3,18 @@
 //
 // Every transpose combination, batched and not, leading dimensions and batch strides larger than the
 // minimum, f32 and bf16 inputs with f32 or bf16 C, beta = 0 (C poisoned with NaN: BLAS semantics say C is
-// not read) and beta = 1. CPU: against a naive triple loop in double, entries outside the M×N windows
-// untouched, on a small shape and on two larger than the CPU GEMM's tiles; the same bits with 1, 2 and 3
-// OpenMP threads. GPU: against the CPU on larger odd sizes (M=37, N=67, K=129), the gaps between rows and
-// matrices untouched. gemm_batched (a two-level batch, matrices side by side in wide rows with no single
-// stride, as attention's heads and sequences are): CPU against the double loop for every transpose and
-// dtype, and the same bits as one gemm() per outer index; GPU (pointer arrays, and the strided forms 1 × n
-// and n × 1) against the CPU.
+// not read) and beta = 1. CPU: against the reference (layers/reference/matmul.h: a triple loop in double),
+// entries outside the M×N windows untouched, on a small shape and on two larger than the CPU GEMM's tiles;
+// the same bits with 1, 2 and 3 OpenMP threads. GPU: against the CPU and the reference on larger odd sizes
+// (M=37, N=67, K=129), the gaps between rows and matrices untouched. gemm_batched (a two-level batch,
+// matrices side by side in wide rows with no single stride, as attention's heads and sequences are): CPU
+// against the reference for every transpose and dtype, and the same bits as one gemm() per outer index; GPU
+// (pointer arrays, and the strided forms 1 × n and n × 1) against the CPU and the reference.
 #include <omp.h>
 #include <algorithm>
 #include "layers/matmul.h"
+#include "layers/reference/matmul.h"
+#include "test/layers/reference_check.h"
 #include "test/test_util.h"
 
 static std::mt19937 g_rng;  // reseeded by each half: --cpu or --gpu alone draws what a run of both draws
@@ -20,7 +22,7 @@ static Ctx g_cpu, g_gpu;
 static Ctx& ctx_of(Device dev) { return dev == Device::CUDA ? g_gpu : g_cpu; }
 
 // =========================================================================================================
-// CPU checks (--cpu): the reference against math done by hand
+// CPU checks (--cpu): the fast CPU path against the plain math of layers/reference/matmul.h
 // =========================================================================================================
 
 static void test_gemm(Ctx& ctx, int M, int N, int K, double f32_tol) {
@@ -53,20 +55,11 @@ static void test_gemm(Ctx& ctx, int M, int N, int K, double f32_tol) {
                             gemm(ctx, ta, tb, M, N, K, alpha, GemmOperand{A.data, lda, sA}, GemmOperand{B.data, ldb, sB},
                                  beta, C.data, ldc, sC, ab, cd, batch);
                             std::vector<float> got = tensor_to_host_f32(C);
-                            // Naive triple loop in double; entries outside the M×N windows must be untouched.
+                            // The reference (layers/reference/matmul.h): a triple loop in double; entries outside the
+                            // M×N windows must be untouched.
                             std::vector<float> ref = hC;
-                            for (int bt = 0; bt < batch; bt++)
-                                for (int i = 0; i < M; i++)
-                                    for (int j = 0; j < N; j++) {
-                                        double s = 0;
-                                        for (int k = 0; k < K; k++) {
-                                            double a = ta ? hA[bt * sA + k * lda + i] : hA[bt * sA + i * lda + k];
-                                            double b = tb ? hB[bt * sB + j * ldb + k] : hB[bt * sB + k * ldb + j];
-                                            s += a * b;
-                                        }
-                                        size_t at = bt * sC + i * ldc + j;
-                                        ref[at] = (float)(alpha * s + (beta != 0.f ? beta * hC[at] : 0.0));
-                                    }
+                            ref_gemm(ta, tb, M, N, K, alpha, hA.data(), lda, hB.data(), ldb, beta, ref.data(), ldc, batch,
+                                     sA, sB, sC);
                             // f32 C: summation-order noise only. bf16 C: one rounding of the fp32 result.
                             double tol = cd == DType::BF16 ? 8e-3 : f32_tol;
                             double err = max_rel_err(got, ref, 1e-2);
@@ -114,7 +107,7 @@ static void test_gemm_threads(Ctx& ctx) {
 // The layout of attention's operands: the matrices sit side by side in wide rows, matrix (o, i) at column
 // o·(inner·w + gap) + i·w of a row (w the stored width of one matrix), so consecutive i are w apart but
 // consecutive o are w·inner + gap apart. Returns the whole C buffer after the call; `ref` (when given)
-// receives the double-precision triple loop's C.
+// receives the reference's C (layers/reference/matmul.h, one call per matrix).
 struct BatchedCase {
     int M, N, K, outer, inner;
     bool ta, tb;
@@ -140,18 +133,8 @@ static std::vector<float> run_gemm_batched(Device dev, const BatchedCase& bc, co
         *ref = round_to(bc.cd, hC);
         for (int o = 0; o < outer; o++)
             for (int in = 0; in < inner; in++)
-                for (int i = 0; i < M; i++)
-                    for (int j = 0; j < N; j++) {
-                        double acc = 0;
-                        for (int k = 0; k < K; k++) {
-                            const int64_t a0 = o * a_os + in * a_w, b0 = o * b_os + in * b_w;
-                            double a = bc.ta ? hA[k * lda + a0 + i] : hA[i * lda + a0 + k];
-                            double b = bc.tb ? hB[j * ldb + b0 + k] : hB[k * ldb + b0 + j];
-                            acc += a * b;
-                        }
-                        const int64_t c = i * ldc + o * c_os + in * N + j;
-                        (*ref)[c] = (float)(0.75 * acc + (bc.beta != 0.f ? bc.beta * (double)(*ref)[c] : 0.0));
-                    }
+                ref_gemm(bc.ta, bc.tb, M, N, K, 0.75f, hA.data() + o * a_os + in * a_w, lda,
+                         hB.data() + o * b_os + in * b_w, ldb, bc.beta, ref->data() + o * c_os + in * N, ldc);
     }
     return got;
 }
@@ -227,7 +210,7 @@ static void cpu_checks() {
 }
 
 // =========================================================================================================
-// GPU-vs-CPU checks (--gpu): the CUDA kernels against the fast CPU path
+// GPU checks (--gpu): the CUDA kernels against the fast CPU path and the reference
 // =========================================================================================================
 
 static void test_gemm_gpu() {
@@ -257,14 +240,20 @@ static void test_gemm_gpu() {
                                 tensor_free(B);
                                 tensor_free(C);
                             }
+                            // The reference on the same (dtype-rounded) inputs, C's windows only.
+                            std::vector<float> full_ref = round_to(cd, hC);
+                            const std::vector<float> rA = round_to(ab, hA), rB = round_to(ab, hB);
+                            ref_gemm(ta, tb, M, N, K, alpha, rA.data(), lda, rB.data(), ldb, beta, full_ref.data(), ldc,
+                                     batch, sA, sB, sC);
                             // Compare the M×N windows; the gaps between rows and matrices must be untouched.
-                            std::vector<float> g, c;
+                            std::vector<float> g, c, r;
                             bool gaps_ok = true;
                             for (int64_t i = 0; i < sC * batch; i++) {
                                 int64_t in_mat = i % sC, row = in_mat / ldc, col = in_mat % ldc;
                                 if (row < M && col < N) {
                                     g.push_back(res[1][i]);
                                     c.push_back(res[0][i]);
+                                    r.push_back(full_ref[i]);
                                 } else {
                                     float want = round_to(cd, {hC[i]})[0];
                                     gaps_ok &= memcmp(&res[1][i], &want, 4) == 0 || (std::isnan(want) && std::isnan(res[1][i]));
@@ -274,6 +263,7 @@ static void test_gemm_gpu() {
                             snprintf(what, sizeof what, "gemm batch=%d tA=%d tB=%d ab=%s beta=%g", batch, ta, tb,
                                      dtype_name(ab), beta);
                             check_close_norm(what, cd, g, c, cd == DType::BF16 ? 1e-2 : 1e-5);
+                            check_norm_vs_reference(what, cd, g, c, r, cd == DType::BF16 ? 1e-2 : 1e-5);
                             CHECK(gaps_ok, "%s: elements outside C's windows untouched", what);
                         }
 }
@@ -290,14 +280,15 @@ static void test_gemm_batched_gpu() {
                         for (auto oi : {std::pair<int, int>{3, 5}, {1, 5}, {4, 1}}) {
                             if (ab == DType::F32 && cd == DType::BF16) continue;
                             BatchedCase bc{37, 67, 29, oi.first, oi.second, ta != 0, tb != 0, ab, cd, beta};
-                            std::vector<float> hA, hB, hC;
+                            std::vector<float> hA, hB, hC, r;
                             batched_inputs(bc, hA, hB, hC);
-                            std::vector<float> c = run_gemm_batched(Device::CPU, bc, hA, hB, hC, nullptr);
+                            std::vector<float> c = run_gemm_batched(Device::CPU, bc, hA, hB, hC, &r);
                             std::vector<float> g = run_gemm_batched(Device::CUDA, bc, hA, hB, hC, nullptr);
                             char what[128];
                             snprintf(what, sizeof what, "gemm_batched %dx%d tA=%d tB=%d ab=%s c=%s beta=%g", bc.outer,
                                      bc.inner, ta, tb, dtype_name(ab), dtype_name(cd), beta);
                             check_close_norm(what, cd, g, c, cd == DType::BF16 ? 1e-2 : 1e-5);
+                            check_norm_vs_reference(what, cd, g, c, r, cd == DType::BF16 ? 1e-2 : 1e-5);
                             CHECK(!std::any_of(g.begin(), g.end(), [](float x) { return std::isnan(x); }),
                                   "%s: every window written", what);
                         }
