@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include "comm_checks.h"
 #include "pipeline_exchange_checks.h"
+#include "../../parallel/point_to_point.h"
 #include "../../parallel/gpu_identity.h"
 
 static int g_world_rank = 0, g_world_size = 1;
@@ -130,7 +131,7 @@ static void check_shared_gpu_detection() {
 
 // Point to point (pipeline parallelism): each rank sends two tensors to the next rank in a ring and
 // receives two from the previous one in one exchange, receives posted in the order of the sends (NCCL matches
-// by order, not by tag: comm.h); the sender changes and frees its tensor at once (send_later copied it). A
+// by order, not by tag: point_to_point.h); the sender changes and frees its tensor at once (send_later copied it). A
 // ring whose every rank sends before it receives needs the exchange to be a group: with rendezvous sends
 // (strict rules) each rank's send waits for its neighbour's receive. The byte counter counts what was sent.
 static void check_point_to_point(Comm& world, const Ctx& ctx) {
