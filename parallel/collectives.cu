@@ -182,7 +182,13 @@ void reduce_scatter(Comm& c, const Ctx& ctx, Tensor out, Tensor in) {
 // stream: ctx.comm_stream waits until ctx.stream has produced `in` (event `ready`), runs the all-gather,
 // and marks its end (event `done`); comm_wait makes ctx.stream wait for `done` before using `out`.
 // Until comm_wait, the caller must not overwrite `in` nor read `out` on ctx.stream.
+// An exchange in flight (exchange_start, point_to_point.cu) uses the same two events on NCCL: refused on
+// every backend, so that a CPU test catches what would break on the GPU.
 void all_gather_async(Comm& c, const Ctx& ctx, Tensor out, Tensor in) {
+    if (c.inflight.active)
+        mm_fatal("comm: all_gather_async while the exchange %s is in flight on the same communicator (exchange_start "
+                 "without exchange_finish): the two share the communicator's events; call exchange_finish first",
+                 c.inflight.what.c_str());
     if (c.backend != CommBackend::NCCL || is_noop(c) || in.n == 0) return all_gather(c, ctx, out, in);
     check_pair(c, ctx, in, out, "all_gather_async");
     CUDA_CHECK(cudaEventRecord(c.ready, ctx.stream));

@@ -23,7 +23,8 @@ void reduce_scatter(Comm& c, const Ctx& ctx, Tensor out, Tensor in);
 
 // The all-gather issued on a second stream (ctx.comm_stream) so that it overlaps work on ctx.stream
 // (sequence parallelism's backward re-gather, paper §4.2.2). comm_wait makes ctx.stream wait for it.
-// On CPU / MPI these simply run the collective synchronously.
+// On CPU / MPI these simply run the collective synchronously. Refused while an exchange (exchange_start,
+// point_to_point.h) is in flight on c: on NCCL the two share the communicator's events.
 void all_gather_async(Comm& c, const Ctx& ctx, Tensor out, Tensor in);
 void comm_wait(Comm& c, const Ctx& ctx);
 

@@ -96,8 +96,10 @@ struct Comm {
     // to reduce bf16 in fp32. host_allocs counts their (re)allocations: it stops moving after warm-up.
     HostBuffer stage, wide;
     uint64_t host_allocs = 0;
-    // NCCL backend, all_gather_async: `ready` marks ctx.stream's point where the input is complete,
-    // `done` marks comm_stream's point where the gathered output is complete.
+    // NCCL backend, all_gather_async and exchange_start on ctx.comm_stream: `ready` marks ctx.stream's point
+    // where the input is complete, `done` marks comm_stream's point where the output is complete. The two
+    // share them, so at most one of them is in flight on a communicator (all_gather_async refuses to start
+    // while an exchange is in flight).
     cudaEvent_t ready = nullptr;
     cudaEvent_t done = nullptr;
     // Point to point (point_to_point.cu): the sends queued for the next exchange (send_later), each with its

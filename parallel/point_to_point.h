@@ -40,7 +40,7 @@ void exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, con
 // The same exchange in two halves, so that work runs while its messages travel (ring attention's K and V,
 // parallel/context_parallel.cu): exchange_start posts the queued sends and the receives `recvs` and returns;
 // exchange_finish waits for them (afterwards, as after exchange). In between, the caller leaves the receive
-// buffers alone and starts no other exchange on c. NCCL: the group
+// buffers alone and starts no other exchange, nor an all_gather_async (collectives.h), on c. NCCL: the group
 // runs on ctx.comm_stream (when the context has one) after the work ctx.stream has queued so far, and
 // exchange_finish makes ctx.stream wait for it. MPI: the requests are posted at once; MPI moves the bytes as
 // it progresses, at the latest inside the wait.

@@ -11,6 +11,9 @@ function(mm_comm_error name regex)
   set_tests_properties(${name} PROPERTIES LABELS mpi TIMEOUT 90 ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
 endfunction()
 mm_comm_error(test_comm_order_mismatch "message order broken: rank 1 expected the second message from rank 0 .tag 8" --order-mismatch)
+# all_gather_async while an exchange is in flight on the same communicator (on NCCL they share its events).
+mm_comm_error(test_comm_gather_during_exchange "all_gather_async while the exchange of the ring's K is in flight.*exchange_finish"
+              --gather-during-exchange)
 mm_comm_error(test_comm_timeout "rank 0 .*waited 1.0 s .--comm-timeout. for the send of x to rank 1" --silent-peer)
 mm_test(test_gpu_comm SOURCES test/parallel/test_gpu_comm.cu MODULES comm collectives point_to_point gpu_identity pipeline_schedule runtime LABELS gpu NP 2 ARGS mpi
         TIMEOUT 180)
