@@ -175,11 +175,6 @@ void comm_detail::mpi_wait_one(const Comm& c, MPI_Request req, const char* op) {
     mpi_wait(c, reqs, st, [&](size_t) { return std::string("the ") + op + " of its group (" + world_ranks(c) + ")"; });
 }
 
-int comm_detail::mpi_count(int64_t n) {
-    if (n > INT_MAX) mm_fatal("comm: %lld elements exceed one MPI call's limit (2^31 - 1)", (long long)n);
-    return (int)n;
-}
-
 // ---- what every operation checks -------------------------------------------------------------------------
 bool comm_detail::is_noop(const Comm& c) { return c.size == 1 && !c.exercise_single_rank; }
 
@@ -190,7 +185,11 @@ void comm_detail::check_tensor(const Comm& c, const Ctx& ctx, Tensor t, const ch
     if (c.backend == CommBackend::NCCL && t.device != Device::CUDA)
         mm_fatal("comm: %s: the NCCL backend takes CUDA tensors only; use --comm mpi for CPU tensors", what);
 }
-
+// MPI counts are ints.
+int comm_detail::mpi_count(int64_t n) {
+    if (n > INT_MAX) mm_fatal("comm: %lld elements exceed one MPI call's limit (2^31 - 1)", (long long)n);
+    return (int)n;
+}
 
 static ncclComm_t nccl_of(const Comm& c) { return (ncclComm_t)c.nccl; }
 

@@ -26,17 +26,15 @@
 
 enum class CommBackend { MPI, NCCL };
 
-// How strictly a communicator behaves, beyond its backend (the trainer's --comm mpi-strict and --comm-timeout).
-//  strict:      the MPI backend with NCCL's point-to-point semantics (point_to_point.h): an exchange completes
-//               only when the peer has matched every one of its messages, and messages match in issue order.
+// How strictly a communicator behaves, beyond its backend (the trainer's --comm mpi-strict and --comm-timeout;
+// point_to_point.h says what each rule does to the messages between ranks).
+//  strict:      the MPI backend with NCCL's point-to-point semantics (rendezvous sends, matched in issue order).
 //  timeout_s:   > 0: an exchange or collective that waits longer prints what it waited for (this rank, the
 //               operation, the peer, what the caller was doing) and aborts every rank. 0: wait forever.
-//               MPI backend: every wait polls against the deadline (comm_wait_request below). NCCL backend:
-//               each exchange's end is watched before the next is issued (point_to_point.h); NCCL collectives
-//               are not watched. Nor are MPI calls made outside these files, unless they wait with
-//               comm_wait_request.
-//  check_order: every point-to-point message is preceded by a header checked on arrival (point_to_point.h).
-//               On by default in debug builds.
+//               Every MPI wait of a communicator polls against the deadline (as do MPI calls made elsewhere
+//               that wait with comm_wait_request); on NCCL only the exchanges are watched, not the collectives.
+//  check_order: every point-to-point message is preceded by a header checked on arrival. On by default in
+//               debug builds.
 struct CommRules {
     bool strict = false;
     double timeout_s = 0;
