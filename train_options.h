@@ -9,7 +9,7 @@ struct TrainOptions {
     std::string device = "auto";  // auto | cpu | cuda  (auto: cuda when every local rank has its own GPU)
     std::string dtype = "fp32";   // fp32 | bf16 (activations and compute weights; master weights stay fp32)
     std::string comm = "auto";    // auto | nccl | mpi | mpi-strict  (auto: nccl on cuda, mpi on cpu; mpi-strict: MPI
-                                  // with NCCL's point-to-point rules, parallel/comm.h)
+                                  // with NCCL's point-to-point rules, parallel/point_to_point.h)
     double comm_timeout = 300;    // --comm-timeout S: a collective or exchange waiting longer aborts every rank
     // model: an llm.c checkpoint or a Hugging Face GPT-2 (model/model_file.h), or a fresh model of this shape
     std::string init;

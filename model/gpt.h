@@ -125,7 +125,7 @@ void gpt_backward(GPT& m);
 // Micro-batch j of M: its tokens and shapes, kept in m.flight[j] until its backward.
 void gpt_begin_microbatch(GPT& m, int j, int M, const int32_t* inputs, const int32_t* targets, int B, int S, bool keep);
 // The tensor an op of the schedule receives before it runs, as a receive for its unit's exchange
-// (parallel/comm.h): a forward's input from the previous virtual stage, a backward's output gradient from
+// (parallel/point_to_point.h): a forward's input from the previous virtual stage, a backward's output gradient from
 // the next. Allocates the buffer; false (nothing allocated) when the op receives nothing (the first
 // virtual stage's forward embeds the tokens, the last's backward starts from the loss).
 bool gpt_pipeline_receive(GPT& m, const PipeOp& op, P2PMessage* recv);

@@ -31,7 +31,7 @@ static std::string unit_name(const std::vector<PipeOp>& unit) {
     return s;
 }
 
-// The schedule unit by unit. Each unit starts with one exchange (parallel/comm.h) that sends what the
+// The schedule unit by unit. Each unit starts with one exchange (parallel/point_to_point.h) that sends what the
 // previous unit produced and receives what this unit consumes, then runs its forward and/or backward on what
 // arrived; the last unit's sends go in a final exchange. This is the pairing of Megatron-LM's
 // send_forward_recv_backward and its siblings, taken a whole unit at a time, which in the interleaved

@@ -6,7 +6,7 @@
 // j, chunk c) receives its input from the previous virtual stage, unless it is the first (the embeddings),
 // and sends its output on, unless it is the last (the loss); a backward receives the gradient of its output
 // and sends the gradient of its input back. Each unit starts with one exchange: the previous unit's sends
-// with this unit's receives (NCCL's rules, parallel/comm.h). With one stage nothing is sent and 1F1B is the
+// with this unit's receives (NCCL's rules, parallel/point_to_point.h). With one stage nothing is sent and 1F1B is the
 // plain accumulation loop: forward and backward of micro-batch 0, then 1, ...
 #pragma once
 #include <functional>

@@ -1,5 +1,12 @@
-// comm.h — a communicator over a group of ranks, with the collectives the parallel layers need (all-reduce,
-// all-gather, reduce-scatter, and an all-gather that overlaps compute) and byte counters per collective kind.
+// comm.h — the communicator: a group of ranks and the backend that moves bytes between them (MPI or NCCL),
+// with its byte counters and its rules. What travels over it is in two files, split by what uses it:
+//  - collectives.h:    all-reduce, all-gather, reduce-scatter and the overlapped all-gather that tensor,
+//                      sequence and data parallelism call, and the ring model their bytes are counted with;
+//  - point_to_point.h: the messages between pipeline stages and ring attention's exchanges, NCCL's rules for
+//                      them, --comm mpi-strict, the order check and the exchange's timeout.
+// This file holds the rest: the Comm itself, creating and destroying it (the backends' set-up), the ranks on
+// a node, the step's host scalars (all_reduce_host), waiting under --comm-timeout, MPI_CHECK, the entry points
+// only tests use and, at the end, the plumbing those two files call down into.
 //
 // Backends:
 //  - MPI:  CPU tensors; CUDA tensors are staged through host memory (also the way to run several ranks on
@@ -9,35 +16,25 @@
 //  - MPI under strict rules (--comm mpi-strict, CommRules below): NCCL's point-to-point semantics on CPUs,
 //          so that a test without a GPU fails where NCCL would hang.
 //  - A group of one rank is a no-op for every collective (and counts no bytes).
-//
-// Byte counters follow the ring algorithm's per-rank traffic, the model the paper reasons with
-// (§4.2.2): for a tensor of n elements of d bytes on a group of t ranks, an all-reduce sends 2(t-1)/t·n·d
-// bytes per rank, an all-gather or reduce-scatter (n = the full, gathered size) (t-1)/t·n·d. Hence
-// "all-gather + reduce-scatter moves the same bytes as one all-reduce". A broadcast counts (t-1)/t·n·d: the
-// per-rank average of a pipelined ring broadcast, where every rank but the last forwards the n·d bytes once.
 #pragma once
 #include <mpi.h>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 #include "../layers/runtime.h"
 
 enum class CommBackend { MPI, NCCL };
 
-// How strictly a communicator behaves, beyond its backend (the trainer's --comm mpi-strict and --comm-timeout).
-//  strict:      the MPI backend with NCCL's point-to-point semantics (below, "point to point"): an exchange
-//               completes only when every one of its messages has been matched by the peer (MPI_Issend), and
-//               every message travels with one tag, so messages between two ranks match in issue order. A
-//               CPU run then deadlocks exactly where NCCL would, instead of getting by on MPI's buffering.
+// How strictly a communicator behaves, beyond its backend (the trainer's --comm mpi-strict and --comm-timeout;
+// point_to_point.h says what each rule does to the messages between ranks).
+//  strict:      the MPI backend with NCCL's point-to-point semantics (rendezvous sends, matched in issue order).
 //  timeout_s:   > 0: an exchange or collective that waits longer prints what it waited for (this rank, the
 //               operation, the peer, what the caller was doing) and aborts every rank. 0: wait forever.
-//               MPI backend: every wait polls against the deadline. NCCL backend: each exchange's end is
-//               watched before the next is issued (ncclCommAbort, then MPI_Abort); NCCL collectives are not
-//               watched. Nor are MPI calls made outside this file, unless they wait with comm_wait_request.
-//  check_order: every message is preceded by a small header (tag, bytes, sequence number per peer), checked
-//               on arrival: a stage whose k-th message to a peer is not the peer's k-th expected one stops
-//               with both descriptions (NCCL would silently deliver it into the wrong buffer). On by default
-//               in debug builds; on NCCL it reads the headers back, a host synchronization per exchange.
+//               Every MPI wait of a communicator polls against the deadline (as do MPI calls made elsewhere
+//               that wait with comm_wait_request); on NCCL only the exchanges are watched, not the collectives.
+//  check_order: every point-to-point message is preceded by a header checked on arrival. On by default in
+//               debug builds.
 struct CommRules {
     bool strict = false;
     double timeout_s = 0;
@@ -47,19 +44,18 @@ struct CommRules {
     bool check_order = true;
 #endif
 };
-enum class ReduceOp { SUM, MAX };
 enum CollectiveKind { kAllReduce = 0, kAllGather = 1, kReduceScatter = 2, kBroadcast = 3, kNumCollectives = 4 };
 const char* collective_name(int kind);
 
 struct CommCounters {
     uint64_t calls[kNumCollectives] = {0, 0, 0, 0};
-    uint64_t bytes[kNumCollectives] = {0, 0, 0, 0};  // ring-model bytes sent by this rank
+    uint64_t bytes[kNumCollectives] = {0, 0, 0, 0};  // ring-model bytes sent by this rank (collectives.h)
     // Of the all-gather bytes: sequence parallelism's backward re-gathers of saved input shards (counted
     // apart, so the paper's "same bytes as TP" comparison can leave them out; sequence_parallel.cu).
     uint64_t regather_bytes = 0;
-    // Point to point (pipeline parallelism, send_later / exchange below): tensors sent, their bytes, and the
-    // seconds this rank's host spent blocked in exchanges (a pipeline stage's idle time, the bubble; on
-    // NCCL an exchange is queued on the stream and the wait shows up as GPU time instead).
+    // Point to point (pipeline parallelism, point_to_point.h): tensors sent, their bytes, and the seconds this
+    // rank's host spent blocked in exchanges (a pipeline stage's idle time, the bubble; on NCCL an exchange
+    // is queued on the stream and the wait shows up as GPU time instead).
     uint64_t p2p_sends = 0, p2p_bytes = 0;
     double recv_wait_s = 0;
     void reset() { *this = CommCounters(); }
@@ -73,16 +69,16 @@ struct HostBuffer {
     bool pinned = false;
 };
 
-// The order check's header (CommRules::check_order), sent before each point-to-point message in the same
-// exchange, so it matches in the same order as the message: the caller's tag, the byte count and the
-// message's index among those from this rank to that peer. The receiver compares it with what it expects.
-struct P2PHeader {
-    int64_t tag = 0, bytes = 0, index = 0;
-};
+// One receive of an exchange (point_to_point.h).
 struct P2PMessage {
     Tensor t;          // the receive buffer
     int peer = -1, tag = 0;
     std::string what;  // e.g. "the activation of micro-batch 3 from stage 0"
+};
+// The order check's header (CommRules::check_order, point_to_point.cu): the caller's tag, the byte count and
+// the message's index among those from this rank to that peer.
+struct P2PHeader {
+    int64_t tag = 0, bytes = 0, index = 0;
 };
 
 struct Comm {
@@ -98,13 +94,16 @@ struct Comm {
     // to reduce bf16 in fp32. host_allocs counts their (re)allocations: it stops moving after warm-up.
     HostBuffer stage, wide;
     uint64_t host_allocs = 0;
-    // NCCL backend, all_gather_async: `ready` marks ctx.stream's point where the input is complete,
-    // `done` marks comm_stream's point where the gathered output is complete.
+    // NCCL backend, all_gather_async and exchange_start on ctx.comm_stream: `ready` marks ctx.stream's point
+    // where the input is complete, `done` marks comm_stream's point where the output is complete. The two
+    // share them, so at most one of them is in flight on a communicator (all_gather_async refuses to start
+    // while an exchange is in flight).
     cudaEvent_t ready = nullptr;
     cudaEvent_t done = nullptr;
-    // Point to point: the sends queued for the next exchange (send_later), each with its own copy of the
-    // tensor (the caller may free or reuse the tensor at once), and copies kept for reuse, so that after
-    // warm-up no send allocates. sent / received: messages to and from each peer so far (check_order).
+    // Point to point (point_to_point.cu): the sends queued for the next exchange (send_later), each with its
+    // own copy of the tensor (the caller may free or reuse the tensor at once), and copies kept for reuse, so
+    // that after warm-up no send allocates. sent / received: messages to and from each peer so far
+    // (check_order).
     struct PendingSend {
         HostBuffer host;                         // MPI backend: the bytes to send
         void* device = nullptr;                  // NCCL backend: the bytes to send
@@ -144,52 +143,6 @@ struct LocalRank {
 };
 LocalRank local_rank(MPI_Comm world);
 
-// All collectives are in place or out of place on contiguous buffers of f32 or bf16 (broadcast, below: any
-// dtype), on ctx's device and stream. They return when the result is usable on ctx's stream.
-void all_reduce(Comm& c, const Ctx& ctx, Tensor buf, ReduceOp op = ReduceOp::SUM);
-// out[r·in.n .. (r+1)·in.n) = in of rank r. out.n == size · in.n.
-void all_gather(Comm& c, const Ctx& ctx, Tensor out, Tensor in);
-// out = Σ over ranks of in[rank·out.n .. (rank+1)·out.n). in.n == size · out.n.
-void reduce_scatter(Comm& c, const Ctx& ctx, Tensor out, Tensor in);
-
-// The all-gather issued on a second stream (ctx.comm_stream) so that it overlaps work on ctx.stream
-// (sequence parallelism's backward re-gather, paper §4.2.2). comm_wait makes ctx.stream wait for it.
-// On CPU / MPI these simply run the collective synchronously.
-void all_gather_async(Comm& c, const Ctx& ctx, Tensor out, Tensor in);
-void comm_wait(Comm& c, const Ctx& ctx);
-
-// ---- point to point: what crosses a pipeline stage boundary (model/pipeline_step.cu) ----------------
-// `peer` and the ranks are those of the group (pp_comm: rank = pipeline stage).
-//
-// NCCL's rules, which both backends follow:
-//  1. NCCL has no tags: between two ranks, the k-th message one sends is the k-th message the other
-//     receives. Every directed pair of stages must therefore issue its sends and its receives in the same
-//     order (test_pipeline_schedule checks it for every schedule). `tag` only names a message for the order
-//     check and error messages; the MPI backend uses it as the MPI tag unless the rules are strict.
-//  2. An NCCL send may wait, on the GPU, until the peer has posted the matching receive (always for
-//     messages beyond NCCL's internal buffers), and a communicator runs its operations one at a time in
-//     issue order. So a send followed by a receive, ungrouped, deadlocks as soon as two stages each send
-//     first. Sends and receives that must progress together are issued as one exchange (an NCCL group),
-//     which completes as a unit.
-//
-// send_later copies `t` (any dtype) and queues it; the next exchange sends it. exchange posts the queued
-// sends and the receives `recvs` together and returns when all of them are done (NCCL: ctx.stream waits;
-// the sends' bytes may be reused after that). The pipeline issues one exchange per schedule unit: the
-// previous unit's sends with this unit's receives (model/pipeline_step.cu says why that order cannot
-// deadlock). `what` says what the caller is doing, for the timeout message.
-void send_later(Comm& c, const Ctx& ctx, Tensor t, int peer, int tag, const std::string& what);
-void exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what);
-// The same exchange in two halves, so that work runs while its messages travel (ring attention's K and V,
-// parallel/context_parallel.cu): exchange_start posts the queued sends and the receives `recvs` and returns;
-// exchange_finish waits for them (afterwards, as after exchange). In between, the caller leaves the receive
-// buffers alone and starts no other exchange on c. NCCL: the group runs on ctx.comm_stream (when the context
-// has one) after the work ctx.stream has queued so far, and exchange_finish makes ctx.stream wait for it. MPI:
-// the requests are posted at once; MPI moves the bytes as it progresses, at the latest inside the wait.
-void exchange_start(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what);
-void exchange_finish(Comm& c, const Ctx& ctx);
-// Bytes of host memory `bytes` from rank `root` to every rank of the group, under the communicator's rules
-// (timeout): the pipeline's loss, which the last stage computes.
-void broadcast_host(Comm& c, void* data, int bytes, int root, const std::string& what);
 // An all-reduce of `count` host values in place (the step's scalars: loss, norm, verdicts), under the
 // communicator's rules (timeout; `what` names it in the message). A group of one rank is a no-op.
 void all_reduce_host(Comm& c, void* data, int count, MPI_Datatype type, MPI_Op op, const char* what);
@@ -217,6 +170,39 @@ void comm_set_activity(const std::string& doing);
 // so that a machine with one GPU exercises the NCCL calls. Training code uses comm_create.
 Comm comm_create_exercised(MPI_Comm parent, int color, int key, CommBackend backend, const Ctx& ctx,
                            const CommRules& rules = {});
-// buf of rank `root` to every rank of the group (any dtype: it moves bytes).
-void broadcast(Comm& c, const Ctx& ctx, Tensor buf, int root);
 void barrier(Comm& c);
+
+// ---- the plumbing under collectives.cu and point_to_point.cu (not for the layers) ---------------------------
+namespace comm_detail {
+// A group of one rank has nobody to talk to: every collective is a no-op (unless a test asked to exercise
+// the backend anyway).
+bool is_noop(const Comm& c);
+// Refuse a tensor the communicator cannot move (null data, a CUDA tensor without a CUDA context, a CPU tensor
+// on NCCL), naming the operation `what`.
+void check_tensor(const Comm& c, const Ctx& ctx, Tensor t, const char* what);
+// At least `bytes` of host memory in `b` (HostBuffer above); counted in c.host_allocs when it (re)allocates.
+void* host_buffer(Comm& c, HostBuffer& b, size_t bytes, bool pinned);
+// Synchronous copies between a CUDA tensor and host memory, ordered after the work queued on ctx.stream.
+void device_to_host(const Ctx& ctx, void* dst, Tensor src);
+void host_to_device(const Ctx& ctx, Tensor dst, const void* src);
+// `t` (f32 or bf16, CPU or CUDA) into the fp32 host array `dst` of t.n floats, and back: the MPI backend
+// reduces on such a copy, so a bf16 sum is accumulated in fp32 and rounded once at the end.
+void load_f32(Comm& c, const Ctx& ctx, Tensor t, float* dst);
+void store_f32(Comm& c, const Ctx& ctx, Tensor t, const float* src);
+// An element count as one MPI call's int count (refused beyond 2^31 - 1).
+int mpi_count(int64_t n);
+// Wait for MPI requests under c.rules.timeout_s; on expiry `pending(i)` describes the first request not done.
+void mpi_wait(const Comm& c, std::vector<MPI_Request>& reqs, std::vector<MPI_Status>& statuses,
+              const std::function<std::string(size_t)>& pending);
+// Wait for one collective's request; a timeout names `op` and the group's world ranks.
+void mpi_wait_one(const Comm& c, MPI_Request req, const char* op);
+}  // namespace comm_detail
+
+// Check a NCCL call's result, naming the call (for files that include <nccl.h>).
+#define NCCL_CHECK(call)                                                                              \
+    do {                                                                                              \
+        ncclResult_t r_ = (call);                                                                     \
+        if (r_ != ncclSuccess)                                                                        \
+            mm_fatal("NCCL error in %s at %s:%d: %s", #call, __FILE__, __LINE__,                      \
+                     ncclGetErrorString(r_));                                                         \
+    } while (0)

@@ -30,7 +30,7 @@
 // forward and again backward; dK, dV: 2·c·(s/c)·b·(h/t) fp32 (recompute/formulas.h, cp_kv_*_bytes).
 #pragma once
 #include <cstdint>
-#include "comm.h"
+#include "point_to_point.h"
 #include "../layers/activation_allocator.h"
 #include "../layers/attention.h"
 #include "../layers/dropout.h"

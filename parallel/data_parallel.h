@@ -2,7 +2,7 @@
 // batch; gradients are averaged over the DP group, so the update equals the single-rank update on the
 // whole global batch (the loss is a mean over all B·S targets).
 #pragma once
-#include "comm.h"
+#include "collectives.h"
 
 // grads (f32, flat) = mean over the DP group.
 void average_gradients(Comm& dp, const Ctx& ctx, Tensor grads);

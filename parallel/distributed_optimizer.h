@@ -7,7 +7,7 @@
 //   2. AdamW runs on the shard (weight decay still per tensor: each tensor's overlap with the shard is known);
 //   3. the updated weights are all-gathered: in bf16 straight into the compute copy, in fp32 into the fp32
 //      weights (which are the master weights, model_state_memory.h).
-// A ring all-reduce IS a reduce-scatter followed by an all-gather (parallel/comm.h), so in fp32 the bytes
+// A ring all-reduce IS a reduce-scatter followed by an all-gather (parallel/collectives.h), so in fp32 the bytes
 // are those of the all-reduce; in bf16 the all-gather moves half as much. Every element goes through the
 // same float operations as the all-reduce path, so with d = 2 (where a sum of two is the same either way)
 // losses, weights and moments are bitwise those of the ordinary optimizer; only the gradient norm is summed
@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <string>
 #include <vector>
-#include "comm.h"
+#include "collectives.h"
 #include "../layers/model_shape.h"
 #include "../layers/runtime.h"
 #include "../recompute/model_state_memory.h"
@@ -40,7 +40,7 @@ struct OptimizerShard {
     int64_t begin = 0;       // this rank's shard: flat elements [begin, begin + shard)
     // Each tensor's overlap with the shard, in flat-buffer offsets (own_n 0: none of it is here).
     int64_t own_begin[NUM_PARAM_TENSORS] = {}, own_n[NUM_PARAM_TENSORS] = {};
-    // Data-parallel bytes of the last step (ring model, parallel/comm.h): reduce-scatter and all-gather.
+    // Data-parallel bytes of the last step (ring model, parallel/collectives.h): reduce-scatter and all-gather.
     uint64_t step_reduce_scatter_bytes = 0, step_all_gather_bytes = 0;
 };
 

@@ -62,7 +62,7 @@ struct PipeMessage {
 bool pipe_op_receives(const PipeOp& op, int p, int rank, int m, PipeMessage* msg);
 bool pipe_op_sends(const PipeOp& op, int p, int rank, int m, PipeMessage* msg);
 // A message's name, the same on both sides: (micro-batch, boundary, direction) in one int (MPI tags go up to
-// 32767 at least, hence the modulo; a tag only names a message, comm.h).
+// 32767 at least, hence the modulo; a tag only names a message, point_to_point.h).
 int pipe_message_tag(const PipeMessage& msg, int p, int m);
 // The number of forwards rank `rank` runs before its steady state (its warm-up); the steady state's first unit
 // runs one more forward before the first backward.

@@ -3,7 +3,7 @@
 // rank holds, and the gradient sum of the replicated parameters used on sequence shards.
 // sequence_parallel.cu opens with an index of every place SP touches the code.
 #pragma once
-#include "comm.h"
+#include "collectives.h"
 #include "tensor_parallel.h"  // Region
 #include "../layers/model_shape.h"
 

@@ -13,7 +13,7 @@
 // picotron follows the 2019 Megatron paper (Shoeybi et al.), whose pair is "f and g": its `g` is this
 // paper's f̄, not this paper's g (which only exists with sequence parallelism).
 #pragma once
-#include "comm.h"
+#include "collectives.h"
 #include "../layers/model_shape.h"
 #include "../layers/activation_allocator.h"
 

@@ -1,5 +1,5 @@
 # model/pipeline_step.cu under NCCL's point-to-point rules (--comm mpi-strict: rendezvous sends, one tag, the
-# order check on; parallel/comm.h): every schedule at p 2 and 4 with M < p, M = p and M > p (interleaved:
+# order check on; parallel/point_to_point.h): every schedule at p 2 and 4 with M < p, M = p and M > p (interleaved:
 # M = p and 2p, the layouts it allows), tp 2 x pp 2 with SP, and pp 2 x dp 2 with the distributed optimizer,
 # each against the single-rank run (test_equivalence, 3 training steps), as without the strict rules.
 foreach(layout

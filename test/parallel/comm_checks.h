@@ -3,7 +3,7 @@
 // what every collective must return and compare.
 #pragma once
 #include <algorithm>
-#include "../../parallel/comm.h"
+#include "../../parallel/collectives.h"
 #include "../test_util.h"
 
 // Rank r's input element i: small integers, exact in bf16 and in any summation order, so results can be
@@ -186,7 +186,7 @@ inline void check_collectives(Comm& c, const Ctx& ctx) {
         check_all_gather(c, ctx, dt, true);
         check_reduce_scatter(c, ctx, dt);
     }
-    // NCCL may round a bf16 sum between ring steps (see comm.cu); its rounding is only pinned down here for
+    // NCCL may round a bf16 sum between ring steps (see collectives.cu); its rounding is only pinned down here for
     // groups of at most two.
     if (c.backend == CommBackend::MPI || c.size <= 2) check_bf16_sum_in_fp32(c, ctx);
     for (DType dt : {DType::F32, DType::BF16, DType::I32, DType::U8}) check_broadcast(c, ctx, dt);

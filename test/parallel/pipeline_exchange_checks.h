@@ -6,6 +6,7 @@
 // check stops it, if the schedule's order were wrong.
 #pragma once
 #include "comm_checks.h"
+#include "../../parallel/point_to_point.h"
 #include "../../parallel/pipeline_schedule.h"
 
 inline float pipeline_message_value(int tag, int64_t i) { return (float)((tag * 31 + i) % 251); }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include "comm_checks.h"
 #include "pipeline_exchange_checks.h"
+#include "../../parallel/point_to_point.h"
 #include "../../parallel/gpu_identity.h"
 
 static int g_world_rank = 0, g_world_size = 1;
@@ -130,7 +131,7 @@ static void check_shared_gpu_detection() {
 
 // Point to point (pipeline parallelism): each rank sends two tensors to the next rank in a ring and
 // receives two from the previous one in one exchange, receives posted in the order of the sends (NCCL matches
-// by order, not by tag: comm.h); the sender changes and frees its tensor at once (send_later copied it). A
+// by order, not by tag: point_to_point.h); the sender changes and frees its tensor at once (send_later copied it). A
 // ring whose every rank sends before it receives needs the exchange to be a group: with rendezvous sends
 // (strict rules) each rank's send waits for its neighbour's receive. The byte counter counts what was sent.
 static void check_point_to_point(Comm& world, const Ctx& ctx) {
@@ -178,6 +179,9 @@ static void check_point_to_point(Comm& world, const Ctx& ctx) {
 //                    with tags, but NCCL would swap the buffers: the order check stops it, naming both.
 //  --silent-peer:    rank 1 never posts its receive; rank 0's strict exchange times out after 1 s, naming
 //                    the peer and the message.
+//  --gather-during-exchange: every rank starts a ring exchange (exchange_start) and, before exchange_finish,
+//                    an all_gather_async on the same communicator. On NCCL the two would share the Comm's
+//                    events; the refusal, made on every backend, names both.
 static int expected_failure(const std::string& mode, const Ctx& ctx) {
     CommRules rules;
     rules.strict = true;
@@ -195,6 +199,15 @@ static int expected_failure(const std::string& mode, const Ctx& ctx) {
             exchange(c, ctx, {P2PMessage{y, 0, 8, "the second message from rank 0"}, P2PMessage{x, 0, 7, "the first message from rank 0"}},
                      "rank 1's two receives");
         }
+    } else if (mode == "--gather-during-exchange") {
+        const int next = (c.rank + 1) % c.size, prev = (c.rank + c.size - 1) % c.size;
+        Tensor full = tensor_alloc(Device::CPU, DType::F32, 64 * (int64_t)c.size);
+        send_later(c, ctx, x, next, 7, "K to the next rank");
+        exchange_start(c, ctx, {P2PMessage{y, prev, 7, "K from the previous rank"}}, "of the ring's K");
+        all_gather_async(c, ctx, full, x);
+        comm_wait(c, ctx);
+        exchange_finish(c, ctx);
+        tensor_free(full);
     } else if (c.rank == 0) {
         send_later(c, ctx, x, 1, 7, "the send of x to rank 1");
         exchange(c, ctx, {}, "rank 0's send");

@@ -11,6 +11,7 @@
 // Without a GPU every rank exits 77 (CTest: skipped); mpirun passes 77 on when all ranks return it.
 #include "comm_checks.h"
 #include "pipeline_exchange_checks.h"
+#include "../../parallel/point_to_point.h"
 #include "../../parallel/gpu_identity.h"
 
 static int g_rank = 0, g_size = 1;

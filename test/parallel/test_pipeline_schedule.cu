@@ -1,5 +1,5 @@
 // test_pipeline_schedule.cu — parallel/pipeline_schedule.cu, every rank simulated under NCCL's point-to-point
-// rules (parallel/comm.h): sends are rendezvous (a send completes only when the peer has posted the matching
+// rules (parallel/point_to_point.h): sends are rendezvous (a send completes only when the peer has posted the matching
 // receive), messages between two ranks match in issue order (no tags), and an exchange (a group) completes
 // as a unit. For AFAB, 1F1B and interleaved at p 2..8, M 1..16 and m 2..4 (every layout the schedule allows):
 //  - every (micro-batch, chunk) forward and backward runs once on its rank, each backward after its forward,

@@ -3,6 +3,7 @@
 // dp_rank = rank / tp), the members of its TP group (tp consecutive ranks) and of its DP group (ranks tp
 // apart), and collectives that stay inside their group; then grid_validate's message for each layout it
 // must refuse, word for word (the trainer prints them as they are).
+#include "../../parallel/collectives.h"
 #include "../../parallel/process_grid.h"
 #include "../test_util.h"
 

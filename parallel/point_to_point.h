@@ -1,0 +1,51 @@
+// point_to_point.h — messages between two ranks of a communicator (comm.h): what crosses a pipeline stage
+// boundary (model/pipeline_step.cu), ring attention's K and V (parallel/context_parallel.cu) and the
+// pipeline's loss; with the rules that keep them from deadlocking (NCCL's, checked on CPUs by
+// --comm mpi-strict), the order check, and the exchange's timeout.
+// `peer` and the ranks are those of the group (pp_comm: rank = pipeline stage).
+//
+// NCCL's rules, which both backends follow:
+//  1. NCCL has no tags: between two ranks, the k-th message one sends is the k-th message the other
+//     receives. Every directed pair of stages must therefore issue its sends and its receives in the same
+//     order (test_pipeline_schedule checks it for every schedule). `tag` only names a message for the order
+//     check and error messages; the MPI backend uses it as the MPI tag unless the rules are strict.
+//  2. An NCCL send may wait, on the GPU, until the peer has posted the matching receive (always for
+//     messages beyond NCCL's internal buffers), and a communicator runs its operations one at a time in
+//     issue order. So a send followed by a receive, ungrouped, deadlocks as soon as two stages each send
+//     first. Sends and receives that must progress together are issued as one exchange (an NCCL group),
+//     which completes as a unit.
+//
+// The communicator's rules (CommRules, comm.h) as they apply here:
+//  strict:      the MPI backend with NCCL's semantics: an exchange completes only when every one of its
+//               messages has been matched by the peer (MPI_Issend), and every message travels with one tag,
+//               so messages between two ranks match in issue order. A CPU run then deadlocks exactly where
+//               NCCL would, instead of getting by on MPI's buffering.
+//  timeout_s:   MPI: every wait polls against the deadline, and the message names the message waited for and
+//               its peer. NCCL: each exchange's end is watched before the next is issued (ncclCommAbort, then
+//               MPI_Abort).
+//  check_order: every message is preceded by a small header (P2PHeader: tag, bytes, sequence number per
+//               peer), checked on arrival: a stage whose k-th message to a peer is not the peer's k-th
+//               expected one stops with both descriptions (NCCL would silently deliver it into the wrong
+//               buffer). On NCCL it reads the headers back, a host synchronization per exchange.
+#pragma once
+#include "comm.h"
+
+// send_later copies `t` (any dtype) and queues it; the next exchange sends it. exchange posts the queued
+// sends and the receives `recvs` (P2PMessage, comm.h) together and returns when all of them are done (NCCL:
+// ctx.stream waits; the sends' bytes may be reused after that). The pipeline issues one exchange per schedule
+// unit: the previous unit's sends with this unit's receives (model/pipeline_step.cu says why that order
+// cannot deadlock). `what` says what the caller is doing, for the timeout message.
+void send_later(Comm& c, const Ctx& ctx, Tensor t, int peer, int tag, const std::string& what);
+void exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what);
+// The same exchange in two halves, so that work runs while its messages travel (ring attention's K and V,
+// parallel/context_parallel.cu): exchange_start posts the queued sends and the receives `recvs` and returns;
+// exchange_finish waits for them (afterwards, as after exchange). In between, the caller leaves the receive
+// buffers alone and starts no other exchange, nor an all_gather_async (collectives.h), on c. NCCL: the group
+// runs on ctx.comm_stream (when the context has one) after the work ctx.stream has queued so far, and
+// exchange_finish makes ctx.stream wait for it. MPI: the requests are posted at once; MPI moves the bytes as
+// it progresses, at the latest inside the wait.
+void exchange_start(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what);
+void exchange_finish(Comm& c, const Ctx& ctx);
+// Bytes of host memory `bytes` from rank `root` to every rank of the group, under the communicator's rules
+// (timeout): the pipeline's loss, which the last stage computes.
+void broadcast_host(Comm& c, void* data, int bytes, int root, const std::string& what);
