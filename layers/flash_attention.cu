@@ -952,6 +952,8 @@ void flash_attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor out, Te
     });
 }
 
+FlashCore flash_attention_core() { return {flash_attention_forward, flash_attention_backward}; }
+
 // ---------------------------------------------------------------------------------------------------------
 // The blocks of ring attention (flash_attention.h, parallel/context_parallel.cu)
 // ---------------------------------------------------------------------------------------------------------

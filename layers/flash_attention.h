@@ -18,6 +18,7 @@
 // Layouts and shapes as attention.h: qkv [S·B, 3·NH·HD] (row s·B + b; Q | K | V, head n at column n·HD of its
 // block), out / dout [S·B, NH·HD], lse f32 [B, NH, S]. All arithmetic in fp32 (bf16 is storage only).
 #pragma once
+#include <functional>
 #include "attention.h"
 
 // out = dropout(softmax(causal(Q Kᵀ / √HD))) · V and lse (f32 [B, NH, S]), p the dropout probability.
@@ -29,6 +30,20 @@ void flash_attention_forward(Ctx& ctx, Tensor out, Tensor lse, Tensor qkv, const
 // (the two are equal, dropout included: O = Σ_k P_k · z_k/(1 − p) · V_k).
 void flash_attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor out, Tensor lse, Tensor qkv,
                               const AttnShape& sh, float p, uint64_t seed, uint32_t stream);
+
+// Core attention in tiles as one value, the pair the transformer layer calls (model/transformer_layer.h): so
+// the layer names no parallelism but its own. flash_attention_core() is the two functions above, on the
+// rank's whole sequence; under context parallelism the model puts ring attention in its place
+// (ring_attention_core, parallel/context_parallel.h), which brings the other ranks' keys and values round.
+struct FlashCore {
+    std::function<void(Ctx& ctx, Tensor out, Tensor lse, Tensor qkv, const AttnShape& sh, float p, uint64_t seed,
+                       uint32_t stream)>
+        forward;
+    std::function<void(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor out, Tensor lse, Tensor qkv, const AttnShape& sh,
+                       float p, uint64_t seed, uint32_t stream)>
+        backward;
+};
+FlashCore flash_attention_core();
 
 // The CUDA kernels' compile-time bound on the head dimension for HD (32, 64 or 128: the instantiation that
 // runs), or 0 when no kernel takes HD (HD < 1 or HD > 128: the model must use --attention unfused on a GPU).

@@ -24,8 +24,7 @@ void attention_probs_saved_forward(LayerContext& run, SavedLayer& s) {
                             dropout_stream(l, kSiteAttnProbs));
 }
 
-// Bias + dropout + residual on this rank's [S_loc, B, C] block, by run of global positions (one run, or two
-// when a CP rank's positions are its two zigzag chunks: parallel/context_parallel.h).
+// Bias + dropout + residual on this rank's [S_loc, B, C] block, by run of global positions (layers/positions.h).
 static void hidden_dropout(LayerContext& run, Tensor out, Tensor mask, Tensor x, Tensor bias, Tensor resid,
                            DropoutSite site) {
     bias_dropout_residual_runs(*run.ctx, out, mask, x, bias, resid, run.dropout, run.seed,
@@ -54,12 +53,7 @@ void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute polic
         // Core attention in tiles: no s×s tensor at all, one fp32 log-sum-exp per query and head kept instead.
         s.lse = A.alloc(DType::F32, (int64_t)run.B * run.attn.NH * run.S, l, "lse");
         s.proj_in = A.alloc(dt, (int64_t)N_full * run.C_loc, l, "proj_in");
-        if (run.cp)  // context parallelism: the other CP ranks' keys come round the ring
-            ring_attention_forward(*run.cp, ctx, A, l, s.proj_in, s.lse, s.qkv, run.attn, run.S_total, run.dropout,
-                                   run.seed, dropout_stream(l, kSiteAttnProbs));
-        else
-            flash_attention_forward(ctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed,
-                                    dropout_stream(l, kSiteAttnProbs));
+        run.flash.forward(ctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed, dropout_stream(l, kSiteAttnProbs));
     } else {
         attention_probs_saved_forward(run, s);
         s.proj_in = A.alloc(dt, (int64_t)N_full * run.C_loc, l, "proj_in");
@@ -130,12 +124,8 @@ void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute p
     A.release(dy);
     Tensor dqkv = A.alloc(dt, (int64_t)N_full * 3 * run.C_loc, l, "tmp:dqkv");
     if (run.attention == Attention::Flash) {
-        if (run.cp)
-            ring_attention_backward(*run.cp, ctx, A, l, dqkv, dctx, s.proj_in, s.lse, s.qkv, run.attn, run.S_total,
-                                    run.dropout, run.seed, dropout_stream(l, kSiteAttnProbs));
-        else
-            flash_attention_backward(ctx, dqkv, dctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed,
-                                     dropout_stream(l, kSiteAttnProbs));
+        run.flash.backward(ctx, dqkv, dctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed,
+                           dropout_stream(l, kSiteAttnProbs));
     } else {
         Tensor scratch = A.alloc(dt, n_ss, l, "tmp:dprobs");
         attention_backward(ctx, dqkv, dctx, s.qkv, s.probs, s.attn_mask, s.probs_drop, scratch, run.attn,

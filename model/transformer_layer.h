@@ -12,7 +12,6 @@
 #include "../layers/attention.h"
 #include "../layers/flash_attention.h"
 #include "../layers/dropout.h"
-#include "../parallel/context_parallel.h"
 #include "../parallel/tensor_parallel.h"
 #include "../recompute/recompute.h"
 
@@ -33,15 +32,14 @@ struct LayerContext {
     int layer = 0;
     int S = 0, B = 0, C = 0;  // positions inside the TP regions (the sequence; S/c under CP), local batch, hidden
     int S_loc = 0;            // positions this rank holds outside the TP regions (S/t under SP: sp_shard)
-    SeqRuns positions;        // their global positions (one run; two under CP: parallel/context_parallel.h)
-    int64_t S_total = 0;      // the whole sequence's length (S without CP)
-    Comm* cp = nullptr;       // the CP group's ring, when c > 1 (core attention is ring attention then)
+    SeqRuns positions;        // their global positions, as runs (layers/positions.h): the dropouts' keys
     int C_loc = 0, F_loc = 0; // this rank's attention width (heads·HD) and MLP width (4C/t)
     AttnShape attn;           // local heads, global coordinates for dropout
     DropoutCoords where;      // global batch coordinates of this rank's [S_loc, B, C] block (s_offset: per run)
     float dropout = 0.f;
     uint64_t seed = 0;
     Attention attention = Attention::Unfused;  // core attention's form (recompute/formulas.h)
+    FlashCore flash = flash_attention_core();  // flash core attention: on S positions, or its ring (gpt_layer_context)
     LayerWeights w;
     LayerGrads g;
     // Accumulate into g, or Overwrite it: the layer's first backward of a step, when g holds last step's
