@@ -54,11 +54,7 @@ struct LayerContext {
 void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute policy);
 
 // dresid holds dL/d(out) on entry and dL/d(input) on return (updated in place, as the residual stream's
-// gradient flows through both branches). Recomputes what the policy released, accumulates the weight
-// gradients into run.g (or overwrites them: run.grads), and releases all of `s`.
+// gradient flows through both branches). Recomputes what the policy released first (full: this layer's
+// forward again, from its saved input; selective: recompute_selective, recompute/recompute.h), accumulates
+// the weight gradients into run.g (or overwrites them: run.grads), and releases all of `s`.
 void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute policy);
-
-// Allocate s.probs, s.attn_mask, s.probs_drop (tagged with the paper's names) and compute them from s.qkv:
-// core attention's QKᵀ → scale + causal mask → softmax → dropout. Shared by layer_forward and selective
-// recompute, so both run the same code. Unfused attention only.
-void attention_probs_saved_forward(LayerContext& run, SavedLayer& s);
