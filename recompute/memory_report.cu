@@ -1,5 +1,6 @@
 // memory_report.cu — measured vs formula activation bytes (see the header).
 #include "memory_report.h"
+#include "table2.h"
 
 #include <algorithm>
 #include <cmath>
@@ -161,6 +162,7 @@ void print_memory_report(FILE* f, const MemoryReport& r) {
     if (s.rc == Recompute::Full)
         fprintf(f, "  note: full recompute stores each layer's input: the paper's Table 2 row is 2sbh; under SP each rank\n"
                    "        keeps only its sequence shard, 2sbh/t, which is what is measured and what the formula column shows.\n");
+    print_table2_comparison(f, r, table2_compare(r));  // the paper's row for this run (recompute/table2.h)
     fprintf(f, "  %-16s %14s %14s %10s\n", "outside layers", "measured", "formula", "diff");
     for (const FormulaTerm& t : r.model_terms) {
         double m = r.model_tensors_measured.count(t.name) ? r.model_tensors_measured.at(t.name) : 0.0;
