@@ -54,8 +54,8 @@ inline int flash_attention_hd_bound(int HD) {
 
 // Bytes of ctx_scratch (runtime.h) flash_attention_backward takes on the GPU for a rank's S, B and NH (the
 // fp32 D = rowsum(dO ⊙ O), [B, NH, S]): the model reserves them before its first step, so the scratch never
-// grows inside a step. flash_block_backward takes the same for its Sq queries: no more, since a block's queries
-// are some of the rank's positions.
+// grows inside a step. flash_block_backward without a D takes the same for its Sq queries: no more, since a
+// block's queries are some of the rank's positions (ring attention hands it a D: no scratch).
 size_t flash_attention_scratch_bytes(int S, int B, int NH);
 
 // ---- the blocks of ring attention (context parallelism: parallel/context_parallel.h) ----------------------
@@ -92,6 +92,12 @@ void flash_block_merge(Ctx& ctx, Tensor o, Tensor lse, Tensor o_blk, Tensor lse_
 // elements apart, element 0 at the block's first key), from the MERGED out and lse of the queries (out, dout:
 // [Sq·B, NH·HD], activation dtype): FlashAttention-2's backward needs only the final statistics, so each block's
 // gradient is computed on its own and the sums over blocks are plain additions.
+// D (optional): the queries' D = rowsum(dO ⊙ O), laid out like lse (flash_attention_rowdot's rows, lse_ld
+// apart): ring attention computes it once per layer for all the rank's queries rather than once per block;
+// empty, the block computes its own.
 void flash_block_backward(Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, int dkv_width, Tensor dout, Tensor out,
                           Tensor lse, Tensor q, Tensor k, Tensor v, const AttnBlock& blk, float p, uint64_t seed,
-                          uint32_t stream);
+                          uint32_t stream, Tensor D = Tensor());
+// D = rowsum(dO ⊙ O) (f32 [B, NH, S] like lse) of every query of out and dout ([S·B, NH·HD]): the backward's
+// D_q, for flash_block_backward's D.
+void flash_attention_rowdot(Ctx& ctx, Tensor D, Tensor dout, Tensor out, const AttnShape& sh);

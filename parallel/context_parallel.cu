@@ -257,6 +257,9 @@ void ring_attention_backward(Comm& cp, Ctx& ctx, ActivationAllocator& A, int lay
     Tensor dkv = A.alloc(DType::F32, kv_n, layer, "tmp:cp_dkv");
     Tensor dkv_done = A.alloc(DType::F32, kv_n, layer, "tmp:cp_dkv_sum");
     Tensor dkv_recv = A.alloc(DType::F32, kv_n, layer, "tmp:cp_dkv_recv");
+    // D = rowsum(dO ⊙ O) of this rank's queries, once for the layer: every block of a query chunk reads its rows.
+    Tensor D = A.alloc(DType::F32, lse.n, layer, "tmp:cp_rowdot");
+    flash_attention_rowdot(ctx, D, dout, out, sh);
     tensor_zero(ctx, dq);
     MM_DISPATCH_ACT(qkv.dtype, copy_columns<T, T>(ctx, kv_own.as<T>(), 2 * g.C, qkv.as<T>() + g.C, 3 * g.C, 2 * g.C, rows));
     Tensor send = kv_own;
@@ -289,7 +292,7 @@ void ring_attention_backward(Comm& cp, Ctx& ctx, ActivationAllocator& A, int lay
                                  chunk_of(g, dkv.slice(g.C, dkv.n - g.C), ka, 2 * g.C), 2 * g.C,
                                  chunk_of(g, dout, qa, g.C), chunk_of(g, out, qa, g.C), lse.slice(at, lse.n - at),
                                  chunk_of(g, qkv, qa, 3 * g.C), chunk_of(g, held.k, ka, held.width),
-                                 chunk_of(g, held.v, ka, held.width), b, p, seed, stream);
+                                 chunk_of(g, held.v, ka, held.width), b, p, seed, stream, D.slice(at, D.n - at));
             count_block(g, b);
         });
         if (ctx.device == Device::CPU) cp_stats().compute_s += MPI_Wtime() - t0;
@@ -310,7 +313,7 @@ void ring_attention_backward(Comm& cp, Ctx& ctx, ActivationAllocator& A, int lay
         copy_columns<T, float>(ctx, dqkv.as<T>(), 3 * g.C, dq.as<float>(), g.C, g.C, rows);
         copy_columns<T, float>(ctx, dqkv.as<T>() + g.C, 3 * g.C, dkv_recv.as<float>(), 2 * g.C, 2 * g.C, rows);
     });
-    for (Tensor* t : {&dq, &kv_own, &kv_buf[0], &kv_buf[1], &dkv, &dkv_done, &dkv_recv}) A.release(*t);
+    for (Tensor* t : {&dq, &D, &kv_own, &kv_buf[0], &kv_buf[1], &dkv, &dkv_done, &dkv_recv}) A.release(*t);
     cp_stats().backward_bytes += cp.counters.p2p_bytes - bytes0;
 }
 
