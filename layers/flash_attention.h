@@ -8,7 +8,7 @@
 // pass it keeps one fp32 log-sum-exp per query and head (lse = m + log Σ_k e^{x_k − m}); the backward pass
 // rebuilds each tile's probabilities from Q, K and lse, P = e^{x − lse}. That is selective recomputation
 // done inside one kernel: the same FLOPs the paper's selective policy pays (§5), and 4·asb/t bytes kept
-// instead of 5as²b/t (recompute/formulas.h, term "lse").
+// instead of 5as²b/t (recompute/memory_formulas.h, term "lse").
 //
 // Dropout. The keep bit of probability (b, n, q, k) is dropout_keep(seed, stream,
 // attn_dropout_index(b_glob, h_glob, NH_total, S, q, k)) (attention.h, philox.h): the index of that element in

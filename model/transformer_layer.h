@@ -38,7 +38,7 @@ struct LayerContext {
     DropoutCoords where;      // global batch coordinates of this rank's [S_loc, B, C] block (s_offset: per run)
     float dropout = 0.f;
     uint64_t seed = 0;
-    Attention attention = Attention::Unfused;  // core attention's form (recompute/formulas.h)
+    Attention attention = Attention::Unfused;  // core attention's form (recompute/memory_formulas.h)
     FlashCore flash = flash_attention_core();  // flash core attention: on S positions, or its ring (gpt_layer_context)
     LayerWeights w;
     LayerGrads g;

@@ -1,7 +1,7 @@
 // memory_report.h — measured activation memory (from the tagged allocator) next to the paper's formulas.
 //
 // Taken right after the forward pass of a step, when exactly the tensors saved for backward are live:
-// per layer, per tensor, measured bytes vs layer_terms() (recompute/formulas.h; under flash attention the
+// per layer, per tensor, measured bytes vs layer_terms() (recompute/memory_formulas.h; under flash attention the
 // "lse" tag in place of the three s×s tensors), with the differences; the small extras the paper ignores
 // (layer-norm statistics, the loss's row statistics) on their own lines; and the whole model on this rank
 // vs L·layer formula + §4.3's terms outside the layers; below the per-tensor table, the run's Table 2 row
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 #include "../layers/activation_allocator.h"
-#include "formulas.h"
+#include "formulas.h"  // memory_formulas.h, and the calculator's (the trainer's FLOPs and CP lines)
 #include "model_state_memory.h"
 
 // How many micro-batches' activations the measured moment holds, per layer of the model: under pipeline

@@ -15,7 +15,7 @@
 // and dropout masks need no saved RNG state (they are a function of global coordinates: layers/philox.h).
 // The functions take their shapes and tensors as arguments: no layer context.
 #pragma once
-#include "formulas.h"  // enum class Recompute, Attention
+#include "memory_formulas.h"  // enum class Recompute, Attention
 #include "saved_layer.h"
 #include "../layers/activation_allocator.h"
 #include "../layers/attention.h"

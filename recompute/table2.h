@@ -2,7 +2,7 @@
 //
 // Table 2 (Korthikanti et al. 2022, docs/paper.md) gives the activation bytes ONE transformer layer keeps on
 // ONE GPU for six layouts, with 2-byte activations and 1-byte dropout masks (d = 2). table2_compare picks the
-// row of a memory report's run (t, SP, recompute: table2_row, recompute/formulas.h), evaluates it at the run's
+// row of a memory report's run (t, SP, recompute: table2_row, recompute/memory_formulas.h), evaluates it at the run's
 // s, b, h, a, t and puts it next to the measured bytes of one layer:
 //   - flash attention: the flash variant of the row (table2_flash_*: the 5as/h term traded for the fp32
 //     log-sum-exp's 4a/h);

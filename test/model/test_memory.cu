@@ -2,7 +2,7 @@
 //
 // On world = tp ranks, for sp ∈ {off, on} × recompute ∈ {none, selective, full} × dtype ∈ {bf16, fp32}: run
 // one forward pass and compare the bytes the tagged allocator holds (per layer, per tensor, and outside
-// the layers) with recompute/formulas.h. The shape is chosen so that no term is degenerate (s ≠ h, a > t,
+// the layers) with recompute/memory_formulas.h. The shape is chosen so that no term is degenerate (s ≠ h, a > t,
 // several heads per rank where possible). With --figure7, also checks the paper's Figure 7 pattern on a
 // real run at 5as/h = 80: SP alone and selective alone each roughly halve the TP baseline, together ~5×.
 // With --cp C (world = tp × C, flash attention): the same comparisons with the formulas at s/C, and the layer's
