@@ -229,3 +229,14 @@ void dropout_backward(Ctx& ctx, Tensor dx, Tensor dout, Tensor mask, float p, in
         }
     });
 }
+
+void bias_dropout_residual_runs(Ctx& ctx, Tensor out, Tensor mask, Tensor x, Tensor bias, Tensor resid, float p,
+                                uint64_t seed, uint32_t stream, const SeqRuns& runs, int B, int C, DropoutCoords where) {
+    const int64_t row = (int64_t)B * C;  // elements per position
+    for_each_run(runs, [&](int local, int64_t global, int len) {
+        const int64_t at = local * row, n = len * row;
+        where.s_offset = global;
+        bias_dropout_residual_forward(ctx, out.slice(at, n), mask.slice(at, n), x.slice(at, n), bias,
+                                      resid.data ? resid.slice(at, n) : resid, p, seed, stream, len, B, C, where);
+    });
+}

@@ -8,6 +8,7 @@
 //
 // The plain math this file computes fast: layers/reference/dropout.h
 #pragma once
+#include "positions.h"
 #include "runtime.h"
 
 struct DropoutCoords {
@@ -26,3 +27,10 @@ void bias_dropout_residual_forward(Ctx& ctx, Tensor out, Tensor mask, Tensor x, 
 
 // dx = dout ⊙ mask / (1 - p)  (dx may alias dout). n elements.
 void dropout_backward(Ctx& ctx, Tensor dx, Tensor dout, Tensor mask, float p, int64_t n);
+
+// bias_dropout_residual_forward on a rank's [positions, B, C] rows, once per run of `runs` (positions.h) with
+// that run's first global position as its s_offset (where.s_offset is ignored): the hidden and embedding
+// dropouts draw the single-rank masks whatever positions the rank holds (one run for the whole sequence or
+// an SP shard, two for a CP rank's zigzag chunks). resid may be empty (no residual), as above.
+void bias_dropout_residual_runs(Ctx& ctx, Tensor out, Tensor mask, Tensor x, Tensor bias, Tensor resid, float p,
+                                uint64_t seed, uint32_t stream, const SeqRuns& runs, int B, int C, DropoutCoords where);

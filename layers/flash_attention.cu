@@ -50,6 +50,7 @@ struct FlashArgs {
     int q_width, kv_width;   // row widths of the Q and of the K, V matrices ([S·B, width])
     int dq_width, dkv_width; // and of their gradients' (the backward's outputs)
     int64_t lse_ld;          // elements between the lse rows of two (sequence, head) pairs
+    int64_t d_ld;            // and between the rows of the backward's D = rowsum(dO ⊙ O)
 };
 
 static FlashArgs flash_args(const AttnShape& sh, float p, uint64_t seed, uint32_t stream) {
@@ -72,6 +73,7 @@ static FlashArgs flash_args(const AttnShape& sh, float p, uint64_t seed, uint32_
     a.q_width = a.kv_width = 3 * sh.NH * sh.HD;  // Q, K and V side by side in qkv (and dqkv)
     a.dq_width = a.dkv_width = a.q_width;
     a.lse_ld = sh.S;
+    a.d_ld = sh.S;
     return a;
 }
 
@@ -239,11 +241,37 @@ static void put_rows(G* m, int64_t ld, int r0, int rows, int HD, const float* sr
     }
 }
 
+// D_q = dO_q · O_q for one query: its dO row (fp32, HD) against its row of O, in vec8.h's fixed order. The
+// backward's loop below and flash_rowdot_cpu (D once per layer for ring attention) both use it: the same bits.
+template <class T>
+inline float flash_rowdot(const float* g, const T* orow, int HD) {
+    float acc[kCpuPack] = {0};
+    cpu_row_partials(HD, [&](int j, int64_t c) { acc[j] += g[c] * to_f32(orow[c]); });
+    return cpu_partials_total(acc);
+}
+
+// D[(b·NH + n)·d_ld + q] for the S queries of `a`, out and dout [S·B, NH·HD].
+template <class T>
+MM_CPU_LOOP static void flash_rowdot_cpu(float* D, const T* dout, const T* out, const FlashArgs& a) {
+    const int S = a.S, HD = a.HD, NH = a.NH;
+    const int64_t RO = (int64_t)a.B * NH * HD;
+#pragma omp parallel for if (cpu_gemm_single_threaded())
+    for (int64_t bn = 0; bn < (int64_t)a.B * NH; bn++) {
+        const int64_t out_at = (bn / NH) * NH * HD + (bn % NH) * HD;
+        std::vector<float> g((size_t)HD);
+        for (int q = 0; q < S; q++) {
+            load_rows(g.data(), dout + out_at, RO, q, 1, HD);
+            D[bn * a.d_ld + q] = flash_rowdot(g.data(), out + out_at + (int64_t)q * RO, HD);
+        }
+    }
+}
+
 // The backward of `a`'s queries against its keys. dQ, dK, dV have the row widths dq_width and dkv_width; kAdd: they are f32 accumulators and the block's terms are added (flash_block_backward), else
 // they are written. out, dout: [S·B, NH·HD], the forward's output (whole: for a ring block, the merged one).
+// Dg: the queries' D (rows a.d_ld apart), or null: computed here.
 template <bool kAdd, class T, class G>
 MM_CPU_LOOP static void flash_backward_cpu(G* dQm, G* dKm, G* dVm, const T* dout, const T* out, const float* lse,
-                                           const T* Qm, const T* Km, const T* Vm, const FlashArgs& a) {
+                                           const float* Dg, const T* Qm, const T* Km, const T* Vm, const FlashArgs& a) {
     const int S = a.S, Sk = a.Sk, HD = a.HD, NH = a.NH, Bt = kTileCpu;
     const int tiles = (S + Bt - 1) / Bt, key_tiles = (Sk + Bt - 1) / Bt;
     const int64_t R = (int64_t)a.B * a.q_width, RK = (int64_t)a.B * a.kv_width, RO = (int64_t)a.B * NH * HD;
@@ -268,13 +296,8 @@ MM_CPU_LOOP static void flash_backward_cpu(G* dQm, G* dKm, G* dVm, const T* dout
             load_rows(K, Km + kv_at, RK, 0, Sk, HD);
             load_rows(V, Vm + kv_at, RK, 0, Sk, HD);
             load_rows(dO, dout + out_at, RO, 0, S, HD);
-            for (int qi = 0; qi < S; qi++) {  // D_q = dO_q · O_q
-                const T* orow = out + out_at + (int64_t)qi * RO;
-                const float* g = &dO[(size_t)qi * HD];
-                float acc[kCpuPack] = {0};
-                cpu_row_partials(HD, [&](int j, int64_t c) { acc[j] += g[c] * to_f32(orow[c]); });
-                D[qi] = cpu_partials_total(acc);
-            }
+            for (int qi = 0; qi < S; qi++)  // D_q = dO_q · O_q, or the caller's (ring attention: once per layer)
+                D[qi] = Dg ? Dg[bn * a.d_ld + qi] : flash_rowdot(&dO[(size_t)qi * HD], out + out_at + (int64_t)qi * RO, HD);
             std::fill(dQ, dQ + wq, 0.f);
             const float* L = lse + bn * a.lse_ld;
             for (int j = 0; j < key_tiles; j++) {
@@ -591,7 +614,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_dot_kernel(float* D, cons
     float acc = 0.f;
     for (int c = lane; c < a.HD; c += 32) acc = fmaf(to_f32(dout[at + c]), to_f32(out[at + c]), acc);
     acc = warp_sum(acc);
-    if (lane == 0) D[row] = acc;
+    if (lane == 0) D[bn * a.d_ld + q] = acc;
 }
 
 // dK, dV of one key tile: Σ over the query tiles from the diagonal on of dV += P_dᵀ dO, dK += dSᵀ Q. G: the
@@ -622,7 +645,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     const T* V = Vm + (int64_t)blk.b * a.kv_width + (int64_t)blk.n * HD;
     const T* dO = dout + (int64_t)blk.b * NH * HD + (int64_t)blk.n * HD;
     const float* L = lse + blk.bn * a.lse_ld;
-    const float* Dq = D + blk.bn * S;  // D is compact [B, NH, S] (flash_dot_kernel)
+    const float* Dq = D + blk.bn * a.d_ld;  // D's rows are d_ld apart (flash_dot_kernel)
     stage_rows<HDB>(Ks, HDB, K, RK, k0, kBwdTile, min(kBwdTile, Sk - k0), HD);
     stage_rows<HDB>(Vs, HDB, V, RK, k0, kBwdTile, min(kBwdTile, Sk - k0), HD);
 
@@ -725,7 +748,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     stage_rows<HDB>(Qs, HDB, Q, R, q0, kBwdTile, rows, HD);
     stage_rows<HDB>(dOs, HDB, dO, RO, q0, kBwdTile, rows, HD);
     stage_vec(Ls, lse + blk.bn * a.lse_ld, q0, kBwdTile, rows);
-    stage_vec(Ds, D + blk.bn * S, q0, kBwdTile, rows);
+    stage_vec(Ds, D + blk.bn * a.d_ld, q0, kBwdTile, rows);
 
     const int qr0 = warp * QW, qw = q0 + qr0;  // this warp's queries qw .. qw + 7
     float dq[QW][J];
@@ -802,10 +825,13 @@ static void launch_by_hd(const char* op, int HD, Launch&& launch) {
     }
 }
 
-// A kernel's dynamic shared memory above the 48 KB every launch may take must be opted into, per kernel.
+// A kernel's dynamic shared memory above the 48 KB every launch may take must be opted into, per kernel. The
+// bytes are a constant of the instantiation, so each launch site calls this once, to initialize a static of
+// its own (the lambdas of launch_by_hd below, in function templates of the kernel's types, have one per kernel
+// instantiation): three runtime calls once per kernel instantiation, not on every launch.
 template <class Kernel>
-static void flash_allow_smem(const char* op, Kernel* kernel, size_t bytes) {
-    if (bytes <= 48 * 1024) return;
+static bool flash_allow_smem(const char* op, Kernel* kernel, size_t bytes) {
+    if (bytes <= 48 * 1024) return true;
     int dev = 0, optin = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
@@ -814,6 +840,7 @@ static void flash_allow_smem(const char* op, Kernel* kernel, size_t bytes) {
                  "--attention unfused",
                  op, bytes, dev, optin);
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    return true;
 }
 
 // Blocks of a launch with one block per (tile, sequence, head).
@@ -832,7 +859,8 @@ static void flash_forward_cuda(Ctx& ctx, const char* op, O* out, float* lse, con
     launch_by_hd(op, a.HD, [&](auto hdb) {
         constexpr int HDB = decltype(hdb)::value;
         constexpr size_t smem = flash_fwd_smem_bytes(HDB);
-        flash_allow_smem(op, flash_forward_kernel<T, O, HDB>, smem);
+        static const bool smem_ok = flash_allow_smem(op, flash_forward_kernel<T, O, HDB>, smem);  // once (above)
+        (void)smem_ok;
         flash_forward_kernel<T, O, HDB><<<blocks, kFlashThreads, smem, ctx.stream>>>(out, lse, Q, K, V, a);
         CUDA_CHECK_LAST();
     });
@@ -840,29 +868,43 @@ static void flash_forward_cuda(Ctx& ctx, const char* op, O* out, float* lse, con
 
 // The backward: D, then the dK-dV kernel (one block per key tile: a.Sk keys) and the dQ kernel (one block per
 // query tile: a.S queries). kAdd: G = f32 accumulators of a ring block, added into (flash_backward_kv_kernel).
-template <bool kAdd, class T, class G>
-static void flash_backward_cuda(Ctx& ctx, const char* op, G* dQ, G* dK, G* dV, const T* dout, const T* out,
-                                const float* lse, const T* Q, const T* K, const T* V, const FlashArgs& a) {
-    // D in the context's scratch, compact [B, NH, a.S] whatever lse_ld is: the three kernels run in order on
-    // ctx.stream, so the next user of the scratch runs after the dQ kernel has read it. A ring block's a.S is
-    // its Sq, at most the rank's sequence length, so the bytes the model reserves before the step for the
-    // rank's S (flash_attention_scratch_bytes, model/gpt.cu) hold it and the scratch does not grow here.
-    float* D = static_cast<float*>(ctx_scratch(ctx, flash_attention_scratch_bytes(a.S, a.B, a.NH)));
+// D = rowsum(dO ⊙ O) of a's S queries into D (rows a.d_ld apart): one warp per (sequence, head, query).
+template <class T>
+static void flash_rowdot_cuda(Ctx& ctx, const char* op, float* D, const T* dout, const T* out, const FlashArgs& a) {
     const int64_t rows = (int64_t)a.B * a.NH * a.S;
     const int64_t dot_blocks = (rows + kFlashWarps - 1) / kFlashWarps;
     if (dot_blocks > INT32_MAX) mm_fatal("%s: %lld blocks in one launch (at most 2^31 - 1)", op, (long long)dot_blocks);
     flash_dot_kernel<T><<<(unsigned)dot_blocks, kFlashThreads, 0, ctx.stream>>>(D, dout, out, a);
     CUDA_CHECK_LAST();
+}
+
+// Dg: the queries' D (rows a.d_ld apart), or null: computed first.
+template <bool kAdd, class T, class G>
+static void flash_backward_cuda(Ctx& ctx, const char* op, G* dQ, G* dK, G* dV, const T* dout, const T* out,
+                                const float* lse, const float* Dg, const T* Q, const T* K, const T* V, FlashArgs a) {
+    const float* D = Dg;
+    if (!D) {
+        // D in the context's scratch, compact [B, NH, a.S] whatever lse_ld is: the three kernels run in order on
+        // ctx.stream, so the next user of the scratch runs after the dQ kernel has read it. The bytes the model
+        // reserves before the step for the rank's S (flash_attention_scratch_bytes, model/gpt.cu) hold it, and
+        // a block's Sq is at most that S, so the scratch does not grow here.
+        float* scratch = static_cast<float*>(ctx_scratch(ctx, flash_attention_scratch_bytes(a.S, a.B, a.NH)));
+        a.d_ld = a.S;
+        flash_rowdot_cuda<T>(ctx, op, scratch, dout, out, a);
+        D = scratch;
+    }
     const unsigned kv_blocks = flash_grid(op, (a.Sk + kBwdTile - 1) / kBwdTile, a);
     const unsigned q_blocks = flash_grid(op, (a.S + kBwdTile - 1) / kBwdTile, a);
     launch_by_hd(op, a.HD, [&](auto hdb) {
         constexpr int HDB = decltype(hdb)::value;
         constexpr size_t smem_kv = flash_bwd_kv_smem_bytes(HDB), smem_q = flash_bwd_q_smem_bytes(HDB);
-        flash_allow_smem(op, flash_backward_kv_kernel<T, G, kAdd, HDB>, smem_kv);
+        static const bool smem_kv_ok = flash_allow_smem(op, flash_backward_kv_kernel<T, G, kAdd, HDB>, smem_kv);
+        (void)smem_kv_ok;
         flash_backward_kv_kernel<T, G, kAdd, HDB>
             <<<kv_blocks, kFlashThreads, smem_kv, ctx.stream>>>(dK, dV, dout, lse, D, Q, K, V, a);
         CUDA_CHECK_LAST();
-        flash_allow_smem(op, flash_backward_q_kernel<T, G, kAdd, HDB>, smem_q);
+        static const bool smem_q_ok = flash_allow_smem(op, flash_backward_q_kernel<T, G, kAdd, HDB>, smem_q);
+        (void)smem_q_ok;
         flash_backward_q_kernel<T, G, kAdd, HDB>
             <<<q_blocks, kFlashThreads, smem_q, ctx.stream>>>(dQ, dout, lse, D, Q, K, V, a);
         CUDA_CHECK_LAST();
@@ -886,10 +928,10 @@ static void flash_block_forward_cuda(Ctx& ctx, const char* op, float* o, float* 
 }
 template <class T>
 static void flash_block_backward_cuda(Ctx& ctx, const char* op, float* dq, float* dk, float* dv, const T* dout,
-                                      const T* out, const float* lse, const T* Q, const T* K, const T* V,
-                                      const FlashArgs& a) {
+                                      const T* out, const float* lse, const float* D, const T* Q, const T* K,
+                                      const T* V, const FlashArgs& a) {
     flash_check_positions(op, a);
-    flash_backward_cuda<true, T, float>(ctx, op, dq, dk, dv, dout, out, lse, Q, K, V, a);
+    flash_backward_cuda<true, T, float>(ctx, op, dq, dk, dv, dout, out, lse, D, Q, K, V, a);
 }
 
 size_t flash_attention_scratch_bytes(int S, int B, int NH) { return (size_t)S * B * NH * sizeof(float); }
@@ -944,14 +986,34 @@ void flash_attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor out, Te
     MM_DISPATCH_ACT(qkv.dtype, {
         if (ctx.device == Device::CUDA)
             flash_backward_cuda<false, T, T>(ctx, op, dqkv.as<T>(), dqkv.as<T>() + C, dqkv.as<T>() + 2 * C,
-                                             dout.as<T>(), out.as<T>(), lse.as<float>(), qkv.as<T>(),
+                                             dout.as<T>(), out.as<T>(), lse.as<float>(), nullptr, qkv.as<T>(),
                                              qkv.as<T>() + C, qkv.as<T>() + 2 * C, a);
         else
             flash_backward_cpu<false, T, T>(dqkv.as<T>(), dqkv.as<T>() + C, dqkv.as<T>() + 2 * C, dout.as<T>(),
-                                            out.as<T>(), lse.as<float>(), qkv.as<T>(), qkv.as<T>() + C,
+                                            out.as<T>(), lse.as<float>(), nullptr, qkv.as<T>(), qkv.as<T>() + C,
                                             qkv.as<T>() + 2 * C, a);
     });
 }
+
+void flash_attention_rowdot(Ctx& ctx, Tensor D, Tensor dout, Tensor out, const AttnShape& sh) {
+    const char* op = "flash_attention_rowdot";
+    if (sh.S <= 0 || sh.B <= 0 || sh.NH <= 0 || sh.HD <= 0)
+        mm_fatal("%s: bad shape S=%d B=%d NH=%d HD=%d", op, sh.S, sh.B, sh.NH, sh.HD);
+    const int64_t n = (int64_t)sh.S * sh.B * sh.NH * sh.HD;
+    check_tensor(ctx, out, out.dtype, n, op, "out");
+    check_tensor(ctx, dout, out.dtype, n, op, "dout");
+    check_tensor(ctx, D, DType::F32, (int64_t)sh.B * sh.NH * sh.S, op, "D");
+    OpScope scope(ctx, op, 2.0 * n);
+    const FlashArgs a = flash_args(sh, 0.f, 0, 0);
+    MM_DISPATCH_ACT(out.dtype, {
+        if (ctx.device == Device::CUDA)
+            flash_rowdot_cuda<T>(ctx, op, D.as<float>(), dout.as<T>(), out.as<T>(), a);
+        else
+            flash_rowdot_cpu<T>(D.as<float>(), dout.as<T>(), out.as<T>(), a);
+    });
+}
+
+FlashCore flash_attention_core() { return {flash_attention_forward, flash_attention_backward}; }
 
 // ---------------------------------------------------------------------------------------------------------
 // The blocks of ring attention (flash_attention.h, parallel/context_parallel.cu)
@@ -1109,7 +1171,7 @@ void flash_block_forward(Ctx& ctx, Tensor o, Tensor lse, Tensor q, Tensor k, Ten
 
 void flash_block_backward(Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, int dkv_width, Tensor dout, Tensor out,
                           Tensor lse, Tensor q, Tensor k, Tensor v, const AttnBlock& blk, float p, uint64_t seed,
-                          uint32_t stream) {
+                          uint32_t stream, Tensor D) {
     const char* op = "flash_block_backward";
     check_block(op, blk, p);
     const AttnShape& sh = blk.attn;
@@ -1122,15 +1184,18 @@ void flash_block_backward(Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, int dkv_wid
     check_rows(ctx, dk, DType::F32, rows_k, dkv_width, C, op, "dk");
     check_rows(ctx, dv, DType::F32, rows_k, dkv_width, C, op, "dv");
     OpScope scope(ctx, op, 5 * 2.0 * sh.B * sh.NH * flash_block_pairs(blk) * sh.HD);
+    if (D.data) check_lse(ctx, D, blk, op, "D");  // the caller's, laid out like lse
     FlashArgs a = block_args(blk, p, seed, stream);
     a.dq_width = (int)C;
     a.dkv_width = dkv_width;
+    a.d_ld = blk.lse_ld;
+    const float* Dp = D.data ? D.as<float>() : nullptr;
     MM_DISPATCH_ACT(q.dtype, {
         if (ctx.device == Device::CUDA)
             flash_block_backward_cuda<T>(ctx, op, dq.as<float>(), dk.as<float>(), dv.as<float>(), dout.as<T>(),
-                                         out.as<T>(), lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(), a);
+                                         out.as<T>(), lse.as<float>(), Dp, q.as<T>(), k.as<T>(), v.as<T>(), a);
         else
             flash_backward_cpu<true, T, float>(dq.as<float>(), dk.as<float>(), dv.as<float>(), dout.as<T>(),
-                                               out.as<T>(), lse.as<float>(), q.as<T>(), k.as<T>(), v.as<T>(), a);
+                                               out.as<T>(), lse.as<float>(), Dp, q.as<T>(), k.as<T>(), v.as<T>(), a);
     });
 }

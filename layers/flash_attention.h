@@ -9,7 +9,7 @@
 // pass it keeps one fp32 log-sum-exp per query and head (lse = m + log Σ_k e^{x_k − m}); the backward pass
 // rebuilds each tile's probabilities from Q, K and lse, P = e^{x − lse}. That is selective recomputation
 // done inside one kernel: the same FLOPs the paper's selective policy pays (§5), and 4·asb/t bytes kept
-// instead of 5as²b/t (recompute/formulas.h, term "lse").
+// instead of 5as²b/t (recompute/memory_formulas.h, term "lse").
 //
 // Dropout. The keep bit of probability (b, n, q, k) is dropout_keep(seed, stream,
 // attn_dropout_index(b_glob, h_glob, NH_total, S, q, k)) (attention.h, philox.h): the index of that element in
@@ -19,6 +19,7 @@
 // Layouts and shapes as attention.h: qkv [S·B, 3·NH·HD] (row s·B + b; Q | K | V, head n at column n·HD of its
 // block), out / dout [S·B, NH·HD], lse f32 [B, NH, S]. All arithmetic in fp32 (bf16 is storage only).
 #pragma once
+#include <functional>
 #include "attention.h"
 
 // out = dropout(softmax(causal(Q Kᵀ / √HD))) · V and lse (f32 [B, NH, S]), p the dropout probability.
@@ -31,6 +32,20 @@ void flash_attention_forward(Ctx& ctx, Tensor out, Tensor lse, Tensor qkv, const
 void flash_attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor out, Tensor lse, Tensor qkv,
                               const AttnShape& sh, float p, uint64_t seed, uint32_t stream);
 
+// Core attention in tiles as one value, the pair the transformer layer calls (model/transformer_layer.h): so
+// the layer names no parallelism but its own. flash_attention_core() is the two functions above, on the
+// rank's whole sequence; under context parallelism the model puts ring attention in its place
+// (ring_attention_core, parallel/context_parallel.h), which brings the other ranks' keys and values round.
+struct FlashCore {
+    std::function<void(Ctx& ctx, Tensor out, Tensor lse, Tensor qkv, const AttnShape& sh, float p, uint64_t seed,
+                       uint32_t stream)>
+        forward;
+    std::function<void(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor out, Tensor lse, Tensor qkv, const AttnShape& sh,
+                       float p, uint64_t seed, uint32_t stream)>
+        backward;
+};
+FlashCore flash_attention_core();
+
 // The CUDA kernels' compile-time bound on the head dimension for HD (32, 64 or 128: the instantiation that
 // runs), or 0 when no kernel takes HD (HD < 1 or HD > 128: the model must use --attention unfused on a GPU).
 // Inline, so that a caller checks a model (and test_kernel_coverage lists the instantiations) with no device.
@@ -40,8 +55,8 @@ inline int flash_attention_hd_bound(int HD) {
 
 // Bytes of ctx_scratch (runtime.h) flash_attention_backward takes on the GPU for a rank's S, B and NH (the
 // fp32 D = rowsum(dO ⊙ O), [B, NH, S]): the model reserves them before its first step, so the scratch never
-// grows inside a step. flash_block_backward takes the same for its Sq queries: no more, since a block's queries
-// are some of the rank's positions.
+// grows inside a step. flash_block_backward without a D takes the same for its Sq queries: no more, since a
+// block's queries are some of the rank's positions (ring attention hands it a D: no scratch).
 size_t flash_attention_scratch_bytes(int S, int B, int NH);
 
 // ---- the blocks of ring attention (context parallelism: parallel/context_parallel.h) ----------------------
@@ -78,6 +93,12 @@ void flash_block_merge(Ctx& ctx, Tensor o, Tensor lse, Tensor o_blk, Tensor lse_
 // elements apart, element 0 at the block's first key), from the MERGED out and lse of the queries (out, dout:
 // [Sq·B, NH·HD], activation dtype): FlashAttention-2's backward needs only the final statistics, so each block's
 // gradient is computed on its own and the sums over blocks are plain additions.
+// D (optional): the queries' D = rowsum(dO ⊙ O), laid out like lse (flash_attention_rowdot's rows, lse_ld
+// apart): ring attention computes it once per layer for all the rank's queries rather than once per block;
+// empty, the block computes its own.
 void flash_block_backward(Ctx& ctx, Tensor dq, Tensor dk, Tensor dv, int dkv_width, Tensor dout, Tensor out,
                           Tensor lse, Tensor q, Tensor k, Tensor v, const AttnBlock& blk, float p, uint64_t seed,
-                          uint32_t stream);
+                          uint32_t stream, Tensor D = Tensor());
+// D = rowsum(dO ⊙ O) (f32 [B, NH, S] like lse) of every query of out and dout ([S·B, NH·HD]): the backward's
+// D_q, for flash_block_backward's D.
+void flash_attention_rowdot(Ctx& ctx, Tensor D, Tensor dout, Tensor out, const AttnShape& sh);

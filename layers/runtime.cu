@@ -2,6 +2,7 @@
 #include "runtime.h"
 
 #include <mpi.h>
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -287,7 +288,32 @@ void tensor_fill_f32(Tensor t, float value) {
     tensor_from_host_f32(t, v.data());
 }
 
+// t[i] = v, on ctx.stream (a kernel: no host buffer, no copy, no wait) or by the plain loop on the CPU.
+template <class T>
+__global__ void fill_kernel(T* p, T v, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) p[i] = v;
+}
+template <class T>
+static void fill(const Ctx& ctx, Tensor t, T v) {
+    T* p = static_cast<T*>(t.data);
+    if (ctx.device == Device::CUDA) {
+        const int threads = 256;
+        const unsigned blocks = (unsigned)std::min<int64_t>((t.n + threads - 1) / threads, 1 << 16);  // grid-stride
+        fill_kernel<T><<<blocks, threads, 0, ctx.stream>>>(p, v, t.n);
+        CUDA_CHECK_LAST();
+        return;
+    }
+    for (int64_t i = 0; i < t.n; i++) p[i] = v;
+}
+
 void tensor_fill_f32(const Ctx& ctx, Tensor t, float value) {
-    std::vector<float> v((size_t)t.n, value);
-    tensor_from_host_f32(ctx, t, v.data());
+    if (t.n == 0) return;
+    if (t.device != ctx.device)
+        mm_fatal("tensor_fill_f32: tensor on %s, context on %s", device_name(t.device), device_name(ctx.device));
+    switch (t.dtype) {  // the value in t's dtype, converted as tensor_from_host_f32 converts (encode_f32)
+        case DType::F32: return fill<float>(ctx, t, value);
+        case DType::BF16: return fill<bf16>(ctx, t, from_f32<bf16>(value));
+        case DType::U8: return fill<uint8_t>(ctx, t, (uint8_t)value);
+        case DType::I32: return fill<int32_t>(ctx, t, (int32_t)value);
+    }
 }

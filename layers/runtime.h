@@ -91,4 +91,6 @@ void tensor_from_host_f32(Tensor t, const float* src);       // converts to t's 
 std::vector<float> tensor_to_host_f32(const Ctx& ctx, Tensor t);
 void tensor_from_host_f32(const Ctx& ctx, Tensor t, const float* src);
 void tensor_fill_f32(Tensor t, float value);                  // host-driven fill (tests: poisoning)
-void tensor_fill_f32(const Ctx& ctx, Tensor t, float value);  // the same on ctx's stream (a step's test hooks)
+// The same on ctx's stream, in the step's path (ring attention's lse, a step's test hooks): a fill kernel
+// queued on ctx.stream (no host buffer, no copy, no wait), the plain loop on the CPU.
+void tensor_fill_f32(const Ctx& ctx, Tensor t, float value);

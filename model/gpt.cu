@@ -225,8 +225,7 @@ LayerContext gpt_layer_context(GPT& m, int l, const StepShape& sh) {
     r.C = m.cfg.channels;
     r.S_loc = sh.S_loc;
     r.positions = sh.positions;
-    r.S_total = sh.S;
-    r.cp = g.cp > 1 ? &m.grid->cp_comm : nullptr;
+    if (g.cp > 1) r.flash = ring_attention_core(m.grid->cp_comm, *m.alloc, l, sh.S);  // context parallelism
     int hd = m.cfg.channels / m.cfg.heads, nh = m.cfg.heads / g.tp;
     r.C_loc = nh * hd;
     r.F_loc = 4 * m.cfg.channels / g.tp;
@@ -369,25 +368,8 @@ static float head_forward(GPT& m, MicroBatchState& f, Tensor x, std::vector<floa
     float loss = vocab_parallel_cross_entropy(m.grid->tp_comm, ctx, f.logits, f.targets, f.ce_rowmax, f.ce_sumexp,
                                               target_logit, losses, N_full, sh.V_local, sh.v_begin, m.cfg.vocab,
                                               token_losses ? &l : nullptr);
-    if (token_losses) {  // [S_cp, B] (sequence-major) of every CP rank, back to the loader's [B, S]
-        const ProcessGrid& g = *m.grid;
-        std::vector<float> all((size_t)N_full * g.cp);
-        if (g.cp > 1)
-            MPI_CHECK(MPI_Allgather(l.data(), N_full, MPI_FLOAT, all.data(), N_full, MPI_FLOAT, g.cp_comm.mpi));
-        else
-            all = l;
-        token_losses->assign((size_t)sh.B * sh.S, 0.f);
-        for (int q = 0; q < g.cp; q++) {
-            const SeqRuns held = cp_runs(sh.S, g.cp, q);
-            for (int s = 0; s < sh.S_cp; s++)
-                for (int b = 0; b < sh.B; b++)
-                    (*token_losses)[(size_t)b * sh.S + runs_position(held, s)] = all[(size_t)q * N_full + (size_t)s * sh.B + b];
-        }
-    }
-    if (m.grid->cp > 1) {  // the whole sequences' mean: every CP rank holds the same number of targets
-        all_reduce_host(m.grid->cp_comm, &loss, 1, MPI_FLOAT, MPI_SUM, "all-reduce of the loss over the CP group");
-        loss /= (float)m.grid->cp;
-    }
+    if (token_losses) cp_token_losses(m.grid->cp_comm, l, sh.S, sh.B, token_losses);  // back to the loader's [B, S]
+    loss = cp_mean_loss(m.grid->cp_comm, loss);  // the whole sequences' mean (c = 1: this rank's)
     A.release(target_logit);
     A.release(losses);
     return loss;

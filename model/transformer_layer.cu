@@ -10,22 +10,7 @@
 #include "../layers/linear.h"
 #include "../layers/philox.h"
 
-// The softmax output, its dropout mask and the dropout output (the paper's 5as²b/t of core attention),
-// allocated under their names and computed from s.qkv. Selective recompute rebuilds them with this same
-// call (recompute/recompute.cu), so the rebuilt tensors are bitwise those of the forward pass.
-void attention_probs_saved_forward(LayerContext& run, SavedLayer& s) {
-    ActivationAllocator& A = *run.alloc;
-    const int l = run.layer;
-    const int64_t n_ss = (int64_t)run.B * run.attn.NH * run.S * run.S;  // elements of one s×s tensor per rank
-    s.probs = A.alloc(run.dtype, n_ss, l, "probs");
-    s.attn_mask = A.alloc(DType::U8, n_ss, l, "attn_mask");
-    s.probs_drop = A.alloc(run.dtype, n_ss, l, "probs_drop");
-    attention_probs_forward(*run.ctx, s.probs, s.attn_mask, s.probs_drop, s.qkv, run.attn, run.dropout, run.seed,
-                            dropout_stream(l, kSiteAttnProbs));
-}
-
-// Bias + dropout + residual on this rank's [S_loc, B, C] block, by run of global positions (one run, or two
-// when a CP rank's positions are its two zigzag chunks: parallel/context_parallel.h).
+// Bias + dropout + residual on this rank's [S_loc, B, C] block, by run of global positions (layers/positions.h).
 static void hidden_dropout(LayerContext& run, Tensor out, Tensor mask, Tensor x, Tensor bias, Tensor resid,
                            DropoutSite site) {
     bias_dropout_residual_runs(*run.ctx, out, mask, x, bias, resid, run.dropout, run.seed,
@@ -54,14 +39,10 @@ void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute polic
         // Core attention in tiles: no s×s tensor at all, one fp32 log-sum-exp per query and head kept instead.
         s.lse = A.alloc(DType::F32, (int64_t)run.B * run.attn.NH * run.S, l, "lse");
         s.proj_in = A.alloc(dt, (int64_t)N_full * run.C_loc, l, "proj_in");
-        if (run.cp)  // context parallelism: the other CP ranks' keys come round the ring
-            ring_attention_forward(*run.cp, ctx, A, l, s.proj_in, s.lse, s.qkv, run.attn, run.S_total, run.dropout,
-                                   run.seed, dropout_stream(l, kSiteAttnProbs));
-        else
-            flash_attention_forward(ctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed,
-                                    dropout_stream(l, kSiteAttnProbs));
+        run.flash.forward(ctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed, dropout_stream(l, kSiteAttnProbs));
     } else {
-        attention_probs_saved_forward(run, s);
+        // The selective region (paper Fig. 3), the call that selective recompute repeats (recompute/recompute.h).
+        attention_probs_saved_forward(ctx, A, s, run.attn, dt, l, run.dropout, run.seed);
         s.proj_in = A.alloc(dt, (int64_t)N_full * run.C_loc, l, "proj_in");
         attention_context_forward(ctx, s.proj_in, s.probs_drop, s.qkv, run.attn);
     }
@@ -94,13 +75,22 @@ void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute polic
 }
 
 void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute policy) {
-    recompute_for_backward(run, s, policy);
-
     Ctx& ctx = *run.ctx;
     ActivationAllocator& A = *run.alloc;
     const int l = run.layer, C = run.C;
     const int N_shard = run.S_loc * run.B, N_full = run.S * run.B;  // as in layer_forward
     const DType dt = run.dtype;
+
+    // ---- recomputation (paper §5, recompute/recompute.h) ---------------------------------------------------
+    if (policy == Recompute::Full) {
+        // The whole forward again from the saved input, keeping everything this time; its output (already
+        // consumed by the next layer) goes to a transient buffer.
+        Tensor out = A.alloc(dt, (int64_t)N_shard * C, l, "tmp:recomputed_out");
+        layer_forward(run, s, out, Recompute::None);
+        A.release(out);
+    } else {
+        recompute_selective(ctx, A, s, policy, run.attention, run.attn, dt, l, run.dropout, run.seed);
+    }
     const LayerWeights& w = run.w;
     const LayerGrads& g = run.g;
     const GradWrite gw = run.grads;  // each of the layer's 12 gradients is written exactly once below
@@ -130,12 +120,8 @@ void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute p
     A.release(dy);
     Tensor dqkv = A.alloc(dt, (int64_t)N_full * 3 * run.C_loc, l, "tmp:dqkv");
     if (run.attention == Attention::Flash) {
-        if (run.cp)
-            ring_attention_backward(*run.cp, ctx, A, l, dqkv, dctx, s.proj_in, s.lse, s.qkv, run.attn, run.S_total,
-                                    run.dropout, run.seed, dropout_stream(l, kSiteAttnProbs));
-        else
-            flash_attention_backward(ctx, dqkv, dctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed,
-                                     dropout_stream(l, kSiteAttnProbs));
+        run.flash.backward(ctx, dqkv, dctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed,
+                           dropout_stream(l, kSiteAttnProbs));
     } else {
         Tensor scratch = A.alloc(dt, n_ss, l, "tmp:dprobs");
         attention_backward(ctx, dqkv, dctx, s.qkv, s.probs, s.attn_mask, s.probs_drop, scratch, run.attn,

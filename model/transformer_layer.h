@@ -12,7 +12,6 @@
 #include "../layers/attention.h"
 #include "../layers/flash_attention.h"
 #include "../layers/dropout.h"
-#include "../parallel/context_parallel.h"
 #include "../parallel/tensor_parallel.h"
 #include "../recompute/recompute.h"
 
@@ -33,15 +32,14 @@ struct LayerContext {
     int layer = 0;
     int S = 0, B = 0, C = 0;  // positions inside the TP regions (the sequence; S/c under CP), local batch, hidden
     int S_loc = 0;            // positions this rank holds outside the TP regions (S/t under SP: sp_shard)
-    SeqRuns positions;        // their global positions (one run; two under CP: parallel/context_parallel.h)
-    int64_t S_total = 0;      // the whole sequence's length (S without CP)
-    Comm* cp = nullptr;       // the CP group's ring, when c > 1 (core attention is ring attention then)
+    SeqRuns positions;        // their global positions, as runs (layers/positions.h): the dropouts' keys
     int C_loc = 0, F_loc = 0; // this rank's attention width (heads·HD) and MLP width (4C/t)
     AttnShape attn;           // local heads, global coordinates for dropout
     DropoutCoords where;      // global batch coordinates of this rank's [S_loc, B, C] block (s_offset: per run)
     float dropout = 0.f;
     uint64_t seed = 0;
-    Attention attention = Attention::Unfused;  // core attention's form (recompute/formulas.h)
+    Attention attention = Attention::Unfused;  // core attention's form (recompute/memory_formulas.h)
+    FlashCore flash = flash_attention_core();  // flash core attention: on S positions, or its ring (gpt_layer_context)
     LayerWeights w;
     LayerGrads g;
     // Accumulate into g, or Overwrite it: the layer's first backward of a step, when g holds last step's
@@ -56,11 +54,7 @@ struct LayerContext {
 void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute policy);
 
 // dresid holds dL/d(out) on entry and dL/d(input) on return (updated in place, as the residual stream's
-// gradient flows through both branches). Recomputes what the policy released, accumulates the weight
-// gradients into run.g (or overwrites them: run.grads), and releases all of `s`.
+// gradient flows through both branches). Recomputes what the policy released first (full: this layer's
+// forward again, from its saved input; selective: recompute_selective, recompute/recompute.h), accumulates
+// the weight gradients into run.g (or overwrites them: run.grads), and releases all of `s`.
 void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute policy);
-
-// Allocate s.probs, s.attn_mask, s.probs_drop (tagged with the paper's names) and compute them from s.qkv:
-// core attention's QKᵀ → scale + causal mask → softmax → dropout. Shared by layer_forward and selective
-// recompute, so both run the same code. Unfused attention only.
-void attention_probs_saved_forward(LayerContext& run, SavedLayer& s);

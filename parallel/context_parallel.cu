@@ -10,13 +10,9 @@
 
 // ---- positions -------------------------------------------------------------------------------------------------
 SeqRuns cp_runs(int S, int cp, int cp_rank) {
-    SeqRuns r;
-    if (cp <= 1) {
-        r.n = 1;
-        r.len[0] = S;
-        return r;
-    }
+    if (cp <= 1) return one_run(0, S);
     const int L = S / (2 * cp);
+    SeqRuns r;
     r.n = 2;
     r.first[0] = (int64_t)cp_rank * L;
     r.first[1] = (int64_t)(2 * cp - 1 - cp_rank) * L;
@@ -24,36 +20,27 @@ SeqRuns cp_runs(int S, int cp, int cp_rank) {
     return r;
 }
 
-SeqRuns runs_slice(const SeqRuns& r, int begin, int count) {
-    SeqRuns out;
-    const int end = begin + count;
-    for_each_run(r, [&](int local, int64_t global, int len) {
-        const int lo = std::max(begin, local), hi = std::min(end, local + len);
-        if (lo >= hi) return;
-        out.first[out.n] = global + (lo - local);
-        out.len[out.n] = hi - lo;
-        out.n++;
-    });
-    return out;
+// ---- the loss over the CP group ----------------------------------------------------------------------------------
+float cp_mean_loss(Comm& cp, float loss) {
+    if (cp.size <= 1) return loss;
+    all_reduce_host(cp, &loss, 1, MPI_FLOAT, MPI_SUM, "all-reduce of the loss over the CP group");
+    return loss / (float)cp.size;
 }
 
-int64_t runs_position(const SeqRuns& r, int i) {
-    for (int k = 0; k < r.n; k++) {
-        if (i < r.len[k]) return r.first[k] + i;
-        i -= r.len[k];
+void cp_token_losses(Comm& cp, const std::vector<float>& mine, int S, int B, std::vector<float>* out) {
+    const int c = cp.size > 1 ? cp.size : 1, n = (int)mine.size(), S_cp = S / c;
+    std::vector<float> all((size_t)n * c);
+    if (c > 1)
+        MPI_CHECK(MPI_Allgather(mine.data(), n, MPI_FLOAT, all.data(), n, MPI_FLOAT, cp.mpi));
+    else
+        all = mine;
+    out->assign((size_t)B * S, 0.f);
+    for (int q = 0; q < c; q++) {
+        const SeqRuns held = cp_runs(S, c, q);
+        for (int s = 0; s < S_cp; s++)
+            for (int b = 0; b < B; b++)
+                (*out)[(size_t)b * S + runs_position(held, s)] = all[(size_t)q * n + (size_t)s * B + b];
     }
-    mm_fatal("runs_position: position %d past the %d held", i, r.total());
-}
-
-void bias_dropout_residual_runs(Ctx& ctx, Tensor out, Tensor mask, Tensor x, Tensor bias, Tensor resid, float p,
-                                uint64_t seed, uint32_t stream, const SeqRuns& runs, int B, int C, DropoutCoords where) {
-    const int64_t row = (int64_t)B * C;  // elements per position
-    for_each_run(runs, [&](int local, int64_t global, int len) {
-        const int64_t at = local * row, n = len * row;
-        where.s_offset = global;
-        bias_dropout_residual_forward(ctx, out.slice(at, n), mask.slice(at, n), x.slice(at, n), bias,
-                                      resid.data ? resid.slice(at, n) : resid, p, seed, stream, len, B, C, where);
-    });
 }
 
 CpStats& cp_stats() {
@@ -270,6 +257,9 @@ void ring_attention_backward(Comm& cp, Ctx& ctx, ActivationAllocator& A, int lay
     Tensor dkv = A.alloc(DType::F32, kv_n, layer, "tmp:cp_dkv");
     Tensor dkv_done = A.alloc(DType::F32, kv_n, layer, "tmp:cp_dkv_sum");
     Tensor dkv_recv = A.alloc(DType::F32, kv_n, layer, "tmp:cp_dkv_recv");
+    // D = rowsum(dO ⊙ O) of this rank's queries, once for the layer: every block of a query chunk reads its rows.
+    Tensor D = A.alloc(DType::F32, lse.n, layer, "tmp:cp_rowdot");
+    flash_attention_rowdot(ctx, D, dout, out, sh);
     tensor_zero(ctx, dq);
     MM_DISPATCH_ACT(qkv.dtype, copy_columns<T, T>(ctx, kv_own.as<T>(), 2 * g.C, qkv.as<T>() + g.C, 3 * g.C, 2 * g.C, rows));
     Tensor send = kv_own;
@@ -302,7 +292,7 @@ void ring_attention_backward(Comm& cp, Ctx& ctx, ActivationAllocator& A, int lay
                                  chunk_of(g, dkv.slice(g.C, dkv.n - g.C), ka, 2 * g.C), 2 * g.C,
                                  chunk_of(g, dout, qa, g.C), chunk_of(g, out, qa, g.C), lse.slice(at, lse.n - at),
                                  chunk_of(g, qkv, qa, 3 * g.C), chunk_of(g, held.k, ka, held.width),
-                                 chunk_of(g, held.v, ka, held.width), b, p, seed, stream);
+                                 chunk_of(g, held.v, ka, held.width), b, p, seed, stream, D.slice(at, D.n - at));
             count_block(g, b);
         });
         if (ctx.device == Device::CPU) cp_stats().compute_s += MPI_Wtime() - t0;
@@ -323,6 +313,21 @@ void ring_attention_backward(Comm& cp, Ctx& ctx, ActivationAllocator& A, int lay
         copy_columns<T, float>(ctx, dqkv.as<T>(), 3 * g.C, dq.as<float>(), g.C, g.C, rows);
         copy_columns<T, float>(ctx, dqkv.as<T>() + g.C, 3 * g.C, dkv_recv.as<float>(), 2 * g.C, 2 * g.C, rows);
     });
-    for (Tensor* t : {&dq, &kv_own, &kv_buf[0], &kv_buf[1], &dkv, &dkv_done, &dkv_recv}) A.release(*t);
+    for (Tensor* t : {&dq, &D, &kv_own, &kv_buf[0], &kv_buf[1], &dkv, &dkv_done, &dkv_recv}) A.release(*t);
     cp_stats().backward_bytes += cp.counters.p2p_bytes - bytes0;
+}
+
+FlashCore ring_attention_core(Comm& cp, ActivationAllocator& A, int layer, int64_t S_total) {
+    Comm* ring = &cp;
+    ActivationAllocator* alloc = &A;
+    FlashCore core;
+    core.forward = [=](Ctx& ctx, Tensor out, Tensor lse, Tensor qkv, const AttnShape& sh, float p, uint64_t seed,
+                       uint32_t stream) {
+        ring_attention_forward(*ring, ctx, *alloc, layer, out, lse, qkv, sh, S_total, p, seed, stream);
+    };
+    core.backward = [=](Ctx& ctx, Tensor dqkv, Tensor dout, Tensor out, Tensor lse, Tensor qkv, const AttnShape& sh,
+                        float p, uint64_t seed, uint32_t stream) {
+        ring_attention_backward(*ring, ctx, *alloc, layer, dqkv, dout, out, lse, qkv, sh, S_total, p, seed, stream);
+    };
+    return core;
 }

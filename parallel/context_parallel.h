@@ -1,6 +1,6 @@
 // context_parallel.h — context parallelism (CP), all of it: which positions of the sequence a CP rank holds
-// (zigzag) and the dropouts keyed by them, run by run; and ring attention, the one op that needs the other
-// ranks' positions.
+// (zigzag), the loss over the CP group, and ring attention, the one op that needs the other ranks' positions.
+// (The dropouts keyed by those positions take them as runs like any others: layers/positions.h, dropout.h.)
 //
 // Sequence parallelism (sequence_parallel.h) splits the sequence over the t ranks of a TP group outside
 // attention only, and only up to t. Context parallelism splits it over c more ranks THROUGH attention as
@@ -30,43 +30,27 @@
 // forward and again backward; dK, dV: 2·c·(s/c)·b·(h/t) fp32 (recompute/formulas.h, cp_kv_*_bytes).
 #pragma once
 #include <cstdint>
+#include <vector>
 #include "point_to_point.h"
 #include "../layers/activation_allocator.h"
 #include "../layers/attention.h"
-#include "../layers/dropout.h"
+#include "../layers/flash_attention.h"
+#include "../layers/positions.h"
 
 // ---- which positions a rank holds ----------------------------------------------------------------------------
-// A rank's positions of one sequence, in the order it stores them: one or two runs of consecutive global
-// positions (with SP a TP rank's shard of a CP rank's positions may straddle its two chunks).
-struct SeqRuns {
-    int n = 0;                     // runs
-    int64_t first[2] = {0, 0};     // global position of each run's first
-    int len[2] = {0, 0};           // positions in each run
-    int total() const { return len[0] + (n > 1 ? len[1] : 0); }
-};
-// The positions CP rank cp_rank of cp holds in a sequence of S: chunks cp_rank and 2c − 1 − cp_rank of
-// S/(2c) positions (cp = 1: all of [0, S), one run).
+// The positions CP rank cp_rank of cp holds in a sequence of S, as runs (layers/positions.h): chunks cp_rank
+// and 2c − 1 − cp_rank of S/(2c) positions (cp = 1: all of [0, S), one run). The layer and the embedding
+// take them as any other runs of positions; only ring attention needs to know they are CP's.
 SeqRuns cp_runs(int S, int cp, int cp_rank);
-// Local positions begin .. begin + count − 1 of `r` (an SP shard of a CP rank's positions), as runs.
-SeqRuns runs_slice(const SeqRuns& r, int begin, int count);
-// The global position of local position i of `r`.
-int64_t runs_position(const SeqRuns& r, int i);
-// f(local first, global first, length) for each run, in order: a token-local op whose mask or value depends on
-// the global position (hidden dropout, position embeddings) runs once per run on that run's rows.
-template <class F>
-void for_each_run(const SeqRuns& r, F&& f) {
-    int local = 0;
-    for (int k = 0; k < r.n; k++) {
-        f(local, r.first[k], r.len[k]);
-        local += r.len[k];
-    }
-}
 
-// bias_dropout_residual_forward (layers/dropout.h) on a rank's [positions, B, C] rows, once per run of `runs`
-// with that run's first global position as its s_offset: the hidden and embedding dropouts draw the single-rank
-// masks whatever positions the rank holds. resid may be empty (no residual), as there.
-void bias_dropout_residual_runs(Ctx& ctx, Tensor out, Tensor mask, Tensor x, Tensor bias, Tensor resid, float p,
-                                uint64_t seed, uint32_t stream, const SeqRuns& runs, int B, int C, DropoutCoords where);
+// ---- the loss over the CP group -------------------------------------------------------------------------------
+// The loss of whole sequences from each CP rank's mean over its positions: the mean over the group (every
+// CP rank holds the same number of targets). cp.size == 1: `loss` itself.
+float cp_mean_loss(Comm& cp, float loss);
+// Each position's loss −log p(target) back in the loader's [B, S] from every CP rank's [S/c, B]
+// (sequence-major, this rank's `mine`): an all-gather over the group, then each rank's rows to their global
+// positions. cp.size == 1: the transpose of `mine`.
+void cp_token_losses(Comm& cp, const std::vector<float>& mine, int S, int B, std::vector<float>* out);
 
 // ---- ring attention -----------------------------------------------------------------------------------------
 // What the ring did since the last cp_stats_reset, on this rank: the chunk-pair blocks computed (diagonal ones
@@ -94,3 +78,6 @@ void ring_attention_forward(Comm& cp, Ctx& ctx, ActivationAllocator& A, int laye
 void ring_attention_backward(Comm& cp, Ctx& ctx, ActivationAllocator& A, int layer, Tensor dqkv, Tensor dout,
                              Tensor out, Tensor lse, Tensor qkv, const AttnShape& sh, int64_t S_total, float p,
                              uint64_t seed, uint32_t stream);
+// The two above as layer `layer`'s core attention (FlashCore, layers/flash_attention.h): what the model's
+// gpt_layer_context gives the layer when c > 1, so that the layer itself holds no CP code.
+FlashCore ring_attention_core(Comm& cp, ActivationAllocator& A, int layer, int64_t S_total);

@@ -12,10 +12,11 @@
 //   this file                    g_forward/backward, gbar_*   the collectives at the region boundaries
 //   this file                    sp_column_parallel_*         g in front of a column-parallel linear
 //   this file                    sp_row_parallel_*            ḡ behind a row-parallel linear
+//   this file                    sp_vocab_parallel_embedding_* ḡ behind the vocabulary-parallel lookup
 //   this file                    sp_shard                     which S/t positions a rank holds
 //   this file                    sum_sequence_parallel_grads  the TP sum of the replicated parameters' gradients
 //   parallel/tensor_parallel.cu  column_/row_parallel_*       `if (r.sp) return sp_...(...)`
-//   parallel/vocab_parallel.cu   vocab_parallel_embedding_*   ḡ / its backward instead of f̄ after the lookup
+//   parallel/vocab_parallel.cu   vocab_parallel_embedding_*   `if (r.sp) return sp_...(...)`
 //   model/gpt.cu                 gpt_step_shape               S_loc and the positions held, from sp_shard (of a
 //                                                             CP rank's positions under CP: context_parallel.h)
 //   model/train_step.cu          sync_gradients               calls sum_sequence_parallel_grads
@@ -85,6 +86,23 @@ void sp_row_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor
     gbar_backward(*r.tp, ctx, dy, dout);
     linear_backward(ctx, din, dW, Tensor(), dy, in, W, N_full, IC_local, OC, false, grads);
     r.alloc->release(dy);
+}
+
+// ---- the vocabulary-parallel embedding under SP: ḡ behind the lookup ------------------------------------
+void sp_vocab_parallel_embedding_forward(Region& r, Ctx& ctx, Tensor out, Tensor tokens, Tensor wte_local,
+                                         int64_t v_begin, int V_local, int N_full, int C) {
+    Tensor partial = r.alloc->alloc(out.dtype, (int64_t)N_full * C, kModelLevel, "tmp:embedding_partial");
+    token_embedding_forward(ctx, partial, tokens, wte_local, v_begin, V_local, N_full, C);
+    gbar_forward(*r.tp, ctx, out, partial);  // reduce-scatter into this rank's sequence shard
+    r.alloc->release(partial);
+}
+
+void sp_vocab_parallel_embedding_backward(Region& r, Ctx& ctx, Tensor dwte_local, Tensor dout,
+                                          const EmbeddingIndex& idx, int N_full, int C) {
+    Tensor dfull = r.alloc->alloc(dout.dtype, (int64_t)N_full * C, kModelLevel, "tmp:dembedding_gathered");
+    gbar_backward(*r.tp, ctx, dfull, dout);
+    token_embedding_backward(ctx, dwte_local, dfull, idx, C);
+    r.alloc->release(dfull);
 }
 
 // ---- which part of the sequence a rank holds -----------------------------------------------------------

@@ -1,10 +1,11 @@
 // sequence_parallel.h — sequence parallelism (paper §4.2.2, Figures 5–6, Eq. 3), all of it: the conjugate
-// pair g / ḡ, the SP halves of the column- and row-parallel linear layers, which positions of the sequence a
-// rank holds, and the gradient sum of the replicated parameters used on sequence shards.
+// pair g / ḡ, the SP halves of the column- and row-parallel linear layers and of the vocabulary-parallel
+// embedding, which positions of the sequence a rank holds, and the gradient sum of the replicated parameters used on sequence shards.
 // sequence_parallel.cu opens with an index of every place SP touches the code.
 #pragma once
 #include "collectives.h"
 #include "tensor_parallel.h"  // Region
+#include "../layers/embedding.h"
 #include "../layers/model_shape.h"
 
 // ---- g / ḡ (`full` is [S·B, C], `shard` is this rank's [S/t·B, C]; never in place) -----------------------
@@ -36,6 +37,14 @@ void sp_row_parallel_forward(Region& r, Ctx& ctx, Tensor out, Tensor in, Tensor 
 // dW += ḡ_backward(dout)ᵀ · in (= with GradWrite::Overwrite).
 void sp_row_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor dout, Tensor in, Tensor W,
                               int N_full, int IC_local, int OC, GradWrite grads);
+
+// ---- the SP half of the vocabulary-parallel embedding (vocab_parallel.h dispatches here when r.sp) ---------
+// out [N_full/t, C] = ḡ(lookup): each rank's partial lookup (zeros outside its vocabulary rows) reduce-scattered
+// into its sequence shard. Backward: dwte_local += rows of ḡ_backward(dout), the shards all-gathered.
+void sp_vocab_parallel_embedding_forward(Region& r, Ctx& ctx, Tensor out, Tensor tokens, Tensor wte_local,
+                                         int64_t v_begin, int V_local, int N_full, int C);
+void sp_vocab_parallel_embedding_backward(Region& r, Ctx& ctx, Tensor dwte_local, Tensor dout,
+                                          const EmbeddingIndex& idx, int N_full, int C);
 
 // ---- which part of the sequence a rank holds -------------------------------------------------------------
 // Outside the TP regions, rank tp_rank of the TP group holds positions [s_offset, s_offset + S_loc) of the

@@ -7,27 +7,15 @@
 
 void vocab_parallel_embedding_forward(Region& r, Ctx& ctx, Tensor out, Tensor tokens, Tensor wte_local,
                                       int64_t v_begin, int V_local, int N_full, int C) {
-    if (!r.sp) {
-        token_embedding_forward(ctx, out, tokens, wte_local, v_begin, V_local, N_full, C);
-        fbar_forward(*r.tp, ctx, out);  // each row is non-zero on exactly one rank: the sum completes it
-        return;
-    }
-    Tensor partial = r.alloc->alloc(out.dtype, (int64_t)N_full * C, kModelLevel, "tmp:embedding_partial");
-    token_embedding_forward(ctx, partial, tokens, wte_local, v_begin, V_local, N_full, C);
-    gbar_forward(*r.tp, ctx, out, partial);  // reduce-scatter into this rank's sequence shard
-    r.alloc->release(partial);
+    if (r.sp) return sp_vocab_parallel_embedding_forward(r, ctx, out, tokens, wte_local, v_begin, V_local, N_full, C);
+    token_embedding_forward(ctx, out, tokens, wte_local, v_begin, V_local, N_full, C);
+    fbar_forward(*r.tp, ctx, out);  // each row is non-zero on exactly one rank: the sum completes it
 }
 
 void vocab_parallel_embedding_backward(Region& r, Ctx& ctx, Tensor dwte_local, Tensor dout,
                                        const EmbeddingIndex& idx, int N_full, int C) {
-    if (!r.sp) {
-        token_embedding_backward(ctx, dwte_local, dout, idx, C);
-        return;
-    }
-    Tensor dfull = r.alloc->alloc(dout.dtype, (int64_t)N_full * C, kModelLevel, "tmp:dembedding_gathered");
-    gbar_backward(*r.tp, ctx, dfull, dout);
-    token_embedding_backward(ctx, dwte_local, dfull, idx, C);
-    r.alloc->release(dfull);
+    if (r.sp) return sp_vocab_parallel_embedding_backward(r, ctx, dwte_local, dout, idx, N_full, C);
+    token_embedding_backward(ctx, dwte_local, dout, idx, C);  // f̄'s backward is the identity
 }
 
 float vocab_parallel_cross_entropy(Comm& tp, Ctx& ctx, Tensor logits, Tensor targets, Tensor rowmax, Tensor sumexp,

@@ -5,8 +5,8 @@
 #include "tensor_parallel.h"
 #include "../layers/embedding.h"
 
-// out = f̄(lookup) under TP (full [S·B, C]) or ḡ(lookup) under SP (this rank's sequence shard;
-// parallel/sequence_parallel.h): a rank looks up the tokens of its vocabulary range, writes zeros for the
+// out = f̄(lookup) under TP (full [S·B, C]) or ḡ(lookup) under SP (this rank's sequence shard: the SP half,
+// sp_vocab_parallel_embedding_*, is in parallel/sequence_parallel.cu): a rank looks up the tokens of its vocabulary range, writes zeros for the
 // others, and the sum over the group completes every row.
 void vocab_parallel_embedding_forward(Region& r, Ctx& ctx, Tensor out, Tensor tokens, Tensor wte_local,
                                       int64_t v_begin, int V_local, int N_full, int C);

@@ -1,5 +1,6 @@
 // memory_report.cu — measured vs formula activation bytes (see the header).
 #include "memory_report.h"
+#include "table2.h"
 
 #include <algorithm>
 #include <cmath>
@@ -127,7 +128,7 @@ void print_memory_report(FILE* f, const MemoryReport& r) {
                 r.pp_rank, r.pp, r.schedule.c_str(), r.microbatches, r.in_flight_layers);
     fprintf(f, "  s=%.0f b=%.0f h=%.0f a=%.0f L=%.0f v(padded)=%.0f  t=%d sp=%s recompute=%s attention=%s  activations %d bytes/element, masks 1 byte\n",
             s.s, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "on" : "off", recompute_name(s.rc), attention_name(s.attention), s.d);
-    // Context parallelism: the formula column is at s/c (recompute/formulas.h); say so where s is printed.
+    // Context parallelism: the formula column is at s/c (recompute/memory_formulas.h); say so where s is printed.
     // Nothing is added at c = 1, so a run without CP prints what it always printed.
     if (s.c > 1) {
         char split[96] = "";
@@ -161,6 +162,7 @@ void print_memory_report(FILE* f, const MemoryReport& r) {
     if (s.rc == Recompute::Full)
         fprintf(f, "  note: full recompute stores each layer's input: the paper's Table 2 row is 2sbh; under SP each rank\n"
                    "        keeps only its sequence shard, 2sbh/t, which is what is measured and what the formula column shows.\n");
+    print_table2_comparison(f, r, table2_compare(r));  // the paper's row for this run (recompute/table2.h)
     fprintf(f, "  %-16s %14s %14s %10s\n", "outside layers", "measured", "formula", "diff");
     for (const FormulaTerm& t : r.model_terms) {
         double m = r.model_tensors_measured.count(t.name) ? r.model_tensors_measured.at(t.name) : 0.0;

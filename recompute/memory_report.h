@@ -1,10 +1,11 @@
 // memory_report.h — measured activation memory (from the tagged allocator) next to the paper's formulas.
 //
 // Taken right after the forward pass of a step, when exactly the tensors saved for backward are live:
-// per layer, per tensor, measured bytes vs layer_terms() (recompute/formulas.h; under flash attention the
+// per layer, per tensor, measured bytes vs layer_terms() (recompute/memory_formulas.h; under flash attention the
 // "lse" tag in place of the three s×s tensors), with the differences; the small extras the paper ignores
 // (layer-norm statistics, the loss's row statistics) on their own lines; and the whole model on this rank
-// vs L·layer formula + §4.3's terms outside the layers. Under context parallelism (shape.c > 1) the formulas
+// vs L·layer formula + §4.3's terms outside the layers; below the per-tensor table, the run's Table 2 row
+// next to the measured layer (recompute/table2.h). Under context parallelism (shape.c > 1) the formulas
 // are at the rank's s/c tokens, and the text and JSON name c; at c = 1 they print what they always did.
 #pragma once
 #include <mpi.h>
@@ -13,7 +14,7 @@
 #include <string>
 #include <vector>
 #include "../layers/activation_allocator.h"
-#include "formulas.h"
+#include "formulas.h"  // memory_formulas.h, and the calculator's (the trainer's FLOPs and CP lines)
 #include "model_state_memory.h"
 
 // How many micro-batches' activations the measured moment holds, per layer of the model: under pipeline

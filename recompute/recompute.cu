@@ -1,10 +1,7 @@
-// recompute.cu — none / selective / full activation recomputation (paper §5).
+// recompute.cu — none / selective / full activation recomputation (paper §5; see recompute.h).
 #include "recompute.h"
 
-// The one include of model/ below model/: full recompute reruns the layer's forward (layer_forward), and
-// the layer's forward and backward call keep_for_backward / recompute_for_backward here. That recursion is
-// what full recomputation is (paper §5), so the two files depend on each other on purpose.
-#include "../model/transformer_layer.h"
+#include "../layers/philox.h"
 
 void keep_for_backward(SavedLayer& s, Recompute policy, ActivationAllocator& A) {
     if (policy == Recompute::None) return;
@@ -22,21 +19,25 @@ void keep_for_backward(SavedLayer& s, Recompute policy, ActivationAllocator& A) 
     s.ln1_in = input;
 }
 
-void recompute_for_backward(LayerContext& run, SavedLayer& s, Recompute policy) {
-    if (policy == Recompute::None) return;
-    if (policy == Recompute::Full) {
-        // Rerun the whole forward of the layer from its saved input, keeping everything this time; its
-        // output (already consumed by the next layer) goes to a transient buffer.
-        Tensor out = run.alloc->alloc(run.dtype, (int64_t)run.S_loc * run.B * run.C, run.layer, "tmp:recomputed_out");
-        layer_forward(run, s, out, Recompute::None);
-        run.alloc->release(out);
-        return;
-    }
-    // Selective: QKᵀ → scale + causal mask → softmax → dropout, from the saved Q and K; the same call as in
-    // the forward pass (model/transformer_layer.cu), and the same (counter-based) dropout mask. Under flash
-    // attention there is nothing to rebuild here: its backward pass recomputes the probabilities itself,
-    // tile by tile, from Q, K and the saved log-sum-exp.
-    if (run.attention == Attention::Unfused) attention_probs_saved_forward(run, s);
+// The softmax output, its dropout mask and the dropout output (the paper's 5as²b/t of core attention),
+// allocated under their names and computed from s.qkv. The forward pass and selective recompute both call
+// this, so the rebuilt tensors are bitwise those of the forward pass.
+void attention_probs_saved_forward(Ctx& ctx, ActivationAllocator& A, SavedLayer& s, const AttnShape& attn, DType dt,
+                                   int layer, float p, uint64_t seed) {
+    const int64_t n_ss = (int64_t)attn.B * attn.NH * attn.S * attn.S;  // elements of one s×s tensor per rank
+    s.probs = A.alloc(dt, n_ss, layer, "probs");
+    s.attn_mask = A.alloc(DType::U8, n_ss, layer, "attn_mask");
+    s.probs_drop = A.alloc(dt, n_ss, layer, "probs_drop");
+    attention_probs_forward(ctx, s.probs, s.attn_mask, s.probs_drop, s.qkv, attn, p, seed,
+                            dropout_stream(layer, kSiteAttnProbs));
+}
+
+void recompute_selective(Ctx& ctx, ActivationAllocator& A, SavedLayer& s, Recompute policy, Attention attention,
+                         const AttnShape& attn, DType dt, int layer, float p, uint64_t seed) {
+    // QKᵀ → scale + causal mask → softmax → dropout, from the saved Q and K, with the same (counter-based)
+    // dropout mask as the forward pass.
+    if (policy == Recompute::Selective && attention == Attention::Unfused)
+        attention_probs_saved_forward(ctx, A, s, attn, dt, layer, p, seed);
 }
 
 void release_saved(SavedLayer& s, ActivationAllocator& A) {

@@ -1,7 +1,7 @@
 // saved_layer.h — what one transformer layer keeps between its forward and its backward.
 //
 // One field per tensor of the paper's list (docs/paper.md, "Stored activations of one transformer layer"), named
-// as in recompute/formulas.h, so that the memory report can put the measured bytes of each next to its
+// as in recompute/memory_formulas.h, so that the memory report can put the measured bytes of each next to its
 // formula. Which fields are filled after the forward pass depends on the recompute policy
 // (recompute/recompute.h):
 //   none      all of them;

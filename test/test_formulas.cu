@@ -1,4 +1,4 @@
-// test_formulas.cu — recompute/formulas.h against the paper's printed numbers (docs/paper.md).
+// test_formulas.cu — recompute/memory_formulas.h and recompute/formulas.h against the paper's printed numbers (docs/paper.md).
 //
 //  - per-tensor terms (d = 2) sum to Table 2's rows exactly, for t in {1, 2, 4, 8}, with/without SP, for
 //    none / selective / full; d = 4 gives sbh(16·4 + 2) + as²b(9) without parallelism;
@@ -24,7 +24,7 @@
 
 #include "layers/model_shape.h"
 #include "parallel/pipeline_schedule.h"
-#include "recompute/formulas.h"
+#include "recompute/formulas.h"  // and memory_formulas.h
 #include "test/test_util.h"
 
 // |x − printed| ≤ half a unit of the printed last digit: "reproduces to the printed precision".

@@ -21,7 +21,7 @@
 //     for c = 1, 2, 4, 8 at long sequences (docs/paper.md "Context parallelism: where it takes over from
 //     sequence parallelism").
 // --json prints the same numbers as JSON; --chart FILE.png draws Figure 7 (tools/chart.h).
-// Every number comes from recompute/formulas.h, the same code the trainer's memory report uses.
+// Every number comes from recompute/memory_formulas.h and recompute/formulas.h, the same code the trainer's memory report uses.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

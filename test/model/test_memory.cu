@@ -2,14 +2,17 @@
 //
 // On world = tp ranks, for sp ∈ {off, on} × recompute ∈ {none, selective, full} × dtype ∈ {bf16, fp32}: run
 // one forward pass and compare the bytes the tagged allocator holds (per layer, per tensor, and outside
-// the layers) with recompute/formulas.h. The shape is chosen so that no term is degenerate (s ≠ h, a > t,
+// the layers) with recompute/memory_formulas.h. The shape is chosen so that no term is degenerate (s ≠ h, a > t,
 // several heads per rank where possible). With --figure7, also checks the paper's Figure 7 pattern on a
 // real run at 5as/h = 80: SP alone and selective alone each roughly halve the TP baseline, together ~5×.
 // With --cp C (world = tp × C, flash attention): the same comparisons with the formulas at s/C, and the layer's
 // measured bytes C times smaller than the formula of one rank holding the whole sequence (no s² term is left).
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include "model_fixture.h"
 #include "../../recompute/memory_report.h"
+#include "../../recompute/table2.h"
 
 static MemoryReport measure(const ModelSpec& s, int B, int S) {
     ModelHarness h(s, MPI_COMM_WORLD);
@@ -61,6 +64,12 @@ int main(int argc, char** argv) {
                         double m = r.tensors.count(t.name) ? r.tensors.at(t.name) : 0;
                         CHECK(m == t.bytes, "cp %d tensor %s: measured %.0f != formula %.0f", cp, t.name, m, t.bytes);
                     }
+                    // Table 2's row at s/c, as --memory-report compares it (recompute/table2.h), for bf16.
+                    const Table2Comparison t2 = table2_compare(r);
+                    CHECK(t2.s == (double)S / cp, "cp %d: Table 2 at s = %g, not s/c", cp, t2.s);
+                    if (dt == DType::BF16)
+                        CHECK(t2.equal(), "cp %d: Table 2 row %s (%s): measured %.0f != %.0f", cp, t2.name, t2.formula,
+                              t2.measured, t2.expected);
                     // A 1/c of what one CP rank holding the whole sequence would keep (the same layout at c = 1).
                     ModelFormulaInput whole = formula_input(S, B, s.cfg.channels, s.cfg.heads, s.cfg.layers, s.cfg.padded_vocab,
                                                             tp, sp && tp > 1, rc, (int)dtype_size(dt), Attention::Flash);
@@ -97,9 +106,13 @@ int main(int argc, char** argv) {
                             double m = r.tensors.count(t.name) ? r.tensors.at(t.name) : 0;
                             CHECK(m == t.bytes, "tensor %s: measured %.0f != formula %.0f", t.name, m, t.bytes);
                         }
-                        // Table 2 as printed, for bf16 (d = 2); full recompute under SP stores the 1/t shard.
-                        // Flash attention: the row without the 5as/h term (the selective row, whatever the policy
-                        // but full) plus the fp32 log-sum-exp, 4·asb/t, written out here from the paper's symbols.
+                        // Table 2's row, compared by the function --memory-report prints (recompute/table2.h): for
+                        // bf16 (d = 2) only. Its value is checked against the row written out here from the
+                        // paper's symbols: full recompute under SP stores the 1/t shard; flash attention is the
+                        // row without the 5as/h term (the selective row, whatever the policy but full) plus the
+                        // fp32 log-sum-exp, 4·asb/t.
+                        const Table2Comparison t2 = table2_compare(r);
+                        CHECK(t2.comparable == (dt == DType::BF16), "Table 2 compared at d = %d", (int)dtype_size(dt));
                         if (dt == DType::BF16) {
                             bool spx = sp && tp > 1;
                             const Recompute row_rc = at == Attention::Flash && rc == Recompute::None ? Recompute::Selective : rc;
@@ -108,8 +121,21 @@ int main(int argc, char** argv) {
                                                      table2_full_sp_factor(tp, spx)
                                                : table2_bytes(table2_row(tp, spx, row_rc), S, B, spec.cfg.channels, spec.cfg.heads, tp);
                             if (at == Attention::Flash && rc != Recompute::Full) paper += 4.0 * spec.cfg.heads * S * B / tp;
-                            CHECK(r.per_layer_measured == paper, "Table 2 row (%s): measured %.0f != %.0f", attention_name(at),
-                                  r.per_layer_measured, paper);
+                            CHECK(t2.expected == paper, "Table 2 row %s (%s): %.0f, written out %.0f", t2.name, t2.formula,
+                                  t2.expected, paper);
+                            CHECK(t2.equal(), "Table 2 row %s (%s, %s): measured %.0f != %.0f", t2.name, t2.formula,
+                                  attention_name(at), t2.measured, t2.expected);
+                            // ... and the report's lines say so.
+                            char* text = nullptr;
+                            size_t len = 0;
+                            FILE* f = open_memstream(&text, &len);
+                            print_table2_comparison(f, r, t2);
+                            fclose(f);
+                            const std::string lines(text, len);
+                            free(text);
+                            CHECK(lines.find(t2.name) != std::string::npos && lines.find(t2.formula) != std::string::npos &&
+                                      lines.find(": equal") != std::string::npos && lines.find("DIFFERENT") == std::string::npos,
+                                  "the report's Table 2 lines:\n%s", lines.c_str());
                         }
                         if (at == Attention::Flash) {
                             const double lse = r.tensors.count("lse") ? r.tensors.at("lse") : 0;

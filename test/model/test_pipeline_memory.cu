@@ -12,6 +12,7 @@
 // After the step no activation is left.
 #include <cstring>
 #include "model_fixture.h"
+#include "../../recompute/table2.h"
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
@@ -64,7 +65,10 @@ int main(int argc, char** argv) {
                     const size_t left = h.alloc->live_bytes();
                     const bool ok = r.stage_layers_measured == r.stage_layers_formula && r.model_measured == r.model_formula &&
                                     r.per_layer_measured == r.per_layer_formula && r.layers_identical && left == 0 &&
-                                    (h.grid.pp_rank != 0 || r.in_flight_layers == c.first_stage_layers);
+                                    (h.grid.pp_rank != 0 || r.in_flight_layers == c.first_stage_layers) &&
+                                    // the Table 2 row as --memory-report compares it: one micro-batch's layer
+                                    // and the stage's layers (recompute/table2.h), bf16 (d = 2) only
+                                    (dt != DType::BF16 || table2_compare(r).equal());
                     if (!ok) {
                         mismatches++;
                         printf("  rank %d stage %d %s %s sp=%d %s: layers %.0f vs %.0f, model %.0f vs %.0f, in flight %d "

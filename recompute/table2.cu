@@ -1,0 +1,52 @@
+// table2.cu — the run's Table 2 row next to its measured layer (see table2.h).
+#include "table2.h"
+
+Table2Comparison table2_compare(const MemoryReport& r) {
+    const ModelFormulaInput& in = r.shape;
+    Table2Comparison c;
+    const bool sp = in.sp && in.t > 1;  // SP on one rank splits nothing: the row without it
+    c.row = table2_row(in.t, sp, in.rc);
+    c.flash = in.attention == Attention::Flash;
+    c.name = table2_row_name(c.row);
+    c.formula = c.flash ? table2_flash_formula(c.row) : table2_row_formula(c.row);
+    c.s = in.s / in.c;
+    c.row_bytes = c.flash ? table2_flash_bytes(c.row, c.s, in.b, in.h, in.a, in.t)
+                          : table2_bytes(c.row, c.s, in.b, in.h, in.a, in.t);
+    c.shard = c.row == Table2Row::FullRecompute ? table2_full_sp_factor(in.t, sp) : 1.0;
+    c.expected = c.row_bytes * c.shard;
+    c.measured = r.per_layer_measured;
+    c.comparable = in.d == 2;
+    c.in_flight_layers = r.in_flight_layers;
+    c.stage_expected = c.in_flight_layers * c.expected;
+    c.stage_measured = r.stage_layers_measured;
+    return c;
+}
+
+void print_table2_comparison(FILE* f, const MemoryReport& r, const Table2Comparison& c) {
+    const ModelFormulaInput& in = r.shape;
+    fprintf(f, "  Table 2 row of this run: %s%s\n", c.name, c.flash ? " (its flash attention variant)" : "");
+    char at[96] = "";
+    if (in.c > 1) snprintf(at, sizeof at, ", at s/c = %g of s = %.0f (cp %d)", c.s, in.s, in.c);
+    fprintf(f, "    %-9s %s, d = 2 bytes per activation element%s\n", "formula", c.formula, at);
+    fprintf(f, "    %-9s %.0f bytes per layer (s=%g b=%.0f h=%.0f a=%.0f t=%d)\n", "value", c.row_bytes, c.s, in.b, in.h,
+            in.a, in.t);
+    if (c.shard != 1)
+        fprintf(f, "    %-9s %.0f: under SP each rank keeps its 1/t shard of the layer input, 2sbh/t\n", "stored",
+                c.expected);
+    if (!c.comparable) {
+        fprintf(f, "    %-9s %.0f bytes per layer at d = %d: not compared (Table 2 is for 2-byte activations, --dtype bf16;\n"
+                   "              the per-tensor table above compares at d = %d)\n",
+                "measured", c.measured, in.d, in.d);
+        return;
+    }
+    const char* verdict = c.measured == c.expected ? "equal" : "DIFFERENT";
+    if (r.pp == 1 && c.in_flight_layers == (int)in.L) {  // every layer once: one stage, one micro-batch in flight
+        fprintf(f, "    %-9s %.0f bytes per layer (each of the %d): %s\n", "measured", c.measured, c.in_flight_layers, verdict);
+        return;
+    }
+    // A pipeline stage, or micro-batches in flight: one layer of one micro-batch, then the stage's layers.
+    fprintf(f, "    %-9s %.0f bytes per layer and micro-batch (layer %d, the stage's first): %s\n", "measured", c.measured,
+            r.first_layer, verdict);
+    fprintf(f, "    %-9s %d layer-micro-batches in flight x %.0f = %.0f, measured %.0f: %s\n", "stage", c.in_flight_layers,
+            c.expected, c.stage_expected, c.stage_measured, c.stage_measured == c.stage_expected ? "equal" : "DIFFERENT");
+}
