@@ -1,5 +1,6 @@
 // generate.cu — sampling: run the model, read one row of the vocab-parallel logits, gather it, sample.
 #include "generate.h"
+#include "pipeline_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,7 +19,7 @@ void generate(GPT& m, std::vector<int>& tokens, int n, int window, float tempera
         int len = std::min((int)tokens.size(), window);
         int start = (int)tokens.size() - len;
         for (int i = 0; i < window; i++) in[i] = i < len ? tokens[start + i] : 0;
-        gpt_forward(m, in.data(), tg.data(), 1, window, true);
+        evaluation_forward(m, in.data(), tg.data(), 1, window, true);
         // On the last pipeline stage: row (len-1) of this rank's logits [S·B, V_local] (B = 1), then the
         // slices of the whole TP group; then to every stage. Under CP, position len-1 is on one CP rank (the
         // one whose zigzag chunk holds it): its row, then to the others.

@@ -5,7 +5,7 @@
 set -euo pipefail
 b="$1"; src="$2"; mpirun="$3 --oversubscribe --bind-to none"
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-cat "$src/train_options.cu" "$src/README.md" > "$dir/text.txt"
+cat "$src/train/options.cu" "$src/README.md" > "$dir/text.txt"
 "$b/prepare_data" --out-dir "$dir" "$dir/text.txt" > /dev/null
 $mpirun -np 2 "$b/train_gpt" --device cpu --tp 2 --sp --recompute selective --layers 2 --heads 4 --hidden 32 --seq 32 \
   --batch 4 --steps 6 --val-every 3 --memory-report --train "$dir/train.bin" --val "$dir/val.bin" \

@@ -12,6 +12,7 @@
 // After the step no activation is left.
 #include <cstring>
 #include "model_fixture.h"
+#include "../../model/pipeline_step.h"
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
@@ -57,10 +58,10 @@ int main(int argc, char** argv) {
                     Batch batch = make_batch(s.cfg, B, S, 1, 1, 0);
                     const ModelFormulaInput shape = formula_input(S, b, s.cfg.channels, s.cfg.heads, L, s.cfg.padded_vocab, tp,
                                                                   h.grid.sp, rc, (int)dtype_size(dt), attention);
-                    MemoryReport r;
-                    forward_backward(h.model, batch.inputs.data(), batch.targets.data(), B, S, c.M, [&] {
-                        r = build_memory_report(h.alloc->live(), shape, pipeline_in_flight(h.model, c.M));
-                    });
+                    h.alloc->keep_peak_snapshot(true);  // the live set at the schedule's peak
+                    forward_backward(h.model, batch.inputs.data(), batch.targets.data(), B, S, c.M);
+                    CHECK(h.alloc->has_peak_snapshot(), "rank %d: the step marked no peak", rank);
+                    MemoryReport r = build_memory_report(h.alloc->peak_snapshot(), shape, pipeline_in_flight(h.model, c.M));
                     const size_t left = h.alloc->live_bytes();
                     const bool ok = r.stage_layers_measured == r.stage_layers_formula && r.model_measured == r.model_formula &&
                                     r.per_layer_measured == r.per_layer_formula && r.layers_identical && left == 0 &&

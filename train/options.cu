@@ -1,5 +1,5 @@
-// train_options.cu — command-line parsing for train_gpt (see train_options.h).
-#include "train_options.h"
+// options.cu — command-line parsing for train_gpt (see options.h).
+#include "options.h"
 
 #include <mpi.h>
 #include <cerrno>
@@ -236,6 +236,11 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
             zero_stage = (int)z;
         }
         else if (flag({"--inject-nan-at-step"})) o.inject_nan_at_step = (int)to_int(print, f, v, 1, big);
+        else if (flag({"--stop-stage-at"})) {  // tests (hidden): S:N, model/test_hooks.h
+            char tail = 0;
+            if (sscanf(v, "%d:%d%c", &o.stop_stage, &o.stop_stage_at_step, &tail) != 2 || o.stop_stage < 0 || o.stop_stage_at_step < 1)
+                bad(print, std::string("--stop-stage-at expects STAGE:STEP (a stage >= 0, a step >= 1), got '") + v + "'");
+        }
         else bad(print, "unknown flag " + a);
     }
     if (min_lr >= 0) {
@@ -277,7 +282,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
     if (o.val_file == "none" && o.val_every > 0)
         bad(print, "--val-every " + std::to_string(o.val_every) + " with --val none: there is no validation data to evaluate");
     // The pipeline schedule and its model chunks, as far as the flags alone decide (the layer count, from the
-    // flags or a checkpoint, and M are checked by train_gpt.cu's pipeline_layout). Giving
+    // flags or a checkpoint, and M are checked by train/run.cu's pipeline_layout). Giving
     // --num-layers-per-virtual-pipeline-stage alone means interleaved, as in Megatron-LM.
     if (o.layers_per_virtual_stage > 0 && !o.was_given("--pipeline-schedule")) o.pipeline_schedule = "interleaved";
     if (o.pipeline_schedule == "interleaved" && o.layers_per_virtual_stage == 0)
