@@ -110,7 +110,9 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
 
 InFlightLayers pipeline_in_flight(const GPT& m, int M) {
     const PipelineStage& st = m.stage;
-    const std::vector<int> per_chunk = pipe_in_flight_at_peak(pipe_schedule(m.schedule, st.pp, st.rank, M, st.chunks), st.chunks);
+    // pp 1 runs no schedule: the plain loop holds one micro-batch at a time, 1F1B's count at one stage.
+    const PipeSchedule schedule = st.pp > 1 ? m.schedule : PipeSchedule::OneFOneB;
+    const std::vector<int> per_chunk = pipe_in_flight_at_peak(pipe_schedule(schedule, st.pp, st.rank, M, st.chunks), st.chunks);
     InFlightLayers held;
     held.per_layer.assign((size_t)m.cfg.layers, 0);
     for (int c = 0; c < st.chunks; c++)

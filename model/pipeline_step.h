@@ -21,5 +21,6 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
 
 // What this stage holds at its schedule's peak over M micro-batches (the moment it marks): each of its
 // layers with the micro-batches of its chunk in flight, the embedding's on the first stage, the head's on the
-// last. The memory report's formula side (recompute/memory_report.h).
+// last. The memory report's formula side (recompute/memory_report.h). At pp 1, whatever m.schedule says, one
+// micro-batch (model/train_step.cu's plain loop).
 InFlightLayers pipeline_in_flight(const GPT& m, int M);

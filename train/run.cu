@@ -192,6 +192,9 @@ static void pipeline_layout(Run& run) {
     const int k = opt.layers_per_virtual_stage;
     const std::string& s = opt.pipeline_schedule;
     run.schedule = s == "afab" ? PipeSchedule::AFAB : s == "interleaved" ? PipeSchedule::Interleaved : PipeSchedule::OneFOneB;
+    if (p == 1 && run.schedule == PipeSchedule::AFAB)  // (interleaved at pp 1 is refused by the option parser)
+        LOG0("note: --pipeline-schedule afab with --pp 1 changes nothing (one stage runs the forward and backward of each "
+             "micro-batch in turn)\n");
     if (run.schedule == PipeSchedule::Interleaved) {
         refuse_if(per_stage % k == 0 ? "" : "--num-layers-per-virtual-pipeline-stage " + std::to_string(k) + " does not divide the " +
                   std::to_string(per_stage) + " layers of a stage (" + std::to_string(run.cfg.layers) + " layers / --pp " + std::to_string(p) + ")");
