@@ -62,3 +62,13 @@ std::vector<ActivationRecord> ActivationAllocator::live() const {
     for (auto& p : v) out.push_back(p.second);
     return out;
 }
+
+void ActivationAllocator::mark_peak() {
+    if (!snapshot_on_) return;
+    snapshot_ = live();
+    snapshot_taken_ = true;
+    if (device_ == Device::CUDA) {
+        size_t free_bytes = 0, total = 0;
+        if (cudaMemGetInfo(&free_bytes, &total) == cudaSuccess) snapshot_device_used_ = (double)(total - free_bytes);
+    }
+}

@@ -39,6 +39,19 @@ public:
     void reset_peak() { peak_live_bytes_ = live_bytes_; }
     size_t peak_reserved_bytes() const { return peak_reserved_bytes_; }
 
+    // The live set at the moment a step's schedule reaches its peak (the most micro-batches' activations
+    // held), for the memory report. The step marks that moment (mark_peak: model/train_step.cu's plain loop
+    // after its first forward, the pipeline executor after the forward that brings the stage to its peak);
+    // the report is built from the snapshot once the step is over, so nothing calls back up into the trainer
+    // in the middle of a schedule. Off by default: mark_peak is then one test of a flag.
+    void keep_peak_snapshot(bool on) { snapshot_on_ = on; snapshot_.clear(); snapshot_taken_ = false; snapshot_device_used_ = -1; }
+    void mark_peak();
+    bool has_peak_snapshot() const { return snapshot_taken_; }
+    const std::vector<ActivationRecord>& peak_snapshot() const { return snapshot_; }
+    // On a GPU, the device memory in use at that moment (cudaMemGetInfo: every allocation of the process,
+    // the model states and the communication buffers too); -1 on the CPU, or when the runtime cannot say.
+    double peak_snapshot_device_used_bytes() const { return snapshot_device_used_; }
+
 private:
     struct Live { int layer; std::string name; size_t bytes; uint64_t order; };
     Device device_;
@@ -46,4 +59,7 @@ private:
     std::multimap<size_t, void*> free_;  // cached blocks by rounded size
     size_t live_bytes_ = 0, peak_live_bytes_ = 0, reserved_bytes_ = 0, peak_reserved_bytes_ = 0;
     uint64_t next_order_ = 0;
+    bool snapshot_on_ = false, snapshot_taken_ = false;
+    std::vector<ActivationRecord> snapshot_;
+    double snapshot_device_used_ = -1;
 };

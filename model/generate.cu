@@ -1,9 +1,38 @@
 // generate.cu — sampling: run the model, read one row of the vocab-parallel logits, gather it, sample.
 #include "generate.h"
+#include "pipeline_ops.h"
 
 #include <algorithm>
 #include <cmath>
 #include <random>
+
+// Temperature 0: greedy decoding, the most likely token of the real vocabulary (the lowest id of a tie).
+static int greedy_token(const std::vector<float>& logits, int vocab) {
+    return (int)(std::max_element(logits.begin(), logits.begin() + vocab) - logits.begin());
+}
+
+// Temperature > 0: a draw from the softmax over the real vocabulary at this temperature, optionally
+// restricted to the top k.
+static int sample_token(const std::vector<float>& all, int vocab, float temperature, int top_k, std::mt19937_64& rng) {
+    std::vector<std::pair<float, int>> cand;
+    for (int v = 0; v < vocab; v++) cand.push_back({all[v] / temperature, v});
+    if (top_k > 0 && top_k < (int)cand.size()) {
+        std::partial_sort(cand.begin(), cand.begin() + top_k, cand.end(),
+                          [](auto& a, auto& b) { return a.first > b.first; });
+        cand.resize(top_k);
+    }
+    float mx = -INFINITY;
+    for (auto& c : cand) mx = std::max(mx, c.first);
+    double sum = 0;
+    for (auto& c : cand) sum += std::exp((double)c.first - mx);
+    double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng) * sum, acc = 0;
+    int next = cand.back().second;
+    for (auto& c : cand) {
+        acc += std::exp((double)c.first - mx);
+        if (acc >= u) { next = c.second; break; }
+    }
+    return next;
+}
 
 void generate(GPT& m, std::vector<int>& tokens, int n, int window, float temperature, int top_k, uint64_t seed,
               const std::function<void(int)>& on_token) {
@@ -18,7 +47,7 @@ void generate(GPT& m, std::vector<int>& tokens, int n, int window, float tempera
         int len = std::min((int)tokens.size(), window);
         int start = (int)tokens.size() - len;
         for (int i = 0; i < window; i++) in[i] = i < len ? tokens[start + i] : 0;
-        gpt_forward(m, in.data(), tg.data(), 1, window, true);
+        evaluation_forward(m, in.data(), tg.data(), 1, window, true);
         // On the last pipeline stage: row (len-1) of this rank's logits [S·B, V_local] (B = 1), then the
         // slices of the whole TP group; then to every stage. Under CP, position len-1 is on one CP rank (the
         // one whose zigzag chunk holds it): its row, then to the others.
@@ -42,26 +71,8 @@ void generate(GPT& m, std::vector<int>& tokens, int n, int window, float tempera
         if (m.grid->pp > 1)
             MPI_CHECK(MPI_Bcast(all.data(), (int)all.size(), MPI_FLOAT, m.grid->pp - 1, m.grid->pp_comm.mpi));
         gpt_release_activations(m);
-        // Softmax over the real vocabulary at this temperature, optionally restricted to the top k.
-        std::vector<std::pair<float, int>> cand;
-        for (int v = 0; v < cfg.vocab; v++) cand.push_back({all[v] / temperature, v});
-        if (top_k > 0 && top_k < (int)cand.size()) {
-            std::partial_sort(cand.begin(), cand.begin() + top_k, cand.end(),
-                              [](auto& a, auto& b) { return a.first > b.first; });
-            cand.resize(top_k);
-        }
-        float mx = -INFINITY;
-        for (auto& c : cand) mx = std::max(mx, c.first);
-        double sum = 0;
-        for (auto& c : cand) sum += std::exp((double)c.first - mx);
-        double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng) * sum, acc = 0;
-        int next = cand.back().second;
-        for (auto& c : cand) {
-            acc += std::exp((double)c.first - mx);
-            if (acc >= u) { next = c.second; break; }
-        }
-        tokens.push_back(next);
-        if (on_token) on_token(next);
+        tokens.push_back(temperature > 0 ? sample_token(all, cfg.vocab, temperature, top_k, rng) : greedy_token(all, cfg.vocab));
+        if (on_token) on_token(tokens.back());
     }
     m.dropout = saved_dropout;
 }

@@ -375,7 +375,7 @@ static float head_forward(GPT& m, MicroBatchState& f, Tensor x, std::vector<floa
     return loss;
 }
 
-static Tensor gpt_forward_chunk(GPT& m, int j, int chunk, Tensor x, float* loss, std::vector<float>* token_losses) {
+Tensor gpt_forward_chunk(GPT& m, int j, int chunk, Tensor x, float* loss, std::vector<float>* token_losses) {
     MicroBatchState& f = m.flight[(size_t)j];
     ActivationAllocator& A = *m.alloc;
     const PipelineStage& st = m.stage;
@@ -448,7 +448,7 @@ static void embed_backward(GPT& m, MicroBatchState& f, Tensor dresid) {
     vocab_parallel_embedding_backward(region, ctx, gpt_grad(m, P_WTE), dresid, f.emb_index, sh.N_full, C);
 }
 
-static Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
+Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
     MicroBatchState& f = m.flight[(size_t)j];
     const PipelineStage& st = m.stage;
     const int v = st.virtual_stage(chunk), b = st.chunk_begin(chunk), e = st.chunk_end(chunk);
@@ -468,89 +468,21 @@ static Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
     return Tensor();
 }
 
-// ---- one op of a pipeline schedule, and one micro-batch through the whole pipeline -------------------------
-// A chunk's input comes from the stage before it (virtual stage v − 1, on pipeline rank (v − 1) mod p), its
-// output goes to the next; gradients go the other way (pipe_op_receives / pipe_op_sends). With p = 1 nothing
-// is sent.
-static std::string message_what(const PipeMessage& msg, int chunk, bool receive) {
-    return std::string(receive ? "the receive of the " : "the send of the ") + (msg.gradient ? "gradient" : "activation") +
-           " of micro-batch " + std::to_string(msg.microbatch) + " (chunk " + std::to_string(chunk) + ") " +
-           (receive ? "from" : "to") + " stage " + std::to_string(msg.peer);
-}
-
-bool gpt_pipeline_receive(GPT& m, const PipeOp& op, P2PMessage* recv) {
-    const PipelineStage& st = m.stage;
-    PipeMessage msg;
-    if (!pipe_op_receives(op, st.pp, st.rank, st.chunks, &msg)) return false;
-    const int64_t n = (int64_t)m.flight[(size_t)op.microbatch].shape.N_shard * m.cfg.channels;
-    // A forward's input becomes its chunk's first layer's saved input; a backward's is a transient gradient.
-    recv->t = op.kind == PipeOp::Forward ? m.alloc->alloc(m.dtype, n, st.chunk_begin(op.chunk), "ln1_in")
-                                         : m.alloc->alloc(m.dtype, n, kModelLevel, "tmp:dresidual");
-    recv->peer = msg.peer;
-    recv->tag = pipe_message_tag(msg, st.pp, st.chunks);
-    recv->what = message_what(msg, op.chunk, true);
-    return true;
-}
-
-// What an op sends, queued for the next exchange (send_later copies it, so the tensor is released at once).
-static void send_output(GPT& m, const PipeOp& op, Tensor t) {
-    const PipelineStage& st = m.stage;
-    PipeMessage msg;
-    if (!pipe_op_sends(op, st.pp, st.rank, st.chunks, &msg)) return;
-    send_later(m.grid->pp_comm, *m.ctx, t, msg.peer, pipe_message_tag(msg, st.pp, st.chunks), message_what(msg, op.chunk, false));
-    m.alloc->release(t);
-}
-
-float gpt_pipeline_forward(GPT& m, int j, int chunk, Tensor x, std::vector<float>* token_losses) {
-    float loss = 0;
-    Tensor out = gpt_forward_chunk(m, j, chunk, x, &loss, token_losses);
-    send_output(m, PipeOp{PipeOp::Forward, j, chunk}, out);
-    return loss;
-}
-
-void gpt_pipeline_backward(GPT& m, int j, int chunk, Tensor dout) {
-    Tensor din = gpt_backward_chunk(m, j, chunk, dout);
-    send_output(m, PipeOp{PipeOp::Backward, j, chunk}, din);
-}
-
-Tensor gpt_pipeline_receive_alone(GPT& m, const PipeOp& op, const std::string& what) {
-    P2PMessage in;
-    const bool receives = gpt_pipeline_receive(m, op, &in);
-    exchange(m.grid->pp_comm, *m.ctx, receives ? std::vector<P2PMessage>{in} : std::vector<P2PMessage>{},
-             what + " on stage " + std::to_string(m.stage.rank));
-    return in.t;
-}
-
-// One micro-batch through every stage, chunk by chunk: each op's receive is an exchange of its own together
-// with the previous op's send. A single chain (only one message in flight at a time) cannot deadlock.
+// ---- the forward and backward of a whole batch on one stage ----------------------------------------------
+// The batch as micro-batch 0 of 1 through this rank's whole model: the embeddings, the layers, the head and
+// the loss, then back. Only at pp 1 does a rank hold the whole model; at pp > 1 the forward passes through
+// every stage (model/pipeline_ops.h) and a step runs the pipeline schedule (model/pipeline_step.h).
 float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, bool keep,
                   std::vector<float>* token_losses) {
-    const PipelineStage& st = m.stage;
-    Comm& pp = m.grid->pp_comm;
+    if (m.stage.pp > 1) mm_fatal("gpt_forward: this rank holds one of %d pipeline stages; use forward_through_stages", m.stage.pp);
     gpt_begin_microbatch(m, 0, 1, inputs, targets, B_local, S, keep);
     float loss = 0;
-    for (int c = 0; c < st.chunks; c++) {
-        Tensor in = gpt_pipeline_receive_alone(m, PipeOp{PipeOp::Forward, 0, c}, "before the forward of chunk " + std::to_string(c));
-        loss += gpt_pipeline_forward(m, 0, c, in, token_losses);  // the last chunk's
-    }
-    exchange(pp, *m.ctx, {}, "after the forward on stage " + std::to_string(st.rank));
-    if (st.pp > 1) {  // every stage returns the last stage's loss (and token losses)
-        broadcast_host(pp, &loss, (int)sizeof loss, st.pp - 1, "the loss");
-        if (token_losses) {
-            token_losses->resize((size_t)B_local * S);
-            broadcast_host(pp, token_losses->data(), (int)(token_losses->size() * sizeof(float)), st.pp - 1, "the token losses");
-        }
-    }
+    gpt_forward_chunk(m, 0, 0, Tensor(), &loss, token_losses);
     if (!keep) gpt_release_activations(m);
     return loss;
 }
 
 void gpt_backward(GPT& m) {
-    const PipelineStage& st = m.stage;
-    Comm& pp = m.grid->pp_comm;
-    for (int c = st.chunks - 1; c >= 0; c--) {
-        Tensor in = gpt_pipeline_receive_alone(m, PipeOp{PipeOp::Backward, 0, c}, "before the backward of chunk " + std::to_string(c));
-        gpt_pipeline_backward(m, 0, c, in);
-    }
-    exchange(pp, *m.ctx, {}, "after the backward on stage " + std::to_string(st.rank));
+    if (m.stage.pp > 1) mm_fatal("gpt_backward: this rank holds one of %d pipeline stages; a step runs the schedule", m.stage.pp);
+    gpt_backward_chunk(m, 0, 0, Tensor());
 }

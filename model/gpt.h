@@ -109,37 +109,29 @@ void gpt_load_full_optimizer(GPT& m, const float* adam_m, const float* adam_v);
 Tensor gpt_param(GPT& m, int id, int layer = -1);
 Tensor gpt_grad(GPT& m, int id, int layer = -1);
 
-// Forward pass on this rank's part of the batch. inputs/targets: host int32 [B_local, S] (as the loader
-// gives them; under CP the model keeps its CP rank's positions of them). Returns the mean loss over the
-// B_local·S targets (under CP: the mean over the CP group of each rank's mean, equal counts). With keep == false, the
-// activations are released at once (validation). token_losses (optional) receives each position's loss
-// −log p(target), [B_local, S] like the inputs (evaluations that score parts of a sequence: HellaSwag).
-// Under pipeline parallelism the forward passes through every stage (a collective of the pipeline group)
-// and every stage returns the last stage's loss (and token losses).
+// Forward pass of this rank's part of the batch through its whole model (pp 1). inputs/targets: host int32
+// [B_local, S] (as the loader gives them; under CP the model keeps its CP rank's positions of them). Returns
+// the mean loss over the B_local·S targets (under CP: the mean over the CP group of each rank's mean, equal
+// counts). With keep == false, the activations are released at once (validation). token_losses (optional)
+// receives each position's loss −log p(target), [B_local, S] like the inputs (evaluations that score parts
+// of a sequence: HellaSwag). At pp > 1 a rank holds one stage: forward_through_stages (model/pipeline_ops.h).
 float gpt_forward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, bool keep,
                   std::vector<float>* token_losses = nullptr);
 // Backward pass of the last forward: accumulates into m.grads (zero them first) and releases activations.
 void gpt_backward(GPT& m);
 
-// ---- the pieces a pipeline schedule runs (model/pipeline_step.cu) ----------------------------------------
+// ---- one micro-batch through one model chunk (a training step's loop, a pipeline schedule's op) -----------
 // Micro-batch j of M: its tokens and shapes, kept in m.flight[j] until its backward.
 void gpt_begin_microbatch(GPT& m, int j, int M, const int32_t* inputs, const int32_t* targets, int B, int S, bool keep);
-// The tensor an op of the schedule receives before it runs, as a receive for its unit's exchange
-// (parallel/point_to_point.h): a forward's input from the previous virtual stage, a backward's output gradient from
-// the next. Allocates the buffer; false (nothing allocated) when the op receives nothing (the first
-// virtual stage's forward embeds the tokens, the last's backward starts from the loss).
-bool gpt_pipeline_receive(GPT& m, const PipeOp& op, P2PMessage* recv);
-// The same as an exchange of its own (with the sends queued before it), returning what arrived (an empty
-// tensor when the op receives nothing): one micro-batch's chain through the stages (gpt_forward).
-Tensor gpt_pipeline_receive_alone(GPT& m, const PipeOp& op, const std::string& what);
-// One op of a schedule for micro-batch j and model chunk `chunk` of this stage (paper §2), with what it
-// received (an empty tensor when it receives nothing): the forward runs the chunk's layers (the first
-// virtual stage embeds the tokens first); on the last virtual stage the output goes through the final norm,
-// the head and the loss, which it returns (0 elsewhere). The backward runs the layers' backward (the last
-// virtual stage starts from the loss; the first ends in the embeddings' gradients). What the op sends on is
-// queued for the next exchange (send_later).
-float gpt_pipeline_forward(GPT& m, int j, int chunk, Tensor in, std::vector<float>* token_losses = nullptr);
-void gpt_pipeline_backward(GPT& m, int j, int chunk, Tensor dout);
+// The forward of micro-batch j through model chunk `chunk` of this stage (paper §2; at pp 1 the one chunk
+// is the whole model): the first virtual stage embeds the tokens first (x is then ignored), else x is the
+// previous chunk's output; the last virtual stage ends in the final norm, the head and the loss, which it
+// writes to *loss (and returns an empty tensor); elsewhere it returns the chunk's output.
+Tensor gpt_forward_chunk(GPT& m, int j, int chunk, Tensor x, float* loss, std::vector<float>* token_losses);
+// Its backward: dout is the gradient of the chunk's output (ignored on the last virtual stage, which starts
+// from the loss); returns the gradient of its input, or an empty tensor on the first virtual stage (which
+// ends in the embeddings' gradients).
+Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout);
 
 // ---- helpers ----------------------------------------------------------------------------------------------
 // Start a step's gradients at zero: the embeddings', the final LayerNorm's and the padding are zeroed; the

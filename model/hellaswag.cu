@@ -2,6 +2,7 @@
 #include "hellaswag.h"
 
 #include <algorithm>
+#include "pipeline_ops.h"
 #include "../parallel/comm.h"
 
 std::string eval_problem(const std::vector<EvalExample>& examples, int T, int vocab) {
@@ -32,7 +33,7 @@ EvalScore hellaswag_evaluate(GPT& m, const std::vector<EvalExample>& examples, i
     for (int e = first; e < first + count; e += examples_per_forward) {
         const int n = std::min(examples_per_forward, first + count - e);
         if (!eval_rows(examples, e, n, T, inputs, targets, mask, err)) mm_fatal("hellaswag: %s", err.c_str());
-        gpt_forward(m, inputs.data(), targets.data(), kEvalCompletions * n, T, false, &losses);
+        evaluation_forward(m, inputs.data(), targets.data(), kEvalCompletions * n, T, false, &losses);
         correct += eval_correct(examples, e, n, T, losses, mask);
     }
     m.dropout = dropout;

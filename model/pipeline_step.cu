@@ -1,22 +1,20 @@
 // pipeline_step.cu — runs a pipeline schedule's ops (see the header).
 #include "pipeline_step.h"
 
+#include "pipeline_ops.h"
 #include "test_hooks.h"
 
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 
-// ---- fault injection: MM_STOP_STAGE_AT=S:N ---------------------------------------------------------------
-// Pipeline stage S stops itself (SIGSTOP) in its N-th forward_backward, before its second unit's exchange:
-// alive, holding its sockets, answering nothing, as a hung GPU or a swapped-out node would be. The other
-// stages must then stop within --comm-timeout, naming it (test/model/pipeline_peer_stopped.sh).
+// Fault injection (tests only, model/test_hooks.h: the trainer's hidden flag --stop-stage-at S:N): pipeline
+// stage S stops itself (SIGSTOP) in its N-th step, before its second unit's exchange: alive, holding its
+// sockets, answering nothing, as a hung GPU or a swapped-out node would be. The other stages must then stop
+// within --comm-timeout, naming it (test/model/pipeline_peer_stopped.sh).
 static void maybe_stop(int stage, int unit) {
     static int calls = 0;
     if (unit == 0) calls++;
-    const char* s = getenv("MM_STOP_STAGE_AT");
-    int at_stage = -1, at_call = 0;
-    if (unit != 1 || !s || sscanf(s, "%d:%d", &at_stage, &at_call) != 2 || at_stage != stage || at_call != calls) return;
+    if (unit != 1 || g_test_hooks.stop_stage != stage || g_test_hooks.stop_stage_at_step != calls) return;
     fprintf(stderr, "fault injection: stage %d stops itself (SIGSTOP) in step call %d\n", stage, calls);
     fflush(stderr);
     raise(SIGSTOP);
@@ -52,10 +50,9 @@ static std::string unit_name(const std::vector<PipeOp>& unit) {
 // CPUs (test_equivalence_strict_ungrouped_deadlocks). The price of whole-unit groups: a forward's output
 // leaves with the next unit's exchange, so in 1F1B stage p - 2 may wait one backward longer than with
 // Megatron-LM's finer pairing (at p = 2 or M = 2 in the schedule test's timing model).
-float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches,
-                       const std::function<void()>& at_peak) {
+float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches) {
     const int M = micro_batches, b = B_local / M;
-    if (M < 1 || b * M != B_local) mm_fatal("forward_backward: %d sequences do not split into %d micro-batches", B_local, M);
+    if (M < 1 || b * M != B_local) mm_fatal("pipeline_forward_backward: %d sequences do not split into %d micro-batches", B_local, M);
     const PipelineStage& st = m.stage;
     Comm& pp = m.grid->pp_comm;
     const std::vector<std::vector<PipeOp>> units = pipe_units(m.schedule, st.pp, st.rank, M, st.chunks);
@@ -67,16 +64,16 @@ float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, in
         gpt_begin_microbatch(m, j, M, inputs + (size_t)j * b * S, targets + (size_t)j * b * S, b, S, true);
     double loss = 0;
     int in_flight = 0;
-    bool peak_reported = false;
+    bool peak_marked = false;
     auto run = [&](const PipeOp& op, Tensor received) {
         if (op.kind == PipeOp::Forward) {
-            loss += gpt_pipeline_forward(m, op.microbatch, op.chunk, received);  // the last stage: micro-batches in order
-            if (++in_flight == peak && !peak_reported && at_peak) {
-                peak_reported = true;
-                at_peak();
+            loss += pipeline_forward(m, op.microbatch, op.chunk, received);  // the last stage: micro-batches in order
+            if (++in_flight == peak && !peak_marked) {
+                peak_marked = true;
+                m.alloc->mark_peak();  // the memory report's snapshot (layers/activation_allocator.h)
             }
         } else {
-            gpt_pipeline_backward(m, op.microbatch, op.chunk, received);
+            pipeline_backward(m, op.microbatch, op.chunk, received);
             in_flight--;
         }
     };
@@ -89,7 +86,7 @@ float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, in
             // Negative control (test only): the order before grouping. Each op receives alone right before it
             // runs and sends alone right after; under NCCL's rules (--comm mpi-strict) this deadlocks.
             for (const PipeOp& op : unit) {
-                run(op, gpt_pipeline_receive_alone(m, op, "(ungrouped) before " + unit_name({op})));
+                run(op, pipeline_receive_alone(m, op, "(ungrouped) before " + unit_name({op})));
                 exchange(pp, *m.ctx, {}, "(ungrouped) after " + unit_name({op}) + " on " + stage);
             }
             continue;
@@ -98,7 +95,7 @@ float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, in
         std::vector<Tensor> in(unit.size());
         for (size_t i = 0; i < unit.size(); i++) {
             P2PMessage r;
-            if (gpt_pipeline_receive(m, unit[i], &r)) in[i] = r.t, recvs.push_back(r);
+            if (pipeline_receive(m, unit[i], &r)) in[i] = r.t, recvs.push_back(r);
         }
         exchange(pp, *m.ctx, recvs, "before " + doing);
         for (size_t i = 0; i < unit.size(); i++) run(unit[i], in[i]);
@@ -106,14 +103,16 @@ float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, in
     exchange(pp, *m.ctx, {}, "after the last unit of " + stage);
     comm_set_activity(stage + ", the end of the step");
     float mean = (float)(loss / M);  // each micro-batch's loss is a mean over the same number of targets
-    if (st.pp > 1) broadcast_host(pp, &mean, (int)sizeof mean, st.pp - 1, "the step's loss");
+    broadcast_host(pp, &mean, (int)sizeof mean, st.pp - 1, "the step's loss");
     comm_set_activity("");
     return mean;
 }
 
 InFlightLayers pipeline_in_flight(const GPT& m, int M) {
     const PipelineStage& st = m.stage;
-    const std::vector<int> per_chunk = pipe_in_flight_at_peak(pipe_schedule(m.schedule, st.pp, st.rank, M, st.chunks), st.chunks);
+    // pp 1 runs no schedule: the plain loop holds one micro-batch at a time, 1F1B's count at one stage.
+    const PipeSchedule schedule = st.pp > 1 ? m.schedule : PipeSchedule::OneFOneB;
+    const std::vector<int> per_chunk = pipe_in_flight_at_peak(pipe_schedule(schedule, st.pp, st.rank, M, st.chunks), st.chunks);
     InFlightLayers held;
     held.per_layer.assign((size_t)m.cfg.layers, 0);
     for (int c = 0; c < st.chunks; c++)

@@ -1,28 +1,26 @@
-// pipeline_step.h — the forwards and backwards of one training step, in a pipeline schedule's order: the
-// micro-batch loop (gradient accumulation) and pipeline parallelism are the same executor.
+// pipeline_step.h — the forwards and backwards of one training step at pp > 1, in a pipeline schedule's
+// order (at pp 1 the step is a plain micro-batch loop: model/train_step.cu).
 //
 // The schedule (parallel/pipeline_schedule.h: AFAB, 1F1B, interleaved 1F1B) lists this stage's ops in units
 // (a warm-up forward, a steady-state forward-backward pair, a cool-down backward). A forward of (micro-batch
 // j, chunk c) receives its input from the previous virtual stage, unless it is the first (the embeddings),
 // and sends its output on, unless it is the last (the loss); a backward receives the gradient of its output
 // and sends the gradient of its input back. Each unit starts with one exchange: the previous unit's sends
-// with this unit's receives (NCCL's rules, parallel/point_to_point.h). With one stage nothing is sent and 1F1B is the
-// plain accumulation loop: forward and backward of micro-batch 0, then 1, ...
+// with this unit's receives (NCCL's rules, parallel/point_to_point.h). The messages themselves: model/pipeline_ops.h.
 #pragma once
-#include <functional>
 #include "gpt.h"
 #include "../recompute/memory_report.h"
 
 // Zero the gradients, then run every op of this stage's schedule over the M micro-batches of B_local/M
 // sequences each (rows [j·b, (j+1)·b) of inputs/targets, host [B_local, S]). Gradients accumulate in
 // m.grads in micro-batch order (each chunk's backwards are FIFO); the loss gradient is scaled by 1/M.
-// at_peak (optional) runs once, right after the forward that brings this stage to the most micro-batches in
-// flight (the memory report reads the saved activations there). Returns the mean loss over the M
+// Right after the forward that brings this stage to the most micro-batches in flight, it marks the peak
+// (ActivationAllocator::mark_peak: the memory report's snapshot). Returns the mean loss over the M
 // micro-batches on every stage (the last stage computes it). No gradient synchronization.
-float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches,
-                       const std::function<void()>& at_peak = {});
+float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches);
 
-// What this stage holds at its schedule's peak over M micro-batches (the moment at_peak runs): each of its
+// What this stage holds at its schedule's peak over M micro-batches (the moment it marks): each of its
 // layers with the micro-batches of its chunk in flight, the embedding's on the first stage, the head's on the
-// last. The memory report's formula side (recompute/memory_report.h).
+// last. The memory report's formula side (recompute/memory_report.h). At pp 1, whatever m.schedule says, one
+// micro-batch (model/train_step.cu's plain loop).
 InFlightLayers pipeline_in_flight(const GPT& m, int M);

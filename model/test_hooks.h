@@ -1,6 +1,7 @@
 // test_hooks.h — faults and switches that only tests turn on; production code never sets them, and with the
 // defaults they do nothing. They live here, in one struct, so that no production interface carries a
-// test-only argument (model/gpt.cu and model/train_step.cu read them; the trainer sets the NaN step).
+// test-only argument (model/gpt.cu, model/train_step.cu and model/pipeline_step.cu read them; the trainer sets the NaN step
+// and the stopped stage from its hidden flags).
 #pragma once
 
 struct TestHooks {
@@ -22,5 +23,9 @@ struct TestHooks {
     // under NCCL's rules (--comm mpi-strict) it deadlocks and the timeout names who waits for what
     // (test_equivalence's --ungrouped-p2p).
     bool ungrouped_p2p = false;
+    // Fault injection: pipeline stage stop_stage stops itself (SIGSTOP) in its stop_stage_at_step-th step
+    // (model/pipeline_step.cu), to show that the other stages stop within --comm-timeout, naming it (the
+    // trainer's hidden flag --stop-stage-at S:N; test/model/pipeline_peer_stopped.sh). -1: never.
+    int stop_stage = -1, stop_stage_at_step = 0;
 };
 inline TestHooks g_test_hooks;  // C++17 inline: one instance in the whole program

@@ -1,5 +1,7 @@
 // train_step.cu — forward, backward, gradient synchronization, clipping, AdamW.
 #include "train_step.h"
+#include "pipeline_ops.h"
+#include "pipeline_step.h"
 
 #include <climits>
 #include <cmath>
@@ -47,13 +49,35 @@ double gradient_norm(GPT& m) {
     return std::sqrt(total);
 }
 
+// Gradient accumulation on one stage: micro-batch by micro-batch, forward then backward (what 1F1B is at one
+// stage), the loss gradient scaled by 1/M (gpt.cu's head), the gradients summed in micro-batch order.
+static float accumulate_micro_batches(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int M) {
+    const int b = B_local / M;
+    if (M < 1 || b * M != B_local) mm_fatal("forward_backward: %d sequences do not split into %d micro-batches", B_local, M);
+    gpt_zero_grad(m);
+    double loss = 0;
+    for (int j = 0; j < M; j++) {
+        gpt_begin_microbatch(m, j, M, inputs + (size_t)j * b * S, targets + (size_t)j * b * S, b, S, true);
+        float l = 0;
+        gpt_forward_chunk(m, j, 0, Tensor(), &l, nullptr);
+        loss += l;
+        if (j == 0) m.alloc->mark_peak();  // one micro-batch in flight, as many as ever (the memory report)
+        gpt_backward_chunk(m, j, 0, Tensor());
+    }
+    return (float)(loss / M);  // each micro-batch's loss is a mean over the same number of targets
+}
+
+float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches) {
+    if (m.stage.pp > 1) return pipeline_forward_backward(m, inputs, targets, B_local, S, micro_batches);
+    return accumulate_micro_batches(m, inputs, targets, B_local, S, micro_batches);
+}
+
 StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
-                     const OptimConfig& opt, int step, float lr, const std::function<void()>& after_forward,
-                     int micro_batches) {
+                     const OptimConfig& opt, int step, float lr, int micro_batches) {
     StepStats st;
     m.step = step;
     const double t0 = MPI_Wtime(), wait0 = m.grid->pp_comm.counters.recv_wait_s;
-    float local_loss = forward_backward(m, inputs, targets, B_local, S, micro_batches, after_forward);
+    float local_loss = forward_backward(m, inputs, targets, B_local, S, micro_batches);
     st.pipeline_seconds = MPI_Wtime() - t0;
     st.recv_wait_seconds = m.grid->pp_comm.counters.recv_wait_s - wait0;
     sync_gradients(m);
@@ -125,7 +149,7 @@ float eval_loss(GPT& m, const int32_t* inputs, const int32_t* targets, int B_loc
     // Evaluation runs the model without dropout (a deterministic estimate of the loss).
     float dropout = m.dropout;
     m.dropout = 0.f;
-    float local = gpt_forward(m, inputs, targets, B_local, S, false);
+    float local = evaluation_forward(m, inputs, targets, B_local, S, false);
     m.dropout = dropout;
     return (float)average_scalar(m.grid->dp_comm, local);
 }

@@ -1,10 +1,8 @@
 // train_step.h — one optimizer step: forward, backward, gradient synchronization (the SP sum over the TP
 // group, the average over the DP group), global-norm clipping, AdamW, and the bf16 weight refresh.
 #pragma once
-#include <functional>
 #include <string>
 #include "gpt.h"
-#include "pipeline_step.h"
 #include "test_hooks.h"
 
 struct OptimConfig {
@@ -24,13 +22,15 @@ struct StepStats {
 };
 
 // inputs/targets: this rank's host batch [B_local, S]. step counts from 1. micro_batches M > 1 (gradient
-// accumulation): the B_local sequences run as M micro-batches of B_local/M in the pipeline schedule's order
-// (model/pipeline_step.h), their gradients summed; the loss and gradients are those of the whole batch (up to
-// float reassociation). after_forward (optional) runs once, at the schedule's peak (the most micro-batches'
-// activations held): the memory report reads the saved activations there.
+// accumulation): the B_local sequences run as M micro-batches of B_local/M (forward_backward), their
+// gradients summed; the loss and gradients are those of the whole batch (up to float reassociation).
 StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
-                     const OptimConfig& opt, int step, float lr, const std::function<void()>& after_forward = {},
-                     int micro_batches = 1);
+                     const OptimConfig& opt, int step, float lr, int micro_batches = 1);
+// The forwards and backwards of a step, gradients zeroed first and accumulated, no synchronization; returns
+// the mean loss over the M micro-batches (on every stage). At pp 1 a plain loop: forward of micro-batch j,
+// backward of j, for j = 0 .. M-1 (one micro-batch in flight: its forward marks the activations' peak,
+// ActivationAllocator::mark_peak). At pp > 1 the pipeline schedule (model/pipeline_step.h).
+float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches = 1);
 // The gradient synchronization: under SP the sum over TP of the replicated parameters' gradients
 // (sum_sequence_parallel_grads, parallel/sequence_parallel.h), then the average over DP.
 void sync_gradients(GPT& m);

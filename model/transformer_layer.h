@@ -43,7 +43,7 @@ struct LayerContext {
     LayerWeights w;
     LayerGrads g;
     // Accumulate into g, or Overwrite it: the layer's first backward of a step, when g holds last step's
-    // gradients and is not zeroed (gpt_pipeline_backward decides; runtime.h says why).
+    // gradients and is not zeroed (gpt_backward_chunk decides; runtime.h says why).
     GradWrite grads = GradWrite::Accumulate;
 };
 

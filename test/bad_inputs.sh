@@ -149,6 +149,8 @@ case "$case" in
   flag_checkpoint_dir_is_file) run2 "--checkpoint-dir .*train.bin: .*train.bin exists and is not a directory" --train "$w/train.bin" --checkpoint-dir "$w/train.bin" --save-every 1 ;;
   flag_save_is_checkpoint_dir) run1 "--save .* is the --checkpoint-dir too" --train "$w/train.bin" --checkpoint-dir "$w/x" --save "$w/x" ;;
   flag_exit_interval_zero) run1 "--exit-interval 0 is out of range \[1, " --train "$w/train.bin" --exit-interval 0 ;;
+  flag_comm_timeout_zero) run1 "--comm-timeout 0 is out of range \[0.1, 1e6\]" --train "$w/train.bin" --comm-timeout 0 ;;
+  layout_cp_pp_world) run2 "not divisible by tp x cp x pp = 1 x 2 x 3 = 6" --train "$w/train.bin" --layers 3 --cp 2 --pp 3 ;;
   # ---- every path checked at start, on 2 ranks, before the first step (train_gpt.cu's check_paths)
   path_save_dir_under_file) run2 "--save .*train.bin/no: .*train.bin exists and is not a directory \(the directory of .*train.bin/no/model.bin\)" --train "$w/train.bin" --steps 300 --save "$w/train.bin/no/model.bin" ;;
   path_save_is_directory) run2 "--save .*/ck is a directory, expected a file name" --train "$w/train.bin" --save "$w/ck" ;;

@@ -5,7 +5,7 @@
 set -euo pipefail
 train="$1"; prep="$2"; src="$3"; mpirun="$4 --oversubscribe --bind-to none"
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-cat "$src/train_options.cu" "$src/layers/attention.h" > "$dir/text.txt"
+cat "$src/train/options.cu" "$src/layers/attention.h" > "$dir/text.txt"
 "$prep" --out-dir "$dir" "$dir/text.txt" > /dev/null
 common="--device cpu --layers 2 --heads 4 --hidden 32 --max-seq 32 --seq 16 --batch 4 --train $dir/train.bin --val $dir/val.bin"
 $mpirun -np 2 "$train" $common --tp 2 --sp --steps 3 --dropout 0.1 --save "$dir/a.bin" > "$dir/log_a.txt"

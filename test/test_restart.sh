@@ -9,7 +9,7 @@ set -euo pipefail
 train="$1"; prep="$2"; src="$3"; mpirun="$4 --oversubscribe --bind-to none"; np="$5"; shift 5
 flags="$*"
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-cat "$src/train_options.cu" "$src/data/dataloader.h" > "$dir/text.txt"
+cat "$src/train/options.cu" "$src/data/dataloader.h" > "$dir/text.txt"
 "$prep" --out-dir "$dir" "$dir/text.txt" > /dev/null
 common="--device cpu --layers 2 --heads 4 --hidden 32 --max-seq 32 --seq 16 --batch 4 --train $dir/train.bin --val $dir/val.bin
         --val-batches 1 --val-every 6 --steps 12 --warmup 2 --lr 3e-3 --dropout 0.1 --log-every 4 $flags"

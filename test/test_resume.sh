@@ -14,7 +14,7 @@ shards=0
 if [ "${1:-}" = "--shards" ]; then shards=1; shift; fi
 flags="$*"
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-cat "$src/train_options.cu" "$src/model/train_state.h" > "$dir/text.txt"
+cat "$src/train/options.cu" "$src/model/train_state.h" > "$dir/text.txt"
 "$prep" --out-dir "$dir" "$dir/text.txt" > /dev/null
 data="$dir/train.bin"
 if [ "$shards" = 1 ]; then

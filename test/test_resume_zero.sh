@@ -8,7 +8,7 @@ set -euo pipefail
 train="$1"; prep="$2"; src="$3"; mpirun="$4 --oversubscribe --bind-to none"; np="$5"; shift 5
 flags="$*"
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-cat "$src/train_options.cu" "$src/model/train_state.h" > "$dir/text.txt"
+cat "$src/train/options.cu" "$src/model/train_state.h" > "$dir/text.txt"
 "$prep" --out-dir "$dir" "$dir/text.txt" > /dev/null
 common="--device cpu --layers 2 --heads 4 --hidden 32 --max-seq 32 --seq 16 --batch 4 --train $dir/train.bin --val none
         --steps 20 --warmup 3 --lr 3e-3 --dropout 0.1 --weight-decay 0.1 --log-every 10 $flags"

@@ -11,7 +11,7 @@ train="$(realpath "$1")"; prep="$(realpath "$2")"; src="$(realpath "$3")"; mpiru
 flags="$*"
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 cd "$dir"  # the rescue file goes to the current directory
-cat "$src/train_options.cu" > text.txt
+cat "$src/train/options.cu" > text.txt
 "$prep" --out-dir "$dir" text.txt > /dev/null
 steps=600
 common="--device cpu --layers 2 --heads 4 --hidden 32 --max-seq 32 --seq 16 --batch 4 --train $dir/train.bin --val none

@@ -13,7 +13,7 @@
 set -euo pipefail
 train="$1"; prep="$2"; src="$3"; mpirun="$4 --oversubscribe --bind-to none"; plot="$5"
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
-cat "$src/train_options.cu" "$src/train_gpt.cu" > "$dir/text.txt"
+cat "$src/train/options.cu" "$src/train_gpt.cu" "$src/train/bookkeeping.cu" > "$dir/text.txt"
 "$prep" --out-dir "$dir" "$dir/text.txt" > /dev/null
 common="--device cpu --layers 2 --heads 4 --hidden 32 --max-seq 32 --seq 16 --batch 4 --train $dir/train.bin
         --steps 12 --lr 3e-3 --log-every 1"

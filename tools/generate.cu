@@ -20,7 +20,8 @@ static void usage() {
            "--tp defaults to the ranks / --pp (default 1): every rank in one tensor-parallel group.\n"
            "Samples N tokens (default 200) from an llm.c checkpoint (or a Hugging Face GPT-2 directory or .safetensors\n"
            "file), decoded with the byte-level tokenizer, or with GPT-2's BPE (--tokenizer: llm.c's gpt2_tokenizer.bin,\n"
-           "or a directory holding Hugging Face's vocab.json and merges.txt).\n");
+           "or a directory holding Hugging Face's vocab.json and merges.txt). --temperature 0: greedy decoding (the most\n"
+           "likely token each time).\n");
 }
 
 int main(int argc, char** argv) {
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
         else if (a == "--temperature") {
             char* end = nullptr;
             temperature = strtof(v, &end);
-            if (end == v || *end || !(temperature > 0)) bad_flag = a + " " + v + ": expected a number > 0";
+            if (end == v || *end || !(temperature >= 0)) bad_flag = a + " " + v + ": expected a number >= 0 (0: greedy decoding)";
         }
         else if (a == "--top-k") top_k = integer(a, v, 0, 1 << 20);
         else if (a == "--window") window = integer(a, v, 0, 1 << 20);

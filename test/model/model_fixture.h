@@ -112,7 +112,7 @@ inline std::vector<float> loss_curve(ModelHarness& h, int B, int S, int steps, i
     std::vector<float> losses;
     for (int st = 1; st <= steps; st++) {
         Batch b = make_batch(h.model.cfg, B, S, st, h.grid.dp, h.grid.dp_rank);
-        losses.push_back(train_step(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, 1e-3f, {}, micro).loss);
+        losses.push_back(train_step(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, 1e-3f, micro).loss);
     }
     return losses;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # pipeline_peer_stopped.sh TRAIN_GPT PREPARE_DATA SOURCE_DIR MPIEXEC: a 2-stage pipeline run (--pp 2) whose
-# stage 1 stops itself with SIGSTOP in the middle of its 5th step (MM_STOP_STAGE_AT=1:5, model/pipeline_step.cu):
+# stage 1 stops itself with SIGSTOP in the middle of its 5th step (the hidden flag --stop-stage-at 1:5,
+# model/test_hooks.h, model/pipeline_step.cu):
 # alive, holding its sockets, answering nothing (what a hung GPU or a swapped-out node looks like). Stage 0
 # must exit non-zero within --comm-timeout plus a few seconds, with a message that names the stage it waited
 # for; nothing may be left running.
@@ -16,9 +17,9 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
-cat "$src/train_options.cu" > "$dir/text.txt"
+cat "$src/train/options.cu" > "$dir/text.txt"
 "$prep" --out-dir "$dir" "$dir/text.txt" > /dev/null || { echo "FAIL: prepare_data"; exit 1; }
-$mpirun -x MM_STOP_STAGE_AT=1:5 -np 2 "$train" --device cpu --pp 2 --layers 2 --heads 4 --hidden 32 --max-seq 32 --seq 16 \
+$mpirun -np 2 "$train" --stop-stage-at 1:5 --device cpu --pp 2 --layers 2 --heads 4 --hidden 32 --max-seq 32 --seq 16 \
   --batch 8 --num-microbatches 8 --train "$dir/train.bin" --val none --steps 1000 --log-every 1 --comm-timeout $timeout_s \
   > "$dir/out.txt" 2>&1 &
 launcher=$!

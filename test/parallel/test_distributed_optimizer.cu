@@ -54,7 +54,7 @@ static Trained train(ModelSpec spec, int steps, float clip) {
         // One batch again and again (dropout masks still change with the step): the loss must fall, so the
         // comparison is between runs that really train.
         Batch b = make_batch(h.model.cfg, B, S, 1, h.grid.dp, h.grid.dp_rank);
-        StepStats s = train_step(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, 3e-3f, {},
+        StepStats s = train_step(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, 3e-3f,
                                  spec.pp > 1 ? 2 : 1);
         CHECK(s.applied, "step %d not applied", st);
         t.losses.push_back(s.loss);

@@ -1,5 +1,5 @@
-// train_options.cu — command-line parsing for train_gpt (see train_options.h).
-#include "train_options.h"
+// options.cu — command-line parsing for train_gpt (see options.h).
+#include "options.h"
 
 #include <mpi.h>
 #include <cerrno>
@@ -77,7 +77,8 @@ void print_train_usage() {
         "  --log-every K               print every K-th step (default 1)\n"
         "  --memory-report             print measured vs formula activation and model-state memory (weights,\n"
         "                              gradients, master weights, moments) after the first step\n"
-        "  --sample N                  generate N tokens after training (--prompt TEXT --temperature X --top-k K)\n"
+        "  --sample N                  generate N tokens after training (--prompt TEXT --temperature X --top-k K;\n"
+        "                              --temperature 0: greedy, the most likely token each time)\n"
         "  --tokenizer FILE            llm.c's gpt2_tokenizer.bin, or a directory (or its vocab.json) with Hugging\n"
         "                              Face's vocab.json + merges.txt: GPT-2 BPE for --prompt and --sample (default:\n"
         "                              byte-level); its vocabulary must be the model's\n"
@@ -125,15 +126,17 @@ static long long to_int(bool print, const char* flag, const char* v, long long l
         bad(print, std::string(flag) + " " + v + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return x;
 }
-static float to_float(bool print, const char* flag, const char* v, double lo, double hi) {
+// A number in [lo, hi]; `range` is the bounds as the parser's call types them ("[0.1, 1e6]"), for the message.
+static float to_float(bool print, const char* flag, const char* v, double lo, double hi, const char* range) {
     char* end = nullptr;
     errno = 0;
     double x = strtod(v, &end);
     if (errno || !end || *end || end == v) bad(print, std::string(flag) + " expects a number, got '" + v + "'");
-    if (!(x >= lo && x <= hi))
-        bad(print, std::string(flag) + " " + v + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    if (!(x >= lo && x <= hi)) bad(print, std::string(flag) + " " + v + " is out of range " + range);
     return (float)x;
 }
+// to_float(print, f, v, IN(0.1, 1e6)): the bounds, and the same bounds as text.
+#define IN(lo, hi) lo, hi, "[" #lo ", " #hi "]"
 static std::string one_of(bool print, const char* flag, const char* v, std::initializer_list<const char*> ok) {
     for (const char* o : ok)
         if (!strcmp(v, o)) return v;
@@ -179,7 +182,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         if (flag({"--device"})) o.device = one_of(print, f, v, {"auto", "cpu", "cuda"});
         else if (flag({"--dtype"})) o.dtype = one_of(print, f, v, {"fp32", "bf16"});
         else if (flag({"--comm"})) o.comm = one_of(print, f, v, {"auto", "nccl", "mpi", "mpi-strict"});
-        else if (flag({"--comm-timeout"})) o.comm_timeout = to_float(print, f, v, 0.1, 1e6);
+        else if (flag({"--comm-timeout"})) o.comm_timeout = to_float(print, f, v, IN(0.1, 1e6));
         else if (flag({"--init"})) o.init = v;
         else if (flag({"--layers", "--num-layers"})) o.layers = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--heads", "--num-attention-heads"})) o.heads = (int)to_int(print, f, v, 1, 4096);
@@ -202,17 +205,17 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--num-microbatches"})) o.num_microbatches = (int)to_int(print, f, v, 1, big);
         else if (flag({"--seq", "--seq-length"})) o.seq = (int)to_int(print, f, v, 1, 1 << 20);
         else if (flag({"--steps", "--train-iters"})) o.steps = (int)to_int(print, f, v, 0, big);
-        else if (flag({"--lr"})) o.lr = to_float(print, f, v, 0, 10);
-        else if (flag({"--final-lr-frac", "-q"})) o.min_lr_frac = to_float(print, f, v, 0, 1);
-        else if (flag({"--min-lr"})) min_lr = to_float(print, f, v, 0, 10);
+        else if (flag({"--lr"})) o.lr = to_float(print, f, v, IN(0, 10));
+        else if (flag({"--final-lr-frac", "-q"})) o.min_lr_frac = to_float(print, f, v, IN(0, 1));
+        else if (flag({"--min-lr"})) min_lr = to_float(print, f, v, IN(0, 10));
         else if (flag({"--warmup"})) o.warmup = (int)to_int(print, f, v, 0, big);
         else if (flag({"--lr-schedule"})) o.lr_schedule = one_of(print, f, v, {"constant", "cosine"});
-        else if (flag({"--beta1"})) o.beta1 = to_float(print, f, v, 0, 0.999999);
-        else if (flag({"--beta2"})) o.beta2 = to_float(print, f, v, 0, 0.999999);
-        else if (flag({"--eps"})) o.eps = to_float(print, f, v, 0, 1);
-        else if (flag({"--weight-decay"})) o.weight_decay = to_float(print, f, v, 0, 10);
-        else if (flag({"--grad-clip"})) o.grad_clip = to_float(print, f, v, 0, 1e9);
-        else if (flag({"--dropout"})) o.dropout = to_float(print, f, v, 0, 0.95);
+        else if (flag({"--beta1"})) o.beta1 = to_float(print, f, v, IN(0, 0.999999));
+        else if (flag({"--beta2"})) o.beta2 = to_float(print, f, v, IN(0, 0.999999));
+        else if (flag({"--eps"})) o.eps = to_float(print, f, v, IN(0, 1));
+        else if (flag({"--weight-decay"})) o.weight_decay = to_float(print, f, v, IN(0, 10));
+        else if (flag({"--grad-clip"})) o.grad_clip = to_float(print, f, v, IN(0, 1e9));
+        else if (flag({"--dropout"})) o.dropout = to_float(print, f, v, IN(0, 0.95));
         else if (flag({"--val-every"})) o.val_every = (int)to_int(print, f, v, 0, big);
         else if (flag({"--val-batches"})) o.val_batches = (int)to_int(print, f, v, 0, big);
         else if (flag({"--hellaswag"})) o.hellaswag = v;
@@ -221,7 +224,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--log"})) o.log = v;
         else if (flag({"--log-every"})) o.log_every = (int)to_int(print, f, v, 1, big);
         else if (flag({"--sample"})) o.sample = (int)to_int(print, f, v, 0, 1 << 20);
-        else if (flag({"--temperature"})) o.temperature = to_float(print, f, v, 1e-3, 100);
+        else if (flag({"--temperature"})) o.temperature = to_float(print, f, v, IN(0, 100));  // 0: greedy (model/generate.h)
         else if (flag({"--top-k"})) o.top_k = (int)to_int(print, f, v, 0, 1 << 20);
         else if (flag({"--prompt"})) o.prompt = v;
         else if (flag({"--tokenizer"})) o.tokenizer = v;
@@ -236,6 +239,11 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
             zero_stage = (int)z;
         }
         else if (flag({"--inject-nan-at-step"})) o.inject_nan_at_step = (int)to_int(print, f, v, 1, big);
+        else if (flag({"--stop-stage-at"})) {  // tests (hidden): S:N, model/test_hooks.h
+            char tail = 0;
+            if (sscanf(v, "%d:%d%c", &o.stop_stage, &o.stop_stage_at_step, &tail) != 2 || o.stop_stage < 0 || o.stop_stage_at_step < 1)
+                bad(print, std::string("--stop-stage-at expects STAGE:STEP (a stage >= 0, a step >= 1), got '") + v + "'");
+        }
         else bad(print, "unknown flag " + a);
     }
     if (min_lr >= 0) {
@@ -277,7 +285,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
     if (o.val_file == "none" && o.val_every > 0)
         bad(print, "--val-every " + std::to_string(o.val_every) + " with --val none: there is no validation data to evaluate");
     // The pipeline schedule and its model chunks, as far as the flags alone decide (the layer count, from the
-    // flags or a checkpoint, and M are checked by train_gpt.cu's pipeline_layout). Giving
+    // flags or a checkpoint, and M are checked by train/run.cu's pipeline_layout). Giving
     // --num-layers-per-virtual-pipeline-stage alone means interleaved, as in Megatron-LM.
     if (o.layers_per_virtual_stage > 0 && !o.was_given("--pipeline-schedule")) o.pipeline_schedule = "interleaved";
     if (o.pipeline_schedule == "interleaved" && o.layers_per_virtual_stage == 0)

@@ -1,4 +1,5 @@
-// train_options.h — the trainer's command line: names, defaults, and validation with clear messages.
+// options.h — the trainer's command line: names, defaults, and validation with clear messages. What is
+// checked here needs no file, no world size and no model shape; train/run.cu checks the rest, before any step.
 #pragma once
 #include <cstdint>
 #include <set>
@@ -56,10 +57,11 @@ struct TrainOptions {
     int save_every = 0;          // save every K steps (and at the end); 0: only at the end when a dir is given
     int exit_interval = 0;       // Megatron's --exit-interval: stop (after saving) once step % K == 0
     std::string resume;          // continue from DIR/latest; "auto": from --checkpoint-dir's latest when there is one
-                                 // (with --init FILE too: DIR/latest when it exists, else FILE; train_gpt.cu)
+                                 // (with --init FILE too: DIR/latest when it exists, else FILE; train/run.cu)
     bool resume_if_present = false;  // --resume auto, or --resume DIR with --init: DIR/latest only if it exists
     bool skip_bad_steps = false; // a non-finite loss or gradient norm skips the update instead of stopping
     int inject_nan_at_step = 0;  // tests (hidden): poison a gradient at this step
+    int stop_stage = -1, stop_stage_at_step = 0;  // tests (hidden, --stop-stage-at S:N): stage S stops in step N
     // The flags given on the command line, by their first spelling ("--layers" for --num-layers too): a value
     // given on purpose is checked against what a checkpoint says (a shape), or must exist (a --val file).
     std::set<std::string> given;
@@ -69,6 +71,6 @@ struct TrainOptions {
 // Parse argv. On --help prints usage and exits 0; on a bad flag or value prints the problem and exits 2.
 // Megatron-LM's spellings are accepted as aliases (--tensor-model-parallel-size, --sequence-parallel, ...),
 // and so is --flag=value for --flag value. Checks every flag and every combination of flags that needs no
-// file, no world size and no model shape (those are checked by train_gpt.cu's setup_run, before any step).
+// file, no world size and no model shape (those are checked by train/run.cu, before any step).
 TrainOptions parse_train_options(int argc, char** argv, bool print_errors);
 void print_train_usage();
