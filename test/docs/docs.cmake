@@ -25,3 +25,14 @@ add_test(NAME docs_references_planted_right_file
          COMMAND bash ${CMAKE_SOURCE_DIR}/test/docs/check_references.sh ${CMAKE_SOURCE_DIR} ${MM_PLANTED}/right_file.txt)
 set_tests_properties(docs_references_planted_wrong_file docs_references_planted_right_file PROPERTIES LABELS unit TIMEOUT 60)
 set_tests_properties(docs_references_planted_right_file PROPERTIES PASS_REGULAR_EXPRESSION "2 names said to be in a file are there")
+
+# The README's "Read the paper in the code": at most 2,000 lines, in the paper's order, calling down only
+# (test/docs/paper_path.sh). Negative control: a planted section that lists context parallelism's file must
+# fail on what that file includes.
+add_test(NAME paper_path COMMAND bash ${CMAKE_SOURCE_DIR}/test/docs/paper_path.sh ${CMAKE_SOURCE_DIR})
+file(WRITE ${MM_PLANTED}/paper_path_sideways.md
+     "## Read the paper in the code\n\n| files | paper | what |\n|---|---|---|\n| `parallel/context_parallel.cu` | §2 | planted |\n")
+add_test(NAME paper_path_planted_sideways
+         COMMAND bash ${CMAKE_SOURCE_DIR}/test/expect_error.sh "includes what lies beyond the paper"
+                 bash ${CMAKE_SOURCE_DIR}/test/docs/paper_path.sh ${CMAKE_SOURCE_DIR} ${MM_PLANTED}/paper_path_sideways.md)
+set_tests_properties(paper_path paper_path_planted_sideways PROPERTIES LABELS unit TIMEOUT 60)
