@@ -30,9 +30,9 @@ set_tests_properties(docs_references_planted_right_file PROPERTIES PASS_REGULAR_
 # (test/docs/paper_path.sh). Negative control: a planted section that lists context parallelism's file must
 # fail on what that file includes.
 add_test(NAME paper_path COMMAND bash ${CMAKE_SOURCE_DIR}/test/docs/paper_path.sh ${CMAKE_SOURCE_DIR})
-file(WRITE ${MM_PLANTED}/paper_path_sideways.md
+file(WRITE ${MM_PLANTED}/paper_path_sideways.txt
      "## Read the paper in the code\n\n| files | paper | what |\n|---|---|---|\n| `parallel/context_parallel.cu` | §2 | planted |\n")
 add_test(NAME paper_path_planted_sideways
          COMMAND bash ${CMAKE_SOURCE_DIR}/test/expect_error.sh "includes what lies beyond the paper"
-                 bash ${CMAKE_SOURCE_DIR}/test/docs/paper_path.sh ${CMAKE_SOURCE_DIR} ${MM_PLANTED}/paper_path_sideways.md)
+                 bash ${CMAKE_SOURCE_DIR}/test/docs/paper_path.sh ${CMAKE_SOURCE_DIR} ${MM_PLANTED}/paper_path_sideways.txt)
 set_tests_properties(paper_path paper_path_planted_sideways PROPERTIES LABELS unit TIMEOUT 60)
