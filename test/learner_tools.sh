@@ -46,4 +46,16 @@ print("greedy decoding ok: the trainer's sample and generate agree, whatever the
 PY
 bash "$src/test/expect_error.sh" "out-dir .*m.bin/p: .*m.bin exists and is not a directory" "$b/plot_log" "$dir/log.jsonl" --out-dir "$dir/m.bin/p"
 bash "$src/test/expect_error.sh" "--n -3: expected an integer in \[1, " $mpirun -np 2 "$b/generate" --init "$dir/m.bin" --device cpu --n -3
+# Token ids in and out: --prompt-ids "97 98" is the prompt "ab" (byte-level), so the greedy ids --print-ids ends
+# with are the bytes of the greedy text above; an id past the vocabulary is refused before any work.
+gen --temperature 0 --prompt-ids "97 98" --print-ids > "$dir/ids.txt"
+python3 - "$dir" <<'PY'
+import sys
+d = sys.argv[1]
+ids = [int(x) for x in open(f"{d}/ids.txt", encoding="latin-1").read().rstrip("\n").split("\n")[-1].split()]
+text = open(f"{d}/greedy1.txt", encoding="latin-1").read().rstrip("\n")
+assert len(ids) == 24 and bytes(ids).decode("latin-1") == text[2:], (ids, text)
+print("--prompt-ids / --print-ids ok: the ids of the greedy text")
+PY
+bash "$src/test/expect_error.sh" "--prompt-ids \"3 999\": expected token ids in \[0, 257\)" $mpirun -np 2 "$b/generate" --init "$dir/m.bin" --device cpu --prompt-ids "3 999"
 echo "learner tools ok"

@@ -1,6 +1,8 @@
 // generate.cu — sample text from a saved llm.c checkpoint or Hugging Face GPT-2 directory (model/model_file.h), in any
 // tensor- and pipeline-parallel layout under mpirun.
 //   build/generate --init build/model.bin --prompt "// " --n 300 --temperature 0.8 --top-k 40
+//   build/generate --init out/tiny-hf --prompt-ids "3 14 15" --n 64 --temperature 0 --print-ids   (token ids in
+//   and out, to compare with another implementation: test/model/test_hf_gpt2.sh's generate case)
 #include <mpi.h>
 #include <algorithm>
 #include <cerrno>
@@ -15,13 +17,16 @@
 #include "model/generate.h"
 
 static void usage() {
-    printf("usage: [mpirun -np T] build/generate --init FILE [--prompt TEXT] [--n N] [--temperature X] [--top-k K]\n"
-           "                      [--window W] [--seed S] [--tp T] [--pp P] [--device cpu|cuda] [--tokenizer FILE]\n"
+    printf("usage: [mpirun -np T] build/generate --init FILE [--prompt TEXT | --prompt-ids \"ID ID ...\"] [--n N]\n"
+           "                      [--temperature X] [--top-k K] [--window W] [--seed S] [--tp T] [--pp P]\n"
+           "                      [--device cpu|cuda] [--tokenizer FILE] [--print-ids]\n"
            "--tp defaults to the ranks / --pp (default 1): every rank in one tensor-parallel group.\n"
            "Samples N tokens (default 200) from an llm.c checkpoint (or a Hugging Face GPT-2 directory or .safetensors\n"
            "file), decoded with the byte-level tokenizer, or with GPT-2's BPE (--tokenizer: llm.c's gpt2_tokenizer.bin,\n"
            "or a directory holding Hugging Face's vocab.json and merges.txt). --temperature 0: greedy decoding (the most\n"
-           "likely token each time).\n");
+           "likely token each time). --prompt-ids: the prompt as token ids (space-separated, each below the vocabulary)\n"
+           "instead of text; --print-ids: after the text, a last line holding the generated ids, space-separated (with both\n"
+           "and no --tokenizer, a model whose vocabulary no tokenizer here fits prints the ids alone).\n");
 }
 
 int main(int argc, char** argv) {
@@ -29,7 +34,8 @@ int main(int argc, char** argv) {
     int rank = 0, world = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    std::string init, tokenizer_file, prompt = "\n", device = cuda_available() ? "cuda" : "cpu";
+    std::string init, tokenizer_file, prompt = "\n", prompt_ids, device = cuda_available() ? "cuda" : "cpu";
+    bool print_ids = false;
     int n = 200, top_k = 40, window = 0, tp = 0, pp = 1;
     float temperature = 0.8f;
     uint64_t seed = 1;
@@ -46,10 +52,12 @@ int main(int argc, char** argv) {
     for (int i = 1; i < argc && bad_flag.empty(); i++) {
         std::string a = argv[i];
         if (a == "--help") { if (rank == 0) usage(); MPI_Finalize(); return 0; }
+        if (a == "--print-ids") { print_ids = true; continue; }
         if (i + 1 >= argc) { bad_flag = a + " needs a value"; break; }
         const char* v = argv[++i];
         if (a == "--init") init = v;
         else if (a == "--prompt") prompt = v;
+        else if (a == "--prompt-ids") prompt_ids = v;
         else if (a == "--n") n = integer(a, v, 1, 1 << 20);
         else if (a == "--temperature") {
             char* end = nullptr;
@@ -79,11 +87,38 @@ int main(int argc, char** argv) {
     std::vector<float> params;
     std::string err;
     if (!model_read(init, cfg, params, err)) { if (rank == 0) fprintf(stderr, "error: %s\n", err.c_str()); MPI_Finalize(); return 1; }
+    // The text needs a tokenizer of the model's vocabulary; ids in and out (--prompt-ids, --print-ids) need none.
     TextTokenizer text;
-    if (!text_tokenizer_open(tokenizer_file, cfg.vocab, text, err)) {
-        if (rank == 0) fprintf(stderr, "error: %s\n", err.c_str());
+    const bool ids_only = !prompt_ids.empty() && print_ids && tokenizer_file.empty();
+    const bool have_text = text_tokenizer_open(tokenizer_file, cfg.vocab, text, err);
+    if (!have_text && !ids_only) {
+        if (rank == 0) fprintf(stderr, "error: %s (or give --prompt-ids with --print-ids: ids in and out)\n", err.c_str());
         MPI_Finalize();
         return 1;
+    }
+    // --prompt-ids: whole numbers below the vocabulary, separated by spaces (checked before any work).
+    std::vector<int> ids;
+    if (!prompt_ids.empty()) {
+        const char* p = prompt_ids.c_str();
+        while (*p) {
+            char* end = nullptr;
+            errno = 0;
+            const long x = strtol(p, &end, 10);
+            if (end == p || errno || x < 0 || x >= cfg.vocab || (*end && *end != ' ')) {
+                if (rank == 0)
+                    fprintf(stderr, "error: --prompt-ids \"%s\": expected token ids in [0, %d) separated by spaces\n",
+                            prompt_ids.c_str(), cfg.vocab);
+                MPI_Finalize();
+                return 2;
+            }
+            ids.push_back((int)x);
+            for (p = end; *p == ' '; p++) {}
+        }
+        if (ids.empty()) {
+            if (rank == 0) fprintf(stderr, "error: --prompt-ids is empty: give at least one token id\n");
+            MPI_Finalize();
+            return 2;
+        }
     }
     if (window <= 0) window = cfg.max_seq < 256 ? cfg.max_seq : 256;
     window = window / tp * tp;
@@ -97,13 +132,18 @@ int main(int argc, char** argv) {
         GPT model;
         gpt_create(model, cfg, grid, ctx, alloc, DType::F32, Recompute::None, 0.f, seed);
         gpt_load_full(model, params.data());
-        std::vector<int> toks = text.encode(prompt);
+        std::vector<int> toks = ids.empty() ? text.encode(prompt) : ids;
+        const size_t prompt_len = toks.size();
         // The text as it grows, token by token: a long sample shows its progress.
-        if (rank == 0) printf("%s", prompt.c_str()), fflush(stdout);
+        if (rank == 0 && have_text) printf("%s", ids.empty() ? prompt.c_str() : text.decode(ids).c_str()), fflush(stdout);
         generate(model, toks, n, window, temperature, top_k, seed, [&](int token) {
-            if (rank == 0) printf("%s", text.decode(std::vector<int>{token}).c_str()), fflush(stdout);
+            if (rank == 0 && have_text) printf("%s", text.decode(std::vector<int>{token}).c_str()), fflush(stdout);
         });
-        if (rank == 0) printf("\n");
+        if (rank == 0 && have_text) printf("\n");
+        if (rank == 0 && print_ids) {  // the generated ids alone, the last line
+            for (size_t i = prompt_len; i < toks.size(); i++) printf(i > prompt_len ? " %d" : "%d", toks[i]);
+            printf("\n");
+        }
         gpt_destroy(model);
         grid_destroy(grid);
         ctx_destroy(ctx);

@@ -2,14 +2,17 @@
 """The transformers side of test/model/test_hf_gpt2.sh. Run with /usr/bin/python3 (Debian's python3-torch
 lives there; `make deps` installs transformers and safetensors for it). Exit 77 when they are missing.
 
-  hf_gpt2.py make DIR OUT        a random tiny GPT-2 made by transformers, saved to DIR (save_pretrained), and
-                                 OUT/train.bin, OUT/val.bin: llm.c token shards of random ids below its vocabulary
+  hf_gpt2.py make DIR OUT [P]    a random tiny GPT-2 made by transformers (P positions, default 64), saved to
+                                 DIR (save_pretrained), and OUT/train.bin, OUT/val.bin: llm.c token shards of
+                                 random ids below its vocabulary
   hf_gpt2.py loss DIR SHARD B T  load DIR with GPT2LMHeadModel.from_pretrained, failing on any warning about
                                  missing or unexpected keys; print the loss of the shard's first batch of B
                                  sequences of T tokens (llm.c's layout: row b is tokens b*T .. b*T+T, its
                                  targets one further) as transformers computes it
   hf_gpt2.py same A B            every tensor of A/model.safetensors and B/model.safetensors has the same name,
                                  dtype, shape and bytes
+  hf_gpt2.py generate DIR "IDS" N  GPT2LMHeadModel.generate's greedy continuation of the prompt IDS
+                                 (space-separated), N new tokens, printed as ids on one line
 """
 import logging
 import os
@@ -34,9 +37,9 @@ def write_shard(path, ids):
         f.write(struct.pack("<%dH" % len(ids), *ids))
 
 
-def make(d, out):
+def make(d, out, positions=64):
     torch.manual_seed(1234)
-    cfg = GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=64, n_layer=2, n_head=4, resid_pdrop=0.0,
+    cfg = GPT2Config(vocab_size=VOCAB, n_positions=positions, n_embd=64, n_layer=2, n_head=4, resid_pdrop=0.0,
                      embd_pdrop=0.0, attn_pdrop=0.0)
     model = GPT2LMHeadModel(cfg)
     # GPT-2's own init (std 0.02, unit layer norms, zero biases) gives near-uniform logits, whose loss is
@@ -106,13 +109,25 @@ def same(a, b):
     print(f"{len(ka)} tensors byte-identical ({ta.dtype}) between {a} and {b}")
 
 
+def generate(d, ids, n):
+    model = load_strictly(d)
+    model.eval()
+    prompt = torch.tensor([[int(x) for x in ids.split()]])
+    with torch.no_grad():
+        out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, min_new_tokens=n,
+                             do_sample=False, num_beams=1, pad_token_id=0)
+    print(" ".join(str(int(t)) for t in out[0, prompt.shape[1]:]))
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "make":
-        make(sys.argv[2], sys.argv[3])
+        make(sys.argv[2], sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4 else 64)
     elif cmd == "loss":
         loss(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif cmd == "same":
         same(sys.argv[2], sys.argv[3])
+    elif cmd == "generate":
+        generate(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
         sys.exit(f"unknown command {cmd}")

@@ -8,13 +8,18 @@
 #   CASE train  10 steps at tp 2 x pp 2 x dp 2 with the distributed optimizer, --save DIR/: transformers loads
 #               it with no missing or unexpected key, and its loss on the validation batch is the trainer's
 #               final validation loss within 1e-5
+#   CASE generate  the hand-off to the last step: a model the trainer trained (10 steps from transformers'
+#               random GPT-2 with 128 positions) and saved (--save DIR/); GPT2LMHeadModel.generate's greedy
+#               continuation of a 3-token prompt equals build/generate's (--temperature 0 --print-ids), token for
+#               token, for 64 tokens. GENERATE (5th argument): the generate program.
 set -euo pipefail
-train="$1"; src="$2"; mpirun="$3 --oversubscribe --bind-to none"; case="$4"
+train="$1"; src="$2"; mpirun="$3 --oversubscribe --bind-to none"; case="$4"; generate="${5:-}"
 py=/usr/bin/python3  # Debian's python3-torch is installed for the system interpreter, not for any other on PATH
 hf="$src/test/model/hf_gpt2.py"
 [ -x "$py" ] || { echo "skipped: no /usr/bin/python3"; exit 77; }
 d=$(mktemp -d); trap 'rm -rf "$d"' EXIT
-rc=0; "$py" "$hf" make "$d/hf" "$d" || rc=$?
+positions=64; [ "$case" = generate ] && positions=128  # a 3-token prompt and 64 new tokens fit, unslid
+rc=0; "$py" "$hf" make "$d/hf" "$d" $positions || rc=$?
 [ $rc -eq 0 ] || exit $rc
 B=4; T=32
 common="--device cpu --dtype fp32 --dropout 0 --train $d/train.bin --val $d/val.bin --batch $B --seq $T --val-batches 1"
@@ -46,6 +51,18 @@ elif [ "$case" = train ]; then
   awk -v a="$before" -v b="$after" 'BEGIN { printf "trained: val loss %s -> %s\n", a, b; exit !(b < a - 1e-3) }'
   close "$after" "$("$py" "$hf" loss "$d/trained" "$d/val.bin" $B $T)" "after 10 steps at tp 2 x pp 2 x dp 2, distributed optimizer"
   echo "trained at tp 2 x pp 2 x dp 2 with the distributed optimizer; transformers loads the saved directory, same loss"
+elif [ "$case" = generate ]; then
+  $mpirun -np 1 "$train" $common --init "$d/hf" --steps 10 --lr 1e-3 --warmup 0 --save "$d/trained/" > "$d/train.txt"
+  prompt="3 14 15"
+  $mpirun -np 1 "$generate" --init "$d/trained" --device cpu --prompt-ids "$prompt" --n 64 --temperature 0 --print-ids \
+    > "$d/ours.txt"
+  ours=$(tail -n 1 "$d/ours.txt")
+  theirs=$("$py" "$hf" generate "$d/trained" "$prompt" 64)
+  echo "build/generate:        $ours"
+  echo "transformers generate: $theirs"
+  [ "$(wc -w <<< "$ours")" -eq 64 ] || { echo "FAIL: build/generate printed $(wc -w <<< "$ours") ids, not 64"; exit 1; }
+  [ "$ours" = "$theirs" ] || { echo "FAIL: the greedy continuations differ"; exit 1; }
+  echo "greedy generation: the same 64 tokens from build/generate and GPT2LMHeadModel.generate"
 else
   echo "unknown case $case"; exit 2
 fi
