@@ -26,7 +26,7 @@ public:
     ActivationAllocator& operator=(const ActivationAllocator&) = delete;
 
     // A tensor of n elements, tagged (layer, name). Saved activations use the paper's tensor names
-    // (recompute/formulas.h); transient work buffers use names starting with "tmp:".
+    // (recompute/memory_formulas.h); transient work buffers use names starting with "tmp:".
     Tensor alloc(DType dtype, int64_t n, int layer, const char* name);
     void release(Tensor& t);  // no-op on an empty tensor
 

@@ -11,7 +11,7 @@
 #include <vector>
 #include "tensor.h"
 
-// ---- error checking: every CUDA / cuBLAS call is checked, and the message names the call ----------------
+// ---- error checking: every CUDA / cuBLAS / MPI call is checked, and the message names the call ----------
 #define CUDA_CHECK(call)                                                                         \
     do {                                                                                         \
         cudaError_t err_ = (call);                                                               \
@@ -28,6 +28,16 @@
     } while (0)
 // After every kernel launch: catches bad launch configurations at the launch site.
 #define CUDA_CHECK_LAST() CUDA_CHECK(cudaGetLastError())
+// Check an MPI call's return code, naming the call (used where mpi.h is included: the communicators, the
+// GPU-identity check, the model's gathers).
+#define MPI_CHECK(call)                                                                               \
+    do {                                                                                              \
+        int rc_ = (call);                                                                             \
+        if (rc_ != MPI_SUCCESS) {                                                                     \
+            char s_[MPI_MAX_ERROR_STRING]; int l_ = 0; MPI_Error_string(rc_, s_, &l_);                \
+            mm_fatal("MPI error in %s at %s:%d: %s", #call, __FILE__, __LINE__, s_);                  \
+        }                                                                                             \
+    } while (0)
 
 // True when at least one CUDA device is usable. Any error from cudaGetDeviceCount (no driver, driver too
 // old, no device) means "no GPU"; no other CUDA call is made on a machine without one.

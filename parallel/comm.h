@@ -5,7 +5,7 @@
 //  - point_to_point.h: the messages between pipeline stages and ring attention's exchanges, NCCL's rules for
 //                      them, --comm mpi-strict, the order check and the exchange's timeout.
 // This file holds the rest: the Comm itself, creating and destroying it (the backends' set-up), the ranks on
-// a node, the step's host scalars (all_reduce_host), waiting under --comm-timeout, MPI_CHECK, the entry points
+// a node, the step's host scalars (all_reduce_host), waiting under --comm-timeout, the entry points
 // only tests use and, at the end, the plumbing those two files call down into.
 //
 // Backends:
@@ -152,16 +152,6 @@ void comm_wait_request(MPI_Request req, double timeout_s, const std::string& wha
 // What this rank is doing, named in a timeout's message when a collective waits too long (the pipeline
 // sets it per schedule unit: stage, forward or backward, micro-batch). Diagnostics only.
 void comm_set_activity(const std::string& doing);
-
-// Check an MPI call's return code, naming the call.
-#define MPI_CHECK(call)                                                                               \
-    do {                                                                                              \
-        int rc_ = (call);                                                                             \
-        if (rc_ != MPI_SUCCESS) {                                                                     \
-            char s_[MPI_MAX_ERROR_STRING]; int l_ = 0; MPI_Error_string(rc_, s_, &l_);                \
-            mm_fatal("MPI error in %s at %s:%d: %s", #call, __FILE__, __LINE__, s_);                  \
-        }                                                                                             \
-    } while (0)
 
 // ---- used by tests only ----------------------------------------------------------------------------------
 // The trainer never calls these; the tests use them to check the backends (test/parallel/test_comm.cu).

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <cstdio>
 #include <cstring>
-#include "comm.h"  // MPI_CHECK
+#include "../layers/runtime.h"  // MPI_CHECK
 
 std::vector<GpuIdentity> gather_gpu_identities(MPI_Comm group, int cuda_device) {
     // Fixed-size records, so one MPI_Allgather moves them all.

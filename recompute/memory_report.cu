@@ -255,12 +255,8 @@ std::string memory_report_json(const MemoryReport& r) {
 // on the world communicator at the end of a step.
 std::vector<std::pair<std::string, std::string>> gather_stage_reports(const std::string& text, const std::string& json, int pp,
                                                                       int ranks_per_stage, MPI_Comm world) {
-    // (recompute/ sits below parallel/, so not parallel/comm.h's MPI_CHECK: the same check, by hand.)
-    auto check = [](int rc, const char* call) {
-        if (rc != MPI_SUCCESS) mm_fatal("MPI error in %s (gather_stage_reports): code %d", call, rc);
-    };
     int rank = 0;
-    check(MPI_Comm_rank(world, &rank), "MPI_Comm_rank");
+    MPI_CHECK(MPI_Comm_rank(world, &rank));
     std::vector<std::pair<std::string, std::string>> out;
     for (int s = 0; s < pp; s++) {
         const int owner = s * ranks_per_stage;
@@ -269,16 +265,16 @@ std::vector<std::pair<std::string, std::string>> gather_stage_reports(const std:
         if (owner != 0) {
             int n[2] = {(int)t.size(), (int)j.size()};
             if (rank == owner) {
-                check(MPI_Send(n, 2, MPI_INT, 0, 0, world), "MPI_Send");
-                check(MPI_Send(t.data(), n[0], MPI_CHAR, 0, 1, world), "MPI_Send");
-                check(MPI_Send(j.data(), n[1], MPI_CHAR, 0, 2, world), "MPI_Send");
+                MPI_CHECK(MPI_Send(n, 2, MPI_INT, 0, 0, world));
+                MPI_CHECK(MPI_Send(t.data(), n[0], MPI_CHAR, 0, 1, world));
+                MPI_CHECK(MPI_Send(j.data(), n[1], MPI_CHAR, 0, 2, world));
                 continue;
             }
-            check(MPI_Recv(n, 2, MPI_INT, owner, 0, world, MPI_STATUS_IGNORE), "MPI_Recv");
+            MPI_CHECK(MPI_Recv(n, 2, MPI_INT, owner, 0, world, MPI_STATUS_IGNORE));
             t.assign((size_t)n[0], ' ');
             j.assign((size_t)n[1], ' ');
-            check(MPI_Recv(&t[0], n[0], MPI_CHAR, owner, 1, world, MPI_STATUS_IGNORE), "MPI_Recv");
-            check(MPI_Recv(&j[0], n[1], MPI_CHAR, owner, 2, world, MPI_STATUS_IGNORE), "MPI_Recv");
+            MPI_CHECK(MPI_Recv(&t[0], n[0], MPI_CHAR, owner, 1, world, MPI_STATUS_IGNORE));
+            MPI_CHECK(MPI_Recv(&j[0], n[1], MPI_CHAR, owner, 2, world, MPI_STATUS_IGNORE));
         }
         if (rank == 0) out.push_back({t, j});
     }
