@@ -22,5 +22,8 @@ struct TestHooks {
     // under NCCL's rules (--comm mpi-strict) it deadlocks and the timeout names who waits for what
     // (test_equivalence's --ungrouped-p2p).
     bool ungrouped_p2p = false;
+    // Negative control: ring attention's compute stream does not wait for the received K|V block
+    // (parallel/context_parallel.cu), to show that the emulated GPU then fails the CP equivalence.
+    bool skip_cp_ring_wait = false;
 };
 inline TestHooks g_test_hooks;  // C++17 inline: one instance in the whole program

@@ -33,6 +33,7 @@
 #include <condition_variable>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <functional>
@@ -235,9 +236,24 @@ struct Pending {  // one call collected between ncclGroupStart and ncclGroupEnd
 thread_local int g_group_depth = 0;
 thread_local std::vector<Pending> g_group;
 
+// EMU_NCCL_P2P_DELAY_MS (a test's environment): each unit of sends and receives starts this late, as over a
+// slow link, so that a program reading a receive buffer without waiting for the exchange reads it before the
+// data lands (test/emulator/trainer.cmake's negative control). 0 by default.
+int p2p_delay_ms() {
+    static const int ms = [] {
+        const char* v = std::getenv("EMU_NCCL_P2P_DELAY_MS");
+        return v ? std::atoi(v) : 0;
+    }();
+    return ms;
+}
+
 // A unit's sends and receives, all posted, then waited for together.
 void run_p2p(ncclComm* c, const std::vector<P2P>& ops, const char* what) {
     if (ops.empty()) return;
+    if (p2p_delay_ms() > 0) {
+        const timespec pause{p2p_delay_ms() / 1000, (long)(p2p_delay_ms() % 1000) * 1000000L};
+        nanosleep(&pause, nullptr);
+    }
     if (c->mpi == MPI_COMM_NULL) {
         std::fprintf(stderr, "emulated NCCL: %s on a communicator made without MPI (ncclCommInitAll before MPI_Init)\n", what);
         c->async = ncclInvalidUsage;

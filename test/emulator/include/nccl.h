@@ -11,6 +11,8 @@
 //    unit, in which the sends and receives progress together (paired in any order);
 //  - ncclCommAbort stops the communicator's pending operations; ncclCommGetAsyncError reports an error that
 //    an operation met while it ran.
+// EMU_NCCL_P2P_DELAY_MS=N in the environment starts every unit of sends and receives N ms late (a slow link),
+// so that a missing wait for an exchange shows as a read of data that has not arrived.
 // Not faithful: NCCL's ring/tree reduction order (bf16 sums here are added in fp32 and rounded once),
 // its internal buffer sizes (every send here waits for its receive, even a small one), and all timing.
 #pragma once
