@@ -1,0 +1,1 @@
+# The emulator's own tests (filled in below).
