@@ -197,6 +197,8 @@ foreach(frag ${MM_FRAGMENTS})
 endforeach()
 # The emulator's own tests: its negative controls and the race mode.
 include(${EMU_DIR}/emulator_tests.cmake)
+# The emulated cuBLAS/NCCL tests and the trainer on the emulated GPU (their owner's fragment).
+include(${EMU_DIR}/trainer.cmake)
 
 # Each test its own Open MPI session folder, as in CMakeLists.txt.
 string(MD5 MM_BUILD_HASH "${CMAKE_BINARY_DIR}")
