@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # trainer_cp_without_wait.sh MPIEXEC TEST_EQUIVALENCE: the negative control of ring attention's event wait, on
 # the emulated GPU. test_equivalence at cp 2 over the emulated NCCL (ring attention's exchanges on the
-# communication stream), with the NCCL exchanges started EMU_NCCL_P2P_DELAY_MS late (a slow link):
+# communication stream; no order-check headers, whose read-back would synchronize the host with every exchange
+# and hide the missing wait), with the NCCL exchanges started EMU_NCCL_P2P_DELAY_MS late (a slow link):
 #   1. as it is: the compute stream waits for each received K|V block, so it must pass;
 #   2. with --skip-cp-ring-wait (TestHooks::skip_cp_ring_wait, parallel/context_parallel.cu): the blocks read a
 #      receive buffer before the data lands, so it must fail, and say why (a loss or gradient mismatch).
 set -uo pipefail
 mpirun="$1 --oversubscribe --bind-to none"; eq="$2"
-args="--tp 1 --cp 2 --attention flash --seq 32 --device cuda --comm nccl --steps 1"
+args="--tp 1 --cp 2 --attention flash --seq 32 --device cuda --comm nccl --no-order-check --steps 1"
 export EMU_NCCL_P2P_DELAY_MS=${EMU_NCCL_P2P_DELAY_MS:-300}
 # shellcheck disable=SC2086
 out=$(timeout 300 $mpirun -np 2 "$eq" $args 2>&1); rc=$?
