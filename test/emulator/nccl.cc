@@ -20,8 +20,8 @@
 // interface (PMPI_Init_thread asking for MPI_THREAD_MULTIPLE): the program's own MPI calls (its MPI backend,
 // its host all-reduces) and the NCCL work on the workers may then run at the same time on any thread. A
 // communication thread of our own would not be enough: the host thread keeps calling MPI too. The same
-// wrapper duplicates MPI_COMM_WORLD into the bootstrap communicator on which ncclCommInitRank's ranks find
-// each other (every process calls MPI_Init, so the duplication is safely collective there).
+// wrapper makes a copy of MPI_COMM_WORLD (MPI_Comm_dup), the bootstrap communicator on which
+// ncclCommInitRank's ranks find each other (every process calls MPI_Init, so the copy is safely collective).
 //
 // The unique id holds the creating process's rank in MPI_COMM_WORLD and a number unique to that process.
 // ncclCommInitRank sends (rank, world rank) to the creator, which answers with the table of world ranks, and
@@ -47,7 +47,7 @@
 
 namespace {
 
-MPI_Comm g_boot = MPI_COMM_NULL;  // MPI_COMM_WORLD's duplicate, for ncclCommInitRank's rendezvous
+MPI_Comm g_boot = MPI_COMM_NULL;  // a copy of MPI_COMM_WORLD, for ncclCommInitRank's rendezvous
 
 void boot_setup(int provided) {
     if (provided < MPI_THREAD_MULTIPLE)
