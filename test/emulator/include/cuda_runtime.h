@@ -110,6 +110,13 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes);
 cudaError_t cudaFree(void* ptr);
 cudaError_t cudaMallocHost(void** ptr, size_t bytes);
 cudaError_t cudaFreeHost(void* ptr);
+// The C++ overloads of the real header: any T** for the pointer.
+template <class T>
+inline cudaError_t cudaMalloc(T** ptr, size_t bytes) { return cudaMalloc(reinterpret_cast<void**>(ptr), bytes); }
+template <class T>
+inline cudaError_t cudaMallocHost(T** ptr, size_t bytes) {
+    return cudaMallocHost(reinterpret_cast<void**>(ptr), bytes);
+}
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream = 0);
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes);
