@@ -227,7 +227,7 @@ int main(int argc, char** argv) {
         const bool early_nan = std::isnan(h[0]) && std::isnan(h[1023]);
         CHECK_CUDA(cudaStreamSynchronize(s));
         const bool late_ok = h[0] == 7.f && h[1023] == 7.f;
-        printf("read before the synchronization: %s; after it: %s\n", early_nan ? "NaN" : "a value",
+        printf("read before the synchronization: %s, after it: %s\n", early_nan ? "NaN" : "a value",
                late_ok ? "the copied values" : "wrong");
         if (!late_ok) return 1;
         if (early_nan) {
