@@ -208,4 +208,12 @@ foreach(t ${MM_ALL_TESTS})
   set(dir /tmp/mm-${MM_BUILD_HASH}/${MM_TEST_INDEX})
   file(MAKE_DIRECTORY ${dir})
   set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT "OMPI_MCA_orte_tmpdir_base=${dir}")
+  # The test scripts' `nvidia-smi -L` sees the emulated GPUs (test/emulator/bin/nvidia-smi).
+  set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT "PATH=${EMU_DIR}/bin:$ENV{PATH}")
 endforeach()
+# What can only mean something on real hardware, not run here, each with its reason:
+# - cli_gpu_nccl_shared_gpu: the refusal of two ranks on one GPU; every emulated rank has a GPU of its own,
+#   so the case cannot arise.
+if(TEST cli_gpu_nccl_shared_gpu)
+  set_tests_properties(cli_gpu_nccl_shared_gpu PROPERTIES DISABLED TRUE)
+endif()
