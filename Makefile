@@ -12,6 +12,7 @@
 #   (train, paper, memory and pictures build only the programs they run; test and bench build everything)
 #   make deps    install missing Debian packages (as root), and the PyPI packages of the transformers tests
 #                for /usr/bin/python3; else print the commands
+#   make test-emulated  every gpu test on an emulated CUDA device, no GPU needed (build-emulated/, test/emulator/)
 #   make clean
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)

@@ -1,3 +1,4 @@
+# (In test/emulator/cmake/, out of the real build's glob of test/*/*.cmake: the real build never includes it.)
 # The emulated-device build (make test-emulated, in build-emulated/): the project's CUDA sources compiled
 # UNCHANGED as host C++ by g++, after a source transform (cuda_transform.py), against the emulated CUDA
 # runtime, cuBLAS/cuBLASLt and NCCL of test/emulator/. Test infrastructure only: included by CMakeLists.txt
@@ -190,13 +191,13 @@ endfunction()
 enable_testing()
 file(GLOB MM_FRAGMENTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tools/*.cmake ${CMAKE_SOURCE_DIR}/test/*.cmake
      ${CMAKE_SOURCE_DIR}/test/*/*.cmake)
-list(FILTER MM_FRAGMENTS EXCLUDE REGEX "/test/emulator/")
+list(FILTER MM_FRAGMENTS EXCLUDE REGEX "/test/emulator/")  # (its own fragments are in cmake/, out of the glob)
 list(SORT MM_FRAGMENTS)
 foreach(frag ${MM_FRAGMENTS})
   include(${frag})
 endforeach()
 # The emulator's own tests: its negative controls and the race mode.
-include(${EMU_DIR}/emulator_tests.cmake)
+include(${EMU_DIR}/cmake/emulator_tests.cmake)
 
 # Each test its own Open MPI session folder, as in CMakeLists.txt.
 string(MD5 MM_BUILD_HASH "${CMAKE_BINARY_DIR}")
