@@ -2,7 +2,7 @@
 // (runtime.cpp, launch.cpp) and the libraries built on it (the emulated cuBLAS/cuBLASLt and NCCL).
 //
 // Test infrastructure only: nothing outside test/emulator/ includes this file, and train_gpt built for a
-// real GPU never links it. See emulator.h for what the emulator can and cannot be faithful to.
+// real GPU never links it. include/cuda_runtime.h says where the emulator cannot be faithful.
 #pragma once
 
 #include <cstddef>

@@ -9,6 +9,24 @@
 // that passes here at 164..227 KB would fail on an A100.
 //
 // Only what the project calls is here; anything else fails to compile, on purpose.
+//
+// WHERE THE EMULATOR CANNOT BE FAITHFUL. Its times mean nothing: no benchmark may quote them, and a real
+// GPU's check (bench/gpu_suite.sh) is not replaced by anything here.
+//  - Performance: tensor cores and their timing, memory coalescing, bank conflicts, caches, occupancy and
+//    register pressure (__launch_bounds__ is accepted and ignored), launch overheads: none is modelled.
+//  - Scheduling: one block at a time per launch, blocks in order (x fastest), the threads of a block as
+//    fibers that run until a barrier or a warp collective. Races between blocks, and code that relies on
+//    blocks running concurrently (inter-block spinning), are not reproduced; a kernel waiting on another
+//    block hangs.
+//  - Warp-synchronous code without __syncwarp: lanes never run in lockstep here (each runs alone until it
+//    syncs), so code that exchanges data through shared memory inside a warp without __syncwarp reads stale
+//    values here, as it may on sm_70+; the race mode reports it. Disjoint masks used concurrently by two
+//    halves of a warp are refused (one warp collective at a time per warp).
+//  - Memory model: device memory is host memory, so every write is visible at once to the other threads of
+//    the block (no weaker ordering, no __threadfence needed); atomics are host atomics; the math intrinsics
+//    (__expf, rsqrtf, ...) are the accurate host functions, not the GPU's approximations; there is no
+//    out-of-bounds check of device pointers inside kernels (only the runtime's copies check their ranges).
+//  - Limits: sm_90's values (below); an sm_80-only limit (163 KB of opt-in shared memory) is not checked.
 #pragma once
 
 #include <cstddef>
@@ -110,6 +128,13 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes);
 cudaError_t cudaFree(void* ptr);
 cudaError_t cudaMallocHost(void** ptr, size_t bytes);
 cudaError_t cudaFreeHost(void* ptr);
+// The C++ overloads of the real header: any T** for the pointer.
+template <class T>
+inline cudaError_t cudaMalloc(T** ptr, size_t bytes) { return cudaMalloc(reinterpret_cast<void**>(ptr), bytes); }
+template <class T>
+inline cudaError_t cudaMallocHost(T** ptr, size_t bytes) {
+    return cudaMallocHost(reinterpret_cast<void**>(ptr), bytes);
+}
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream = 0);
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes);

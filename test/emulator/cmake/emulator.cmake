@@ -1,3 +1,4 @@
+# (In test/emulator/cmake/, out of the real build's glob of test/*/*.cmake: the real build never includes it.)
 # The emulated-device build (make test-emulated, in build-emulated/): the project's CUDA sources compiled
 # UNCHANGED as host C++ by g++, after a source transform (cuda_transform.py), against the emulated CUDA
 # runtime, cuBLAS/cuBLASLt and NCCL of test/emulator/. Test infrastructure only: included by CMakeLists.txt
@@ -190,13 +191,13 @@ endfunction()
 enable_testing()
 file(GLOB MM_FRAGMENTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tools/*.cmake ${CMAKE_SOURCE_DIR}/test/*.cmake
      ${CMAKE_SOURCE_DIR}/test/*/*.cmake)
-list(FILTER MM_FRAGMENTS EXCLUDE REGEX "/test/emulator/")
+list(FILTER MM_FRAGMENTS EXCLUDE REGEX "/test/emulator/")  # (its own fragments are in cmake/, out of the glob)
 list(SORT MM_FRAGMENTS)
 foreach(frag ${MM_FRAGMENTS})
   include(${frag})
 endforeach()
 # The emulator's own tests: its negative controls and the race mode.
-include(${EMU_DIR}/emulator_tests.cmake)
+include(${EMU_DIR}/cmake/emulator_tests.cmake)
 # The emulated cuBLAS/NCCL tests and the trainer on the emulated GPU (their owner's fragment).
 include(${EMU_DIR}/trainer.cmake)
 
@@ -210,4 +211,12 @@ foreach(t ${MM_ALL_TESTS})
   set(dir /tmp/mm-${MM_BUILD_HASH}/${MM_TEST_INDEX})
   file(MAKE_DIRECTORY ${dir})
   set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT "OMPI_MCA_orte_tmpdir_base=${dir}")
+  # The test scripts' `nvidia-smi -L` sees the emulated GPUs (test/emulator/bin/nvidia-smi).
+  set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT "PATH=${EMU_DIR}/bin:$ENV{PATH}")
 endforeach()
+# What can only mean something on real hardware, not run here, each with its reason:
+# - cli_gpu_nccl_shared_gpu: the refusal of two ranks on one GPU; every emulated rank has a GPU of its own,
+#   so the case cannot arise.
+if(TEST cli_gpu_nccl_shared_gpu)
+  set_tests_properties(cli_gpu_nccl_shared_gpu PROPERTIES DISABLED TRUE)
+endif()

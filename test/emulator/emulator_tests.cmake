@@ -1,1 +1,0 @@
-# The emulator's own tests (filled in below).
