@@ -14,6 +14,7 @@
 #                make train runs it
 #   make deps    the same and what the tests need: PyTorch (Debian) and transformers (PyPI, for /usr/bin/python3);
 #                make test, bench and accuracy run it
+#   make test-emulated  every gpu test on an emulated CUDA device, no GPU needed (build-emulated/, test/emulator/)
 #   make clean
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -231,3 +232,15 @@ fuzz:
 	    $(FUZZ_BUILD)/corpus_$$name $(FUZZ_BUILD)/seeds/$$name 2> $(FUZZ_BUILD)/fuzz_$$name.log || \
 	    { tail -40 $(FUZZ_BUILD)/fuzz_$$name.log; exit 1; }; \
 	  grep -E "stat::number_of_executed_units|Done [0-9]+ runs" $(FUZZ_BUILD)/fuzz_$$name.log; done
+
+# ---- the emulated GPU (test/emulator, issue 33) ---------------------------------------------------------------
+# make test-emulated: every gpu-labelled test on an emulated CUDA device, in $(EMU_BUILD): the project's .cu
+# files compiled unchanged as host C++ (g++) after a source transform, against the emulator's CUDA runtime,
+# cuBLAS and NCCL; the kernels run with one fiber per CUDA thread. Then the emulator's own tests (label
+# emulator: its negative controls and the shared-memory race mode under ThreadSanitizer). Times mean nothing.
+EMU_BUILD ?= build-emulated
+.PHONY: test-emulated
+test-emulated: deps
+	@cmake -S . -B $(EMU_BUILD) -DMM_EMULATED=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $$(test -f $(EMU_BUILD)/CMakeCache.txt || ! command -v ninja >/dev/null || echo -G Ninja) >/dev/null
+	@cmake --build $(EMU_BUILD) -j $(JOBS)
+	cd $(EMU_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900 -L 'gpu|emulator'

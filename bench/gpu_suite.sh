@@ -111,6 +111,7 @@ gpu_test_list() {
     python3 - "$REPO" <<'PY'
 import glob, re, sys
 for path in sorted(glob.glob(sys.argv[1] + "/test/*.cmake") + glob.glob(sys.argv[1] + "/test/*/*.cmake")):
+    if "/test/emulator/" in path: continue  # the emulated build's own tests (MM_EMULATED=ON), not a GPU's
     text = "\n".join(l.split("#", 1)[0] for l in open(path).read().splitlines())
     # Plain add_test() registrations labelled gpu by set_tests_properties, and the calls of a fragment's own
     # function whose body registers gpu tests (its first argument names the test): they need the CMake

@@ -27,5 +27,8 @@ struct TestHooks {
     // (model/pipeline_step.cu), to show that the other stages stop within --comm-timeout, naming it (the
     // trainer's hidden flag --stop-stage-at S:N; test/model/pipeline_peer_stopped.sh). -1: never.
     int stop_stage = -1, stop_stage_at_step = 0;
+    // Negative control: ring attention's compute stream does not wait for the received K|V block
+    // (parallel/context_parallel.cu), to show that the emulated GPU then fails the CP equivalence.
+    bool skip_cp_ring_wait = false;
 };
 inline TestHooks g_test_hooks;  // C++17 inline: one instance in the whole program

@@ -7,6 +7,7 @@
 #include <vector>
 #include "../layers/flash_attention.h"
 #include "../layers/op_timer.h"
+#include "../model/test_hooks.h"
 
 // ---- positions -------------------------------------------------------------------------------------------------
 SeqRuns cp_runs(int S, int cp, int cp_rank) {
@@ -184,6 +185,14 @@ std::string ring_what(const char* pass, int layer, int step, const Ring& g) {
     return std::string(pass) + " of layer " + std::to_string(layer) + ", ring step " + std::to_string(step) + " of " +
            std::to_string(g.c - 1) + " (CP rank " + std::to_string(g.r) + ")";
 }
+// Negative control (TestHooks::skip_cp_ring_wait): ctx.stream does not wait for the communication stream, so
+// the next blocks may read a K|V block that has not arrived (the wait is made on comm_stream itself: a no-op).
+void ring_exchange_finish(Comm& cp, const Ctx& ctx) {
+    Ctx c = ctx;
+    if (g_test_hooks.skip_cp_ring_wait && ctx.comm_stream) c.stream = ctx.comm_stream;
+    exchange_finish(cp, c);
+}
+
 }  // namespace
 
 void ring_attention_forward(Comm& cp, Ctx& ctx, ActivationAllocator& A, int layer, Tensor out, Tensor lse, Tensor qkv,
@@ -227,7 +236,7 @@ void ring_attention_forward(Comm& cp, Ctx& ctx, ActivationAllocator& A, int laye
         });
         if (ctx.device == Device::CPU) cp_stats().compute_s += MPI_Wtime() - t0;
         if (pass_on) {
-            exchange_finish(cp, ctx);
+            ring_exchange_finish(cp, ctx);
             send = recv;
             held = packed_kv(g, recv);
         }
@@ -296,7 +305,7 @@ void ring_attention_backward(Comm& cp, Ctx& ctx, ActivationAllocator& A, int lay
             count_block(g, b);
         });
         if (ctx.device == Device::CPU) cp_stats().compute_s += MPI_Wtime() - t0;
-        if (!recvs.empty()) exchange_finish(cp, ctx);
+        if (!recvs.empty()) ring_exchange_finish(cp, ctx);
         if (partial) add_f32(ctx, dkv, dkv_recv);  // ranks src .. r − 1, then r: a fixed order
         std::swap(dkv, dkv_done);
         if (pass_on) {

@@ -46,9 +46,11 @@ struct ModelHarness {
     ProcessGrid grid;
     GPT model;
     ModelHarness(const ModelSpec& s, MPI_Comm comm) {
-        // One GPU per rank of the node when there are several (NCCL needs that); otherwise they share GPU 0.
+        // One GPU per rank of the node when there are several (NCCL needs that); otherwise they share GPU 0. The
+        // ranks of `comm` only: rank 0 alone builds the single-rank reference (MPI_COMM_SELF), and a collective
+        // over MPI_COMM_WORLD there paired with the other ranks' next one (a hang at the loss curve on any GPU).
         int gpu = 0, ndev = 0;
-        if (s.device == Device::CUDA && cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0) gpu = local_rank(MPI_COMM_WORLD).rank % ndev;
+        if (s.device == Device::CUDA && cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0) gpu = local_rank(comm).rank % ndev;
         ctx = ctx_create(s.device, gpu);
         alloc.reset(new ActivationAllocator(s.device));
         grid = grid_create(comm, s.tp, s.sp, s.backend, ctx, s.pp, s.rules, s.cp);

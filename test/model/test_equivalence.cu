@@ -35,6 +35,10 @@
 //                   share a GPU), the order check on
 //   [--comm mpi-strict] [--comm-timeout S]   the parallel run's MPI backend with NCCL's point-to-point rules,
 //                   the order check on, and a timeout (default 60 s)
+//   [--skip-cp-ring-wait]   (negative control, --cp 2 --comm nccl on a GPU: ring attention reads a received block
+//                   without waiting for it; expected to fail)
+//   [--no-order-check]   (after --comm) no order-check headers: on NCCL their read-back synchronizes the host
+//                   with every exchange, which would hide a missing stream wait
 //   [--ungrouped-p2p]   (negative control, with --comm mpi-strict: the pipeline's messages in the order before
 //                   grouping; expected to time out, under test/expect_error.sh)
 //   [--distributed-optimizer]   ZeRO-1 over the DP group
@@ -74,6 +78,8 @@ int main(int argc, char** argv) {
             if (par.rules.strict && par.rules.timeout_s == 0) par.rules.timeout_s = 60;
         } else if (!strcmp(argv[i], "--comm-timeout")) par.rules.timeout_s = atof(argv[++i]);
         else if (!strcmp(argv[i], "--ungrouped-p2p")) g_test_hooks.ungrouped_p2p = true;
+        else if (!strcmp(argv[i], "--skip-cp-ring-wait")) g_test_hooks.skip_cp_ring_wait = true;  // negative control
+        else if (!strcmp(argv[i], "--no-order-check")) par.rules.check_order = false;  // after --comm
         else if (!strcmp(argv[i], "--distributed-optimizer")) par.distributed_optimizer = true;
         else if (!strcmp(argv[i], "--batch")) B = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seq")) S = atoi(argv[++i]);

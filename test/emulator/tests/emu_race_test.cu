@@ -1,0 +1,62 @@
+// The race mode's control (test/emulator, built with ThreadSanitizer against mm_emulated_tsan):
+// a test-only copy of layers/linear.cu's tiled column-sum kernel (bias_partial_kernel, fp32, one chunk of
+// rows), once as written and once with its first __syncthreads removed.
+//   --with-barrier      the kernel as in linear.cu: correct sums, no race report (exit 0)
+//   --without-barrier   lanes 0 read the shared tile before the other rows wrote it: ThreadSanitizer reports
+//                       the data race on the shared array (exit non-zero)
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+constexpr int kThreadsX = 32, kCols = 8 * kThreadsX, kLanes = 8;
+
+template <bool kBarrier>
+__global__ void column_sum_kernel(float* partial, const float* dout, int N, int C) {
+    __shared__ float sm[kLanes][kCols];
+    const int c0 = blockIdx.x * kCols + threadIdx.x * 8;
+    const int count = C - c0 < 8 ? (C - c0 > 0 ? C - c0 : 0) : 8;
+    float acc[8];
+    for (int k = 0; k < 8; k++) acc[k] = 0.f;
+    if (count > 0)
+        for (int r = threadIdx.y; r < N; r += kLanes)
+            for (int k = 0; k < count; k++) acc[k] += dout[(long)r * C + c0 + k];
+    for (int k = 0; k < 8; k++) sm[threadIdx.y][threadIdx.x * 8 + k] = acc[k];
+    if (kBarrier) __syncthreads();  // the barrier the negative control removes
+    if (threadIdx.y == 0) {
+        for (int k = 0; k < count; k++) {
+            float s = 0.f;
+            for (int l = 0; l < kLanes; l++) s += sm[l][threadIdx.x * 8 + k];
+            partial[c0 + k] = s;
+        }
+    }
+    __syncthreads();
+}
+
+int main(int argc, char** argv) {
+    const bool barrier = argc == 2 && !strcmp(argv[1], "--with-barrier");
+    if (argc != 2 || (!barrier && strcmp(argv[1], "--without-barrier"))) {
+        fprintf(stderr, "usage: %s --with-barrier|--without-barrier\n", argv[0]);
+        return 2;
+    }
+    const int N = 40, C = 300;
+    std::vector<float> h(N * C);
+    for (int i = 0; i < N * C; i++) h[i] = (float)(i % 7) - 3.f;
+    float *d, *p;
+    if (cudaMalloc(&d, h.size() * 4) != cudaSuccess || cudaMalloc(&p, C * 4) != cudaSuccess) return 1;
+    cudaMemcpy(d, h.data(), h.size() * 4, cudaMemcpyHostToDevice);
+    const dim3 grid((C + kCols - 1) / kCols), block(kThreadsX, kLanes);
+    if (barrier) column_sum_kernel<true><<<grid, block>>>(p, d, N, C);
+    else column_sum_kernel<false><<<grid, block>>>(p, d, N, C);
+    if (cudaGetLastError() != cudaSuccess) return 1;
+    std::vector<float> out(C);
+    cudaMemcpy(out.data(), p, C * 4, cudaMemcpyDeviceToHost);
+    int bad = 0;
+    for (int c = 0; c < C; c++) {
+        float s = 0.f;
+        for (int r = 0; r < N; r++) s += h[(long)r * C + c];
+        if (!(out[c] == s)) bad++;
+    }
+    printf("column sums %s the __syncthreads: %d of %d columns wrong\n", barrier ? "with" : "without", bad, C);
+    return bad ? 1 : 0;
+}

@@ -1,0 +1,50 @@
+# The emulated cuBLAS/cuBLASLt and NCCL (cublas.cc, nccl.cc: part of the mm_emulated library) and the whole
+# trainer on the emulated GPU. Only in the emulated build (MM_EMULATED=ON, make test-emulated); the real
+# build skips this file.
+if(NOT MM_EMULATED)
+  return()
+endif()
+set(EMU_ENV "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+
+# cuBLAS / cuBLASLt against a double triple loop; a host pointer handed to cublasGemmEx must stop the program.
+add_executable(emu_cublas_test ${EMU_DIR}/cublas_test.cc)
+target_link_libraries(emu_cublas_test PRIVATE mm_emulated)
+add_test(NAME emu_cublas COMMAND $<TARGET_FILE:emu_cublas_test>)
+add_test(NAME emu_cublas_outside_device_memory COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh
+         "emulated CUDA: cublasGemmEx: .* is not inside one live cudaMalloc allocation" $<TARGET_FILE:emu_cublas_test> outside)
+
+# NCCL at 2 ranks: the collectives and exchanges; both ranks sending first must deadlock (then ncclCommAbort
+# stops it); a short receive must show as the async error.
+add_executable(emu_nccl_test ${EMU_DIR}/nccl_test.cc)
+target_link_libraries(emu_nccl_test PRIVATE mm_emulated)
+add_test(NAME emu_nccl_np2 COMMAND ${MM_MPIRUN} -np 2 $<TARGET_FILE:emu_nccl_test> checks)
+add_test(NAME emu_nccl_send_first_deadlocks_np2 COMMAND ${MM_MPIRUN} -np 2 $<TARGET_FILE:emu_nccl_test> deadlock)
+set_tests_properties(emu_nccl_send_first_deadlocks_np2 PROPERTIES
+  PASS_REGULAR_EXPRESSION "rank 0: deadlock as on NCCL .* stopped the pending send .send: no error")
+add_test(NAME emu_nccl_short_receive_async_error_np2 COMMAND ${MM_MPIRUN} -np 2 $<TARGET_FILE:emu_nccl_test> truncate)
+set_tests_properties(emu_nccl_short_receive_async_error_np2 PROPERTIES
+  PASS_REGULAR_EXPRESSION "rank 1: a receive of 524288 bytes for a message of 1048576: async error .unhandled system error")
+set_tests_properties(emu_cublas emu_cublas_outside_device_memory emu_nccl_np2 emu_nccl_send_first_deadlocks_np2
+  emu_nccl_short_receive_async_error_np2 PROPERTIES LABELS "gpu;emulator" TIMEOUT 120 ENVIRONMENT "${EMU_ENV}")
+
+# The trainer, --device cuda on the emulated GPU against its own CPU path (trainer_vs_cpu.sh).
+function(emu_trainer_test name np dtype)
+  add_test(NAME ${name} COMMAND bash ${EMU_DIR}/trainer_vs_cpu.sh $<TARGET_FILE:train_gpt> $<TARGET_FILE:prepare_data>
+           ${CMAKE_SOURCE_DIR} "${MPIEXEC_EXECUTABLE}" ${name} ${np} ${dtype} ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS gpu TIMEOUT 600 ENVIRONMENT "${EMU_ENV}")
+endfunction()
+emu_trainer_test(emu_trainer_fp32_unfused 1 fp32 --attention unfused)
+emu_trainer_test(emu_trainer_fp32_flash 1 fp32 --attention flash)
+emu_trainer_test(emu_trainer_bf16_unfused 1 bf16 --attention unfused)
+emu_trainer_test(emu_trainer_bf16_flash 1 bf16 --attention flash)
+emu_trainer_test(emu_trainer_tp2_sp 2 fp32 --tp 2 --sp)
+emu_trainer_test(emu_trainer_pp2_1f1b 2 fp32 --pp 2 --pipeline-schedule 1f1b --micro-batch-size 1)
+emu_trainer_test(emu_trainer_pp2_interleaved 2 fp32 --pp 2 --pipeline-schedule interleaved --micro-batch-size 1
+                 --num-layers-per-virtual-pipeline-stage 1)
+emu_trainer_test(emu_trainer_cp2 2 fp32 --cp 2)
+emu_trainer_test(emu_trainer_dp2_distributed_optimizer 2 fp32 --use-distributed-optimizer)
+
+# Negative control: ring attention without its event wait fails the CP equivalence (trainer_cp_without_wait.sh).
+add_test(NAME emu_cp_ring_without_wait_fails COMMAND bash ${EMU_DIR}/trainer_cp_without_wait.sh "${MPIEXEC_EXECUTABLE}"
+         $<TARGET_FILE:test_equivalence>)
+set_tests_properties(emu_cp_ring_without_wait_fails PROPERTIES LABELS gpu TIMEOUT 600 ENVIRONMENT "${EMU_ENV}")
