@@ -36,8 +36,9 @@ struct Region {
     int layer = kModelLevel;
 };
 
-// Column-parallel linear (weight rows split; the first linear of each block in the paper's Figure 4, QKV and
-// fc1): out[N_full, OC_local] = X · W_localᵀ + b_local, where
+// Column-parallel linear (the first linear of each block in the paper's Figure 4, QKV and fc1). W is stored
+// [out, in] as in llm.c (Y = X·Wᵀ), so splitting the outputs splits W's rows; in Megatron's Y = XA it is A's
+// columns, hence the name: out[N_full, OC_local] = X · W_localᵀ + b_local, where
 // X = f(in) (TP: in is the full input) or X = g(in) (SP: in is this rank's sequence shard, all-gathered
 // into a transient buffer by sp_column_parallel_forward). `in` is what the caller saves for backward: under
 // SP only the shard.
@@ -49,8 +50,8 @@ void column_parallel_forward(Region& r, Ctx& ctx, Tensor out, Tensor in, Tensor 
 void column_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor db, Tensor dout, Tensor in,
                               Tensor W, int N_full, int IC, int OC_local, GradWrite grads = GradWrite::Accumulate);
 
-// Row-parallel linear (weight columns split; the second linear of each block in Figure 4, the attention
-// projection and fc2): out = f̄(in · W_localᵀ) (TP: full [N_full, OC]) or
+// Row-parallel linear (the second linear of each block in Figure 4, the attention projection and fc2): the
+// inputs split, which are W's columns here and A's rows in Megatron's Y = XA: out = f̄(in · W_localᵀ) (TP: full [N_full, OC]) or
 // ḡ(...) (SP: reduce-scattered to this rank's shard [N_full/t, OC]). The bias is NOT added here: it is added
 // once, after the reduction (fused with dropout and the residual add).
 void row_parallel_forward(Region& r, Ctx& ctx, Tensor out, Tensor in, Tensor W, int N_full, int IC_local, int OC);

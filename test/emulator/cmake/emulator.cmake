@@ -32,30 +32,10 @@ if(NOT CBLAS_INCLUDE_DIR OR NOT OPENBLAS_LIB OR NOT PCRE2_LIB OR NOT NLOHMANN_JS
           "needed (make deps)")
 endif()
 
-# The emulated libraries' sources: the runtime (runtime.cpp, launch.cpp, ctx_switch.S) and cuBLAS/NCCL.
-# Until the emulated cuBLAS and NCCL exist, link-time stand-ins (*_stub.*) take their place.
+# The emulated libraries' sources: the runtime (runtime.cpp, launch.cpp, ctx_switch.S), cuBLAS/cuBLASLt
+# (cublas.cc) and NCCL (nccl.cc); their own tests (*_test.*) are programs of their own.
 file(GLOB EMU_LIB_SOURCES CONFIGURE_DEPENDS ${EMU_DIR}/*.cpp ${EMU_DIR}/*.cc ${EMU_DIR}/*.S)
-list(FILTER EMU_LIB_SOURCES EXCLUDE REGEX "(_test\\.(cc|cpp)|_stub\\.cpp)$")
-set(EMU_STUB_INCLUDE ${CMAKE_BINARY_DIR}/emu_stub_include)
-file(MAKE_DIRECTORY ${EMU_STUB_INCLUDE})
-foreach(lib cublas nccl)
-  set(headers cublas_v2.h cublasLt.h)
-  if(lib STREQUAL nccl)
-    set(headers nccl.h)
-  endif()
-  list(GET headers 0 first)
-  if(NOT EXISTS ${EMU_DIR}/include/${first})
-    message(STATUS "emulated build: no emulated ${lib} yet, using ${lib}_stub.* (its calls stop the program)")
-    foreach(h ${headers})
-      file(WRITE ${EMU_STUB_INCLUDE}/${h} "#include \"${EMU_DIR}/${lib}_stub.h\"\n")
-    endforeach()
-    list(APPEND EMU_LIB_SOURCES ${EMU_DIR}/${lib}_stub.cpp)
-  else()
-    foreach(h ${headers})
-      file(REMOVE ${EMU_STUB_INCLUDE}/${h})
-    endforeach()
-  endif()
-endforeach()
+list(FILTER EMU_LIB_SOURCES EXCLUDE REGEX "_test\\.(cc|cpp)$")
 
 # Those toolkit headers are copied into the build folder, alone: a quoted include is looked for in the
 # includer's folder first, so in the toolkit's folder cuda_bf16.h would find the toolkit's
@@ -66,7 +46,7 @@ foreach(h cuda_bf16.h cuda_bf16.hpp cuda_fp16.h cuda_fp16.hpp vector_types.h lib
   get_filename_component(d ${h} DIRECTORY)
   file(COPY ${EMU_CUDA_HEADERS}/${h} DESTINATION ${EMU_CUDA_COPY}/${d})
 endforeach()
-set(EMU_INCLUDES ${EMU_DIR}/include ${EMU_STUB_INCLUDE} ${EMU_CUDA_COPY})
+set(EMU_INCLUDES ${EMU_DIR}/include ${EMU_CUDA_COPY})
 # -include cuda_runtime.h: nvcc includes it in every .cu file implicitly. -fno-extern-tls-init: threadIdx and
 # the other built-in variables are plain thread-local loads.
 set(EMU_FLAGS -include cuda_runtime.h -fno-extern-tls-init)
