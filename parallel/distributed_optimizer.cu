@@ -51,12 +51,12 @@ ModelStates model_states_allocate(ModelStateMemory& mem, const OptimizerShard& z
 }
 
 void model_states_free(ModelStateMemory& mem, ModelStates& s) {
-    if (s.weights.data != s.master.data) mem.free(s.weights, kStateWeights);
+    if (s.weights.data != s.master.data) mem.release(s.weights, kStateWeights);
     s.weights = Tensor();
-    mem.free(s.master, kStateMaster);
-    mem.free(s.grads, kStateGrads);
-    mem.free(s.adam_m, kStateMomentM);
-    mem.free(s.adam_v, kStateMomentV);
+    mem.release(s.master, kStateMaster);
+    mem.release(s.grads, kStateGrads);
+    mem.release(s.adam_m, kStateMomentM);
+    mem.release(s.adam_v, kStateMomentV);
 }
 
 // ---- step 1: the gradients reduce-scattered --------------------------------------------------------------

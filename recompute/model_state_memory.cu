@@ -20,7 +20,7 @@ Tensor ModelStateMemory::alloc(Device device, DType dtype, int64_t n, int kind) 
     return t;
 }
 
-void ModelStateMemory::free(Tensor& t, int kind) {
+void ModelStateMemory::release(Tensor& t, int kind) {
     if (!t.data) return;
     bytes[kind] -= (int64_t)t.bytes();
     elements[kind] -= t.n;

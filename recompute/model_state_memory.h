@@ -27,7 +27,7 @@ struct ModelStateMemory {
     int64_t bytes[kNumStateKinds] = {};
     int64_t elements[kNumStateKinds] = {};
     Tensor alloc(Device device, DType dtype, int64_t n, int kind);  // zero-filled, counted under `kind`
-    void free(Tensor& t, int kind);                                 // no-op on an empty tensor
+    void release(Tensor& t, int kind);                              // no-op on an empty tensor
     int64_t total() const;
     int64_t optimizer(bool bf16) const;  // moments, + master in bf16 training (see above)
 };
