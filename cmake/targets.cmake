@@ -1,0 +1,58 @@
+# targets.cmake — the project's targets and test helper, shared by the real build (CMakeLists.txt) and the
+# emulated one (test/emulator/cmake/emulator.cmake, which routes add_library/add_executable through its
+# source transform first).
+#
+# One object library per source file (one concept per file): the trainer links them all (mm_core), a unit
+# test links only the concepts it tests, and each file is compiled once.
+file(GLOB MM_SOURCES CONFIGURE_DEPENDS
+  ${CMAKE_SOURCE_DIR}/layers/*.cu ${CMAKE_SOURCE_DIR}/parallel/*.cu ${CMAKE_SOURCE_DIR}/recompute/*.cu
+  ${CMAKE_SOURCE_DIR}/model/*.cu ${CMAKE_SOURCE_DIR}/data/*.cu ${CMAKE_SOURCE_DIR}/train/*.cu)
+set(MM_OBJECTS "")
+foreach(src ${MM_SOURCES})
+  get_filename_component(name ${src} NAME_WE)
+  add_library(mm_${name} OBJECT ${src})
+  target_link_libraries(mm_${name} PUBLIC mm_deps)
+  list(APPEND MM_OBJECTS $<TARGET_OBJECTS:mm_${name}>)
+endforeach()
+add_library(mm_core STATIC ${MM_OBJECTS})
+target_link_libraries(mm_core PUBLIC mm_deps)
+
+# mm_executable(NAME SOURCES ... [MODULES m1 m2 ...]): a program; MODULES are object libraries (file names
+# without extension, e.g. layernorm runtime); without MODULES it links the whole core library.
+function(mm_executable name)
+  cmake_parse_arguments(A "" "" "SOURCES;MODULES" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  if(A_MODULES)
+    foreach(m ${A_MODULES})
+      target_link_libraries(${name} PRIVATE mm_${m})
+    endforeach()
+    target_link_libraries(${name} PRIVATE mm_deps)
+  else()
+    target_link_libraries(${name} PRIVATE mm_core)
+  endif()
+endfunction()
+
+# mm_test(NAME SOURCES ... [MODULES ...] LABELS unit|mpi|gpu [NP n] [ARGS ...] [TIMEOUT s])
+# NP launches the test under mpirun with n ranks (oversubscribed); the gpu label makes exit code 77 a skip.
+set(MM_MPIRUN ${MPIEXEC_EXECUTABLE} --oversubscribe --bind-to none)
+function(mm_test name)
+  cmake_parse_arguments(A "" "NP;TIMEOUT;EXE" "SOURCES;MODULES;LABELS;ARGS" ${ARGN})
+  set(exe ${name})
+  if(A_EXE)
+    set(exe ${A_EXE})
+  else()
+    mm_executable(${name} SOURCES ${A_SOURCES} MODULES ${A_MODULES})
+  endif()
+  if(A_NP)
+    add_test(NAME ${name} COMMAND ${MM_MPIRUN} -np ${A_NP} $<TARGET_FILE:${exe}> ${A_ARGS})
+  else()
+    add_test(NAME ${name} COMMAND $<TARGET_FILE:${exe}> ${A_ARGS})
+  endif()
+  set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}" SKIP_RETURN_CODE 77
+                       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+  if(A_TIMEOUT)
+    set_tests_properties(${name} PROPERTIES TIMEOUT ${A_TIMEOUT})
+  else()
+    set_tests_properties(${name} PROPERTIES TIMEOUT 600)
+  endif()
+endfunction()
