@@ -56,3 +56,26 @@ function(mm_test name)
     set_tests_properties(${name} PROPERTIES TIMEOUT 600)
   endif()
 endfunction()
+
+# Open MPI 4 puts every job's session directory under ONE folder per user and host (/tmp/ompi.<host>.<uid>).
+# When ctest runs two mpirun jobs at once, one job's cleanup can remove that folder just as the other creates
+# its own inside it, and the second job dies with "orte_session_dir failed" (seen once in CI). So each test
+# gets a base folder of its own. Short paths under /tmp: the session folder holds Unix sockets, whose paths
+# must stay under ~100 characters. mm_isolate_mpi_sessions([ENV ...]): after every test is registered; each
+# ENV entry (NAME=value) is added to every test too.
+function(mm_isolate_mpi_sessions)
+  cmake_parse_arguments(A "" "" "ENV" ${ARGN})
+  string(MD5 hash "${CMAKE_BINARY_DIR}")
+  string(SUBSTRING "${hash}" 0 8 hash)
+  get_property(tests DIRECTORY PROPERTY TESTS)
+  set(index 0)
+  foreach(t ${tests})
+    math(EXPR index "${index} + 1")
+    set(dir /tmp/mm-${hash}/${index})
+    file(MAKE_DIRECTORY ${dir})
+    set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT "OMPI_MCA_orte_tmpdir_base=${dir}")
+    foreach(e ${A_ENV})
+      set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT "${e}")
+    endforeach()
+  endforeach()
+endfunction()

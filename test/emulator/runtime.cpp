@@ -549,15 +549,17 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
     publish(s, seq);
     return cudaSuccess;
 }
+// Where an event was last recorded: its stream (null when never recorded) and its place in that stream's queue.
+static void event_position(cudaEvent_t e, CUstream_st** s, uint64_t* seq) {
+    std::lock_guard<std::mutex> lock(e->m);
+    *s = e->stream;
+    *seq = e->seq;
+}
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned int flags) {
     if (!e || flags) return ret(cudaErrorInvalidValue);
     CUstream_st* src;
     uint64_t seq;
-    {
-        std::lock_guard<std::mutex> lock(e->m);
-        src = e->stream;
-        seq = e->seq;
-    }
+    event_position(e, &src, &seq);
     if (!src) return cudaSuccess;  // an event never recorded: nothing to wait for (as CUDA)
     enqueue(stream, [src, seq] { wait_for(src, seq); }, "cudaStreamWaitEvent");
     return cudaSuccess;
@@ -592,11 +594,7 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
     if (!e) return ret(cudaErrorInvalidResourceHandle);
     CUstream_st* s;
     uint64_t seq;
-    {
-        std::lock_guard<std::mutex> lock(e->m);
-        s = e->stream;
-        seq = e->seq;
-    }
+    event_position(e, &s, &seq);
     if (!s) return cudaSuccess;
     if (!reached(s, seq)) return cudaErrorNotReady;
     publish(s, seq);
@@ -606,11 +604,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (!e) return ret(cudaErrorInvalidResourceHandle);
     CUstream_st* s;
     uint64_t seq;
-    {
-        std::lock_guard<std::mutex> lock(e->m);
-        s = e->stream;
-        seq = e->seq;
-    }
+    event_position(e, &s, &seq);
     if (!s) return cudaSuccess;
     wait_for(s, seq);
     publish(s, seq);

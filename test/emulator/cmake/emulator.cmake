@@ -134,19 +134,9 @@ include(${EMU_DIR}/cmake/emulator_tests.cmake)
 # The emulated cuBLAS/NCCL tests and the trainer on the emulated GPU (their owner's fragment).
 include(${EMU_DIR}/trainer.cmake)
 
-# Each test its own Open MPI session folder, as in CMakeLists.txt.
-string(MD5 MM_BUILD_HASH "${CMAKE_BINARY_DIR}")
-string(SUBSTRING "${MM_BUILD_HASH}" 0 8 MM_BUILD_HASH)
-get_property(MM_ALL_TESTS DIRECTORY PROPERTY TESTS)
-set(MM_TEST_INDEX 0)
-foreach(t ${MM_ALL_TESTS})
-  math(EXPR MM_TEST_INDEX "${MM_TEST_INDEX} + 1")
-  set(dir /tmp/mm-${MM_BUILD_HASH}/${MM_TEST_INDEX})
-  file(MAKE_DIRECTORY ${dir})
-  set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT "OMPI_MCA_orte_tmpdir_base=${dir}")
-  # The test scripts' `nvidia-smi -L` sees the emulated GPUs (test/emulator/bin/nvidia-smi).
-  set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT "PATH=${EMU_DIR}/bin:$ENV{PATH}")
-endforeach()
+# Each test its own Open MPI session folder, as in CMakeLists.txt; and the test scripts' `nvidia-smi -L` sees
+# the emulated GPUs (test/emulator/bin/nvidia-smi).
+mm_isolate_mpi_sessions(ENV "PATH=${EMU_DIR}/bin:$ENV{PATH}")
 # What can only mean something on real hardware, not run here, each with its reason:
 # - cli_gpu_nccl_shared_gpu: the refusal of two ranks on one GPU; every emulated rank has a GPU of its own,
 #   so the case cannot arise.
