@@ -13,6 +13,7 @@
 #include "../layers/matmul.h"
 #include "../layers/philox.h"
 #include "../parallel/sequence_parallel.h"
+#include "../parallel/zero_bubble_schedule.h"
 #include "../parallel/vocab_parallel.h"
 
 void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, ActivationAllocator& alloc, DType dtype,
@@ -456,9 +457,11 @@ Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
     Tensor dresid = last ? head_backward(m, f) : dout;  // updated in place, layer by layer, down to the input
     // The chunk's first backward of the step overwrites its layers' gradients; later micro-batches add.
     const bool stale = chunk < (int)m.layer_grads_stale.size() && m.layer_grads_stale[(size_t)chunk];
+    const bool split = is_zero_bubble(m.schedule) && st.pp > 1;  // B now, the layers' W later
     for (int l = e - 1; l >= b; l--) {
         LayerContext run = gpt_layer_context(m, l, f.shape);
         run.grads = stale ? GradWrite::Overwrite : GradWrite::Accumulate;
+        WeightGradDeferral defer(split ? &m.weight_grads : nullptr, *m.ctx, *m.alloc, j, chunk, l);
         layer_backward(run, f.saved[(size_t)st.local_layer(l)], dresid, m.recompute);
     }
     if (stale) m.layer_grads_stale[(size_t)chunk] = false;
@@ -467,6 +470,8 @@ Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
     m.alloc->release(dresid);
     return Tensor();
 }
+
+void gpt_weight_gradients(GPT& m, int j, int chunk) { m.weight_grads.run(*m.ctx, j, chunk); }
 
 // ---- the forward and backward of a whole batch on one stage ----------------------------------------------
 // The batch as micro-batch 0 of 1 through this rank's whole model: the embeddings, the layers, the head and

@@ -11,6 +11,7 @@
 #include "../layers/model_shape.h"
 #include "transformer_layer.h"
 #include "../layers/embedding.h"
+#include "../layers/weight_grad_queue.h"
 #include "../parallel/pipeline_schedule.h"
 #include "../parallel/pipeline_stage.h"
 #include "../parallel/distributed_optimizer.h"
@@ -61,6 +62,9 @@ struct GPT {
     int64_t step = 0;  // the optimizer step in flight: dropout masks are keyed by (seed, step) (layers/philox.h)
     PipelineStage stage;                    // the layers and tensors this rank holds (pp = 1: all)
     PipeSchedule schedule = PipeSchedule::OneFOneB;  // the order of forwards and backwards (pipeline_step.cu)
+    // Under a zero-bubble schedule: the layers' weight gradients put off from each B to its W
+    // (layers/weight_grad_queue.h).
+    WeightGradQueue weight_grads;
 
     int64_t sizes[NUM_PARAM_TENSORS] = {};    // local element counts
     int64_t offsets[NUM_PARAM_TENSORS] = {};  // local offsets in the flat buffers
@@ -132,6 +136,9 @@ Tensor gpt_forward_chunk(GPT& m, int j, int chunk, Tensor x, float* loss, std::v
 // from the loss); returns the gradient of its input, or an empty tensor on the first virtual stage (which
 // ends in the embeddings' gradients).
 Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout);
+// Under a zero-bubble schedule (parallel/zero_bubble_schedule.h) gpt_backward_chunk is the B pass: the layers'
+// weight gradients wait in m.weight_grads. This is the W pass that computes them, for micro-batch j, chunk c.
+void gpt_weight_gradients(GPT& m, int j, int chunk);
 
 // ---- helpers ----------------------------------------------------------------------------------------------
 // Start a step's gradients at zero: the embeddings', the final LayerNorm's and the padding are zeroed; the

@@ -3,6 +3,7 @@
 
 #include "pipeline_ops.h"
 #include "test_hooks.h"
+#include "../parallel/zero_bubble_schedule.h"
 
 #include <csignal>
 #include <cstdio>
@@ -21,11 +22,13 @@ static void maybe_stop(int stage, int unit) {
 }
 
 // "F3.0 B1.0": a unit's ops, for messages.
+static std::string op_name(const PipeOp& op) {
+    const char* kind = op.kind == PipeOp::Forward ? "F" : op.kind == PipeOp::Backward ? "B" : "W";
+    return kind + std::to_string(op.microbatch) + "." + std::to_string(op.chunk);
+}
 static std::string unit_name(const std::vector<PipeOp>& unit) {
     std::string s;
-    for (const PipeOp& op : unit)
-        s += (s.empty() ? "" : " ") + std::string(op.kind == PipeOp::Forward ? "F" : "B") + std::to_string(op.microbatch) + "." +
-             std::to_string(op.chunk);
+    for (const PipeOp& op : unit) s += (s.empty() ? "" : " ") + op_name(op);
     return s;
 }
 
@@ -56,7 +59,11 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
     const PipelineStage& st = m.stage;
     Comm& pp = m.grid->pp_comm;
     const std::vector<std::vector<PipeOp>> units = pipe_units(m.schedule, st.pp, st.rank, M, st.chunks);
-    const int peak = pipe_peak_in_flight(pipe_schedule(m.schedule, st.pp, st.rank, M, st.chunks));
+    // The moment of the memory report's snapshot: the most micro-batches in flight (F run, B not; under a
+    // zero-bubble schedule F run, W not: zero_bubble_schedule.h), first reached.
+    const std::vector<PipeOp> ops = pipe_schedule(m.schedule, st.pp, st.rank, M, st.chunks);
+    const bool zb = is_zero_bubble(m.schedule);
+    const int peak = zb ? zero_bubble_peak(ops).held : pipe_peak_in_flight(ops);
     const std::string stage = "stage " + std::to_string(st.rank);
 
     gpt_zero_grad(m);
@@ -68,12 +75,15 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
     auto run = [&](const PipeOp& op, Tensor received) {
         if (op.kind == PipeOp::Forward) {
             loss += pipeline_forward(m, op.microbatch, op.chunk, received);  // the last stage: micro-batches in order
-            if (++in_flight == peak && !peak_marked) {
+            if (++in_flight == peak && !peak_marked) {  // (in_flight: until the B, or under ZB the W)
                 peak_marked = true;
                 m.alloc->mark_peak();  // the memory report's snapshot (layers/activation_allocator.h)
             }
-        } else {
+        } else if (op.kind == PipeOp::Backward) {
             pipeline_backward(m, op.microbatch, op.chunk, received);
+            if (!zb) in_flight--;
+        } else {
+            gpt_weight_gradients(m, op.microbatch, op.chunk);  // a zero-bubble W: no message
             in_flight--;
         }
     };
@@ -97,9 +107,20 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
             P2PMessage r;
             if (pipeline_receive(m, unit[i], &r)) in[i] = r.t, recvs.push_back(r);
         }
-        exchange(pp, *m.ctx, recvs, "before " + doing);
-        for (size_t i = 0; i < unit.size(); i++) run(unit[i], in[i]);
+        // A zero-bubble unit's W's (at its front) run while its exchange is in flight: the previous B's
+        // gradient is on its way to the stage before, and the wait for this unit's inputs overlaps them.
+        size_t w = 0;
+        while (w < unit.size() && unit[w].kind == PipeOp::WeightGrad) w++;
+        if (w == 0) {
+            exchange(pp, *m.ctx, recvs, "before " + doing);
+        } else {
+            exchange_start(pp, *m.ctx, recvs, "before " + doing);
+            for (size_t i = 0; i < w; i++) run(unit[i], Tensor());
+            exchange_finish(pp, *m.ctx);
+        }
+        for (size_t i = w; i < unit.size(); i++) run(unit[i], in[i]);
     }
+    if (!m.weight_grads.empty()) mm_fatal("%s: the step ended with weight gradients no W pass computed", stage.c_str());
     exchange(pp, *m.ctx, {}, "after the last unit of " + stage);
     comm_set_activity(stage + ", the end of the step");
     float mean = (float)(loss / M);  // each micro-batch's loss is a mean over the same number of targets
@@ -112,7 +133,10 @@ InFlightLayers pipeline_in_flight(const GPT& m, int M) {
     const PipelineStage& st = m.stage;
     // pp 1 runs no schedule: the plain loop holds one micro-batch at a time, 1F1B's count at one stage.
     const PipeSchedule schedule = st.pp > 1 ? m.schedule : PipeSchedule::OneFOneB;
-    const std::vector<int> per_chunk = pipe_in_flight_at_peak(pipe_schedule(schedule, st.pp, st.rank, M, st.chunks), st.chunks);
+    const std::vector<PipeOp> ops = pipe_schedule(schedule, st.pp, st.rank, M, st.chunks);
+    // (Zero bubble: the saved activations at the moment the executor marks, one chunk.)
+    const std::vector<int> per_chunk = is_zero_bubble(schedule) ? std::vector<int>{zero_bubble_peak(ops).saved}
+                                                                : pipe_in_flight_at_peak(ops, st.chunks);
     InFlightLayers held;
     held.per_layer.assign((size_t)m.cfg.layers, 0);
     for (int c = 0; c < st.chunks; c++)
@@ -120,4 +144,10 @@ InFlightLayers pipeline_in_flight(const GPT& m, int M) {
     held.embedding = st.first() ? per_chunk[0] : 0;
     held.head = st.last() ? per_chunk[(size_t)st.chunks - 1] : 0;
     return held;
+}
+
+int pipeline_weight_pending(const GPT& m, int M) {
+    const PipelineStage& st = m.stage;
+    if (st.pp == 1 || !is_zero_bubble(m.schedule)) return 0;
+    return zero_bubble_peak(pipe_schedule(m.schedule, st.pp, st.rank, M, st.chunks)).pending;
 }

@@ -24,3 +24,6 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
 // last. The memory report's formula side (recompute/memory_report.h). At pp 1, whatever m.schedule says, one
 // micro-batch (model/train_step.cu's plain loop).
 InFlightLayers pipeline_in_flight(const GPT& m, int M);
+// Under a zero-bubble schedule, at the same moment: how many micro-batches' W inputs the stage holds (B run, W
+// not; parallel/zero_bubble_schedule.h). 0 under the other schedules.
+int pipeline_weight_pending(const GPT& m, int M);

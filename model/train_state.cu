@@ -92,7 +92,7 @@ static bool parse_header(const int64_t* h, int64_t file_bytes, const std::string
         {"steps", h[22], 0, INT32_MAX},   {"warmup", h[23], 0, INT32_MAX}, {"lr schedule", h[24], 0, 1},
         {"train tokens", h[33], 0, INT64_MAX}, {"skipped steps", h[37], 0, INT32_MAX},
         // pipeline fields: 0 in a state written before pipelines existed (read as 1, 1, 1F1B, 1)
-        {"pp", h[38], 0, 1 << 20}, {"micro-batches", h[39], 0, INT32_MAX}, {"schedule", h[40], 0, 2},
+        {"pp", h[38], 0, 1 << 20}, {"micro-batches", h[39], 0, INT32_MAX}, {"schedule", h[40], 0, 4},
         {"model chunks", h[41], 0, 1 << 20},
         // context parallelism and attention: 0 in a state written before they were recorded (cp 1, unfused)
         {"cp", h[42], 0, 1 << 20}, {"attention", h[43], 0, 2}};

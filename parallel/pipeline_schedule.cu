@@ -1,5 +1,6 @@
 // pipeline_schedule.cu — AFAB, 1F1B and interleaved 1F1B as lists of ops (see pipeline_schedule.h).
 #include "pipeline_schedule.h"
+#include "zero_bubble_schedule.h"
 
 #include <algorithm>
 
@@ -7,6 +8,8 @@ const char* pipe_schedule_name(PipeSchedule s) {
     switch (s) {
         case PipeSchedule::AFAB: return "afab";
         case PipeSchedule::OneFOneB: return "1f1b";
+        case PipeSchedule::ZeroBubbleH1: return "zb-h1";
+        case PipeSchedule::ZeroBubbleH2: return "zb-h2";
         default: return "interleaved";
     }
 }
@@ -29,7 +32,8 @@ std::string pipe_schedule_problem(PipeSchedule s, int p, int M, int m) {
 int pipe_warmup(PipeSchedule s, int p, int rank, int M, int m) {
     switch (s) {
         case PipeSchedule::AFAB: return M;
-        case PipeSchedule::OneFOneB: return std::min(p - rank - 1, M);
+        case PipeSchedule::OneFOneB: case PipeSchedule::ZeroBubbleH1: return std::min(p - rank - 1, M);
+        case PipeSchedule::ZeroBubbleH2: return std::min(2 * (p - rank - 1), M);  // the first stage: 2p − 1 in flight
         default: {
             // Rank r must have run its chunk-0 forwards of the first p micro-batches and enough of the later
             // chunks that the last virtual stage's first backward can reach it: 2 per stage below the last,
@@ -54,6 +58,7 @@ std::vector<std::vector<PipeOp>> pipe_units(PipeSchedule s, int p, int rank, int
     std::vector<std::vector<PipeOp>> units;
     const int total = M * m;
     if (warmup < 0) warmup = pipe_warmup(s, p, rank, M, m);
+    if (is_zero_bubble(s)) return zero_bubble_units(s, p, rank, M, warmup);
     auto op = [&](PipeOp::Kind kind, int k) {
         return s == PipeSchedule::Interleaved ? interleaved_op(kind, k, p, m) : PipeOp{kind, k, 0};
     };
@@ -72,6 +77,7 @@ std::vector<PipeOp> pipe_schedule(PipeSchedule s, int p, int rank, int M, int m)
 
 bool pipe_op_receives(const PipeOp& op, int p, int rank, int m, PipeMessage* msg) {
     const int v = op.chunk * p + rank, P = p * m;
+    if (op.kind == PipeOp::WeightGrad) return false;  // a W uses what its B kept: no message
     if (op.kind == PipeOp::Forward) {
         if (v == 0) return false;
         *msg = PipeMessage{false, op.microbatch, v - 1, (v - 1) % p};
@@ -84,6 +90,7 @@ bool pipe_op_receives(const PipeOp& op, int p, int rank, int m, PipeMessage* msg
 
 bool pipe_op_sends(const PipeOp& op, int p, int rank, int m, PipeMessage* msg) {
     const int v = op.chunk * p + rank, P = p * m;
+    if (op.kind == PipeOp::WeightGrad) return false;
     if (op.kind == PipeOp::Forward) {
         if (v == P - 1) return false;
         *msg = PipeMessage{false, op.microbatch, v, (v + 1) % p};
@@ -101,7 +108,7 @@ int pipe_message_tag(const PipeMessage& msg, int p, int m) {
 int pipe_peak_in_flight(const std::vector<PipeOp>& ops) {
     int live = 0, peak = 0;
     for (const PipeOp& op : ops) {
-        live += op.kind == PipeOp::Forward ? 1 : -1;
+        live += op.kind == PipeOp::Forward ? 1 : op.kind == PipeOp::Backward ? -1 : 0;  // a W frees no saved activation
         peak = std::max(peak, live);
     }
     return peak;
@@ -112,7 +119,7 @@ std::vector<int> pipe_in_flight_at_peak(const std::vector<PipeOp>& ops, int m) {
     std::vector<int> per_chunk((size_t)std::max(m, 1), 0);
     int live = 0;
     for (const PipeOp& op : ops) {
-        const int d = op.kind == PipeOp::Forward ? 1 : -1;
+        const int d = op.kind == PipeOp::Forward ? 1 : op.kind == PipeOp::Backward ? -1 : 0;
         live += d;
         per_chunk[(size_t)op.chunk] += d;
         if (live == peak) break;

@@ -19,6 +19,9 @@
 //  Interleaved 1F1B: the same with m chunks per rank, micro-batches taken in groups of p through each chunk
 //       in turn. The bubble shrinks by m; the first stage holds (p−1)·2 + (m−1)·p + 1 (micro-batch, chunk)
 //       pairs of L/(p·m) layers each: L·(1 + (p−1)/(p·m)) layers' worth (§4.2.3). Needs M a multiple of p.
+//  ZB-H1, ZB-H2 (zero bubble, Qi et al. 2024; beyond the paper): each backward split into B (the input's
+//       gradient, which the stage before waits for) and W (the weights', which nobody waits for), W run
+//       later to fill the bubble. Their orders: parallel/zero_bubble_schedule.h.
 //
 // Every schedule runs the backwards of one chunk in micro-batch order 0, 1, …, M−1 (FIFO), so each parameter
 // accumulates its micro-batches' gradients in the order of a single-rank accumulation loop.
@@ -26,11 +29,11 @@
 #include <string>
 #include <vector>
 
-enum class PipeSchedule { AFAB, OneFOneB, Interleaved };
-const char* pipe_schedule_name(PipeSchedule s);  // "afab" | "1f1b" | "interleaved"
+enum class PipeSchedule { AFAB, OneFOneB, Interleaved, ZeroBubbleH1, ZeroBubbleH2 };
+const char* pipe_schedule_name(PipeSchedule s);  // "afab" | "1f1b" | "interleaved" | "zb-h1" | "zb-h2"
 
 struct PipeOp {
-    enum Kind { Forward, Backward } kind;
+    enum Kind { Forward, Backward, WeightGrad } kind;  // WeightGrad: a zero-bubble schedule's W (Backward is then B)
     int microbatch;  // 0..M−1
     int chunk;       // 0..m−1 (virtual stage chunk·p + rank)
     bool operator==(const PipeOp& o) const { return kind == o.kind && microbatch == o.microbatch && chunk == o.chunk; }

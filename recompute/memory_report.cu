@@ -36,7 +36,7 @@ MemoryReport build_memory_report(const std::vector<ActivationRecord>& live, cons
     for (int l = 0; l < L && first_held < 0; l++)
         if (count[l] > 0) first_held = l;
     for (const ActivationRecord& a : live) {
-        if (a.name.rfind("tmp:", 0) == 0) continue;  // transient buffers are not saved activations
+        if (a.name.rfind("tmp:", 0) == 0 || a.name.rfind("w:", 0) == 0) continue;  // transients; W inputs: apart
         if (a.layer == kModelLevel) {
             r.model_tensors_measured[a.name] += a.bytes;
             if (is_model_extra(a.name)) r.model_extras += a.bytes;

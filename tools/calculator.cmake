@@ -15,4 +15,4 @@ else()
   target_compile_definitions(mm_chart PRIVATE MM_NO_STB)
 endif()
 
-mm_executable(memory_calculator SOURCES tools/memory_calculator.cu MODULES formulas memory_formulas pipeline_schedule chart runtime)
+mm_executable(memory_calculator SOURCES tools/memory_calculator.cu MODULES formulas memory_formulas pipeline_schedule zero_bubble_schedule chart runtime)

@@ -9,6 +9,7 @@
 #include "../model/generate.h"
 #include "../model/model_file.h"
 #include "../model/pipeline_step.h"
+#include "../parallel/zero_bubble_schedule.h"
 #include "../parallel/comm.h"
 // Learning rate at `step` (1-based): linear warmup, then constant or cosine decay to min_lr_frac · lr.
 float learning_rate(const TrainOptions& o, int step) {
@@ -111,6 +112,27 @@ static void report_bubble(const Run& run, const Progress& p) {
     }
 }
 
+// Under a zero-bubble schedule, after the report: the W passes' inputs the stage held at the same moment
+// (layers/weight_grad_queue.h: "w:" tags) next to their formula. Each of the stage's layers holds, for every
+// micro-batch whose B has run and W not, its four linear layers' inputs and output gradients: X and dY of
+// QKV (h, 3h/t), the projection (h/t, h), fc1 (h, 4h/t) and fc2 (4h/t, h) per token, the column-parallel
+// inputs all-gathered under SP: d·(s/c)·b·h·(4 + 12/t) bytes.
+static void print_weight_inputs(FILE* f, const Run& run, const MemoryReport& r) {
+    if (!is_zero_bubble(run.schedule) || run.grid.pp == 1) return;
+    double measured = 0;
+    for (const ActivationRecord& a : run.alloc->peak_snapshot())
+        if (a.name.rfind("w:", 0) == 0) measured += (double)a.bytes;
+    const ModelFormulaInput& s = r.shape;
+    const int pending = pipeline_weight_pending(run.model, run.micro_batches);
+    const double per_layer = s.d * (s.s / s.c) * s.b * s.h * (4.0 + 12.0 / s.t);
+    const double formula = pending * (int)run.model.stage.layers.size() * per_layer;
+    fprintf(f, "W inputs held for the zero-bubble W passes (%d micro-batch%s with B run and W not, %d layers; "
+               "d(s/c)bh(4 + 12/t) = %.0f bytes per layer each)\n", pending, pending == 1 ? "" : "es",
+            (int)run.model.stage.layers.size(), per_layer);
+    fprintf(f, "  %-16s %14s %14s %10s\n", "", "measured", "formula", "difference");
+    fprintf(f, "  %-16s %14.0f %14.0f %10.0f\n", "W inputs", measured, formula, measured - formula);
+}
+
 // --memory-report, after the run's first step: the saved activations at the schedule's peak, as the
 // allocator kept them (the step marked the moment: model/train_step.h), measured next to the paper's
 // formulas (recompute/memory_report.cu); then the reports of the first rank of every pipeline stage,
@@ -133,6 +155,7 @@ static void report_memory(Run& run, int step) {
     size_t len = 0;
     FILE* f = open_memstream(&text, &len);
     print_memory_report(f, r);
+    print_weight_inputs(f, run, r);
     fclose(f);
     const std::string memory_text = text;
     free(text);

@@ -36,8 +36,9 @@ void print_train_usage() {
         "                              needs flash attention, the default with --cp > 1; --seq divisible by 2N)\n"
         "  --pp N                      pipeline-parallel size: N stages of L/N layers (alias\n"
         "                              --pipeline-model-parallel-size); ranks = tp · cp · dp · pp, tp fastest\n"
-        "  --pipeline-schedule 1f1b|afab|interleaved   the order of forwards and backwards (default 1f1b;\n"
-        "                              interleaved needs --num-layers-per-virtual-pipeline-stage)\n"
+        "  --pipeline-schedule 1f1b|afab|interleaved|zb-h1|zb-h2   the order of forwards and backwards (default\n"
+        "                              1f1b; interleaved needs --num-layers-per-virtual-pipeline-stage; zb-h1 and\n"
+        "                              zb-h2: zero bubble, each backward split into B and a later W)\n"
         "  --num-layers-per-virtual-pipeline-stage k   interleaving: (L/pp)/k model chunks per stage\n"
         "  --recompute none|selective|full   activation recomputation policy\n"
         "  --attention unfused|flash   core attention (alias --attention-backend; default unfused, the paper's\n"
@@ -194,7 +195,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--tp", "--tensor-model-parallel-size"})) o.tp = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--pp", "--pipeline-model-parallel-size"})) o.pp = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--cp", "--context-parallel-size"})) o.cp = (int)to_int(print, f, v, 1, 4096);
-        else if (flag({"--pipeline-schedule"})) o.pipeline_schedule = one_of(print, f, v, {"1f1b", "afab", "interleaved"});
+        else if (flag({"--pipeline-schedule"})) o.pipeline_schedule = one_of(print, f, v, {"1f1b", "afab", "interleaved", "zb-h1", "zb-h2"});
         else if (flag({"--num-layers-per-virtual-pipeline-stage"})) o.layers_per_virtual_stage = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--recompute", "--recompute-granularity"})) o.recompute = one_of(print, f, v, {"none", "selective", "full"});
         else if (flag({"--attention", "--attention-backend"})) o.attention = one_of(print, f, v, {"unfused", "flash"});
@@ -292,6 +293,8 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         bad(print, "--pipeline-schedule interleaved needs --num-layers-per-virtual-pipeline-stage k (layers per model chunk)");
     if (o.pipeline_schedule == "interleaved" && o.pp == 1)
         bad(print, "the interleaved schedule needs --pp > 1 (it interleaves model chunks across pipeline stages)");
+    if (o.pipeline_schedule.rfind("zb-", 0) == 0 && o.pp == 1)
+        bad(print, "--pipeline-schedule " + o.pipeline_schedule + " needs --pp > 1 (its W passes fill the bubble between stages)");
     if (o.pipeline_schedule != "interleaved" && o.layers_per_virtual_stage > 0)
         bad(print, "--num-layers-per-virtual-pipeline-stage goes with the interleaved schedule, not --pipeline-schedule " +
                    o.pipeline_schedule);

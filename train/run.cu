@@ -191,7 +191,8 @@ static void pipeline_layout(Run& run) {
     const int p = opt.pp, M = run.micro_batches, per_stage = run.cfg.layers / p;
     const int k = opt.layers_per_virtual_stage;
     const std::string& s = opt.pipeline_schedule;
-    run.schedule = s == "afab" ? PipeSchedule::AFAB : s == "interleaved" ? PipeSchedule::Interleaved : PipeSchedule::OneFOneB;
+    run.schedule = s == "afab" ? PipeSchedule::AFAB : s == "interleaved" ? PipeSchedule::Interleaved
+                 : s == "zb-h1" ? PipeSchedule::ZeroBubbleH1 : s == "zb-h2" ? PipeSchedule::ZeroBubbleH2 : PipeSchedule::OneFOneB;
     if (p == 1 && run.schedule == PipeSchedule::AFAB)  // (interleaved at pp 1 is refused by the option parser)
         LOG0("note: --pipeline-schedule afab with --pp 1 changes nothing (one stage runs the forward and backward of each "
              "micro-batch in turn)\n");
@@ -364,9 +365,17 @@ void print_startup(const Run& run) {
     if (run.grid.pp > 1) {
         char chunks[96] = "";
         if (run.chunks > 1) snprintf(chunks, sizeof chunks, ", %d model chunks of %d layers per stage", run.chunks, run.model.stage.layers_per_chunk);
-        LOG0("pipeline: %d stages of %d layers, schedule %s%s, %d micro-batches per step; ideal bubble (p-1)/(m*M) = %.3f\n",
-             run.grid.pp, cfg.layers / run.grid.pp, pipe_schedule_name(run.schedule), chunks, run.micro_batches,
-             pipe_ideal_bubble(run.grid.pp, run.micro_batches, run.chunks));
+        const bool zb = run.schedule == PipeSchedule::ZeroBubbleH1 || run.schedule == PipeSchedule::ZeroBubbleH2;
+        const double zb_bubble = (run.grid.pp - 1) / (3.0 * run.micro_batches);
+        if (!zb)
+            LOG0("pipeline: %d stages of %d layers, schedule %s%s, %d micro-batches per step; ideal bubble (p-1)/(m*M) = %.3f\n",
+                 run.grid.pp, cfg.layers / run.grid.pp, pipe_schedule_name(run.schedule), chunks, run.micro_batches,
+                 pipe_ideal_bubble(run.grid.pp, run.micro_batches, run.chunks));
+        else  // parallel/zero_bubble_schedule.h; at T_F = T_B = T_W, the two are equal with a synchronous step end
+            LOG0("pipeline: %d stages of %d layers, schedule %s (B and W split), %d micro-batches per step; ideal bubble "
+                 "(p-1)/(3M) = %.3f at T_F = T_B = T_W%s\n", run.grid.pp, cfg.layers / run.grid.pp, pipe_schedule_name(run.schedule),
+                 run.micro_batches, zb_bubble, run.schedule == PipeSchedule::ZeroBubbleH2
+                     ? " (the step's synchronous end keeps it: 0 needs an optimizer that does not synchronize)" : "");
     }
     const int per_rank = opt.batch / run.grid.dp, M = run.micro_batches;
     char micro[96] = "";

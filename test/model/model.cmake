@@ -42,6 +42,20 @@ mm_test(test_equivalence_pp2_without_tied_sum EXE test_equivalence LABELS mpi NP
 mm_test(test_equivalence_pp2_without_scale EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --expect-fail-without-micro-scale)
 mm_test(test_equivalence_pp2_bf16 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 2 --dtype bf16 --steps 5)
 mm_test(test_equivalence_micro_without_scale EXE test_equivalence LABELS mpi NP 1 ARGS --tp 1 --micro 4 --expect-fail-without-micro-scale)
+# Zero-bubble schedules (parallel/zero_bubble_schedule.h: B now, W later), dropout 0.1, under NCCL's rules:
+# pp 2 and pp 4 with M < p, M = p and M > p; with tp 2 + SP; with dp 2 + the distributed optimizer. Bit for bit
+# at tp 1 (the W pass makes the GEMM calls the undivided backward makes, in the same micro-batch order).
+foreach(zb zb-h1 zb-h2)
+  string(REPLACE "-" "" zbn ${zb})
+  mm_test(test_equivalence_pp2_${zbn}_m1 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 1 --schedule ${zb} --comm mpi-strict)
+  mm_test(test_equivalence_pp2_${zbn}_bitwise EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 2 --schedule ${zb} --comm mpi-strict --bitwise)
+  mm_test(test_equivalence_pp2_${zbn}_m4 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --schedule ${zb} --comm mpi-strict --bitwise)
+  mm_test(test_equivalence_pp4_${zbn}_m2 EXE test_equivalence LABELS mpi NP 4 ARGS --tp 1 --pp 4 --micro 2 --schedule ${zb} --comm mpi-strict --steps 5)
+  mm_test(test_equivalence_pp4_${zbn}_m4 EXE test_equivalence LABELS mpi NP 4 ARGS --tp 1 --pp 4 --micro 4 --schedule ${zb} --comm mpi-strict --steps 5)
+  mm_test(test_equivalence_pp4_${zbn}_m8 EXE test_equivalence LABELS mpi NP 4 ARGS --tp 1 --pp 4 --micro 8 --batch 8 --schedule ${zb} --comm mpi-strict --steps 5 --bitwise)
+  mm_test(test_equivalence_sp_tp2_pp2_${zbn} EXE test_equivalence LABELS mpi NP 4 ARGS --tp 2 --sp --pp 2 --micro 4 --schedule ${zb} --comm mpi-strict --steps 5)
+  mm_test(test_equivalence_pp2_dp2_zero_${zbn} EXE test_equivalence LABELS mpi NP 4 ARGS --tp 1 --pp 2 --micro 2 --distributed-optimizer --schedule ${zb} --comm mpi-strict --steps 5)
+endforeach()
 # Negative control: without the layer-norm / bias gradient sum over the TP group, SP must NOT match.
 mm_test(test_equivalence_sp_without_grad_sum EXE test_equivalence LABELS mpi NP 2 ARGS --tp 2 --sp --expect-fail-without-sp-sum)
 

@@ -10,7 +10,7 @@
 //                                  against the single-rank run of the whole batch at once
 //                    [--expect-fail-without-micro-scale]   (negative control: drop the 1/M, expect gradients M times
 //                                  too large)
-//                    [--pp P] [--schedule afab|1f1b|interleaved] [--chunks m]   pipeline parallelism (a 4-layer model);
+//                    [--pp P] [--schedule afab|1f1b|interleaved|zb-h1|zb-h2] [--chunks m]   pipeline parallelism (a 4-layer model);
 //                                  world = tp × dp × pp
 //                    [--expect-fail-without-tied-sum]   (negative control: drop the tied embedding's gradient sum
 //                                  over the first and last stage, expect a mismatch)
@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--schedule")) {
             const char* v = argv[++i];
             par.schedule = !strcmp(v, "afab") ? PipeSchedule::AFAB : !strcmp(v, "interleaved") ? PipeSchedule::Interleaved
-                                                                                               : PipeSchedule::OneFOneB;
+                         : !strcmp(v, "zb-h1") ? PipeSchedule::ZeroBubbleH1 : !strcmp(v, "zb-h2") ? PipeSchedule::ZeroBubbleH2
+                                                                                 : PipeSchedule::OneFOneB;
         }
     }
     if (par.pp > 1) par.cfg = tiny_config(std::max(4, par.pp * par.chunks));  // a layer per virtual stage, at least 4

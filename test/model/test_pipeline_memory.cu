@@ -8,7 +8,8 @@
 // micro-batch on the first stage and the head's tensors on the last). The first stage's in-flight count is
 // checked against the paper's statements, written out here independently of the schedule code:
 //   1F1B: min(p, M) micro-batches of L/p layers (L layers' worth when M ≥ p);  AFAB: M·L/p;
-//   interleaved: L·(1 + (p−1)/(p·m)).
+//   interleaved: L·(1 + (p−1)/(p·m));  ZB-H1: 1F1B's;  ZB-H2: min(2p − 1, M) micro-batches.
+// Under ZB-H1/ZB-H2 the W inputs held at that moment equal their formula too (the last stage's, p − 1 micro-batches').
 // After the step no activation is left.
 #include <cstring>
 #include "model_fixture.h"
@@ -33,6 +34,10 @@ int main(int argc, char** argv) {
         {"1f1b M < p", PipeSchedule::OneFOneB, p - 1, 1, (double)(p - 1) * L / p},
         {"afab", PipeSchedule::AFAB, 4, 1, 4.0 * L / p},
         {"interleaved m=2", PipeSchedule::Interleaved, 2 * p, 2, L * (1.0 + (p - 1.0) / (p * 2.0))},
+        // Zero bubble (Qi et al. 2024): ZB-H1's first stage holds 1F1B's p micro-batches, ZB-H2's 2p − 1.
+        {"zb-h1 M > p", PipeSchedule::ZeroBubbleH1, 2 * p + 1, 1, (double)L},
+        {"zb-h1 M < p", PipeSchedule::ZeroBubbleH1, p - 1, 1, (double)(p - 1) * L / p},
+        {"zb-h2 M > p", PipeSchedule::ZeroBubbleH2, 2 * p + 1, 1, (2.0 * p - 1) * L / p},
     };
     if (rank == 0)
         printf("test_pipeline_memory: tp %d x pp %d, L = %d, micro-batches of %d sequences of %d, %s attention\n", tp, p, L, b,
@@ -64,19 +69,35 @@ int main(int argc, char** argv) {
                     CHECK(h.alloc->has_peak_snapshot(), "rank %d: the step marked no peak", rank);
                     MemoryReport r = build_memory_report(h.alloc->peak_snapshot(), shape, pipeline_in_flight(h.model, c.M));
                     const size_t left = h.alloc->live_bytes();
+                    // Zero bubble: the W inputs held at the same moment ("w:" tags, layers/weight_grad_queue.h), per
+                    // layer of the stage and micro-batch with B run and W not: X and dY of the four linear layers,
+                    // d·s·b·h·(4 + 12/t) bytes. The schedule's count at the marked moment, and the last stage's
+                    // written out for ZB-H1 at M > p: p − 1 (its W lag).
+                    double w_measured = 0;
+                    for (const ActivationRecord& a : h.alloc->peak_snapshot())
+                        if (a.name.rfind("w:", 0) == 0) w_measured += (double)a.bytes;
+                    const int pending = pipeline_weight_pending(h.model, c.M);
+                    const double w_formula = (double)pending * (L / p) * dtype_size(dt) * S * b * s.cfg.channels * (4.0 + 12.0 / tp);
+                    const bool w_ok = w_measured == w_formula &&
+                                      (c.sched != PipeSchedule::ZeroBubbleH1 || c.M <= p || h.grid.pp_rank != p - 1 || pending == p - 1) &&
+                                      (p == 1 || c.sched == PipeSchedule::ZeroBubbleH1 || c.sched == PipeSchedule::ZeroBubbleH2 || pending == 0);
                     const bool ok = r.stage_layers_measured == r.stage_layers_formula && r.model_measured == r.model_formula &&
                                     r.per_layer_measured == r.per_layer_formula && r.layers_identical && left == 0 &&
                                     (h.grid.pp_rank != 0 || r.in_flight_layers == c.first_stage_layers) &&
                                     // the Table 2 row as --memory-report compares it: one micro-batch's layer
                                     // and the stage's layers (recompute/table2.h), bf16 (d = 2) only
-                                    (dt != DType::BF16 || table2_compare(r).equal());
+                                    (dt != DType::BF16 || table2_compare(r).equal()) && w_ok;
                     if (!ok) {
                         mismatches++;
                         printf("  rank %d stage %d %s %s sp=%d %s: layers %.0f vs %.0f, model %.0f vs %.0f, in flight %d "
-                               "(expected %.2f on the first stage), %zu bytes left\n", rank, h.grid.pp_rank, c.name, dtype_name(dt), sp,
-                               recompute_name(rc), r.stage_layers_measured, r.stage_layers_formula, r.model_measured,
-                               r.model_formula, r.in_flight_layers, c.first_stage_layers, left);
+                               "(expected %.2f on the first stage), %zu bytes left, W inputs %.0f vs %.0f (%d pending)\n", rank,
+                               h.grid.pp_rank, c.name, dtype_name(dt), sp, recompute_name(rc), r.stage_layers_measured,
+                               r.stage_layers_formula, r.model_measured, r.model_formula, r.in_flight_layers, c.first_stage_layers,
+                               left, w_measured, w_formula, pending);
                     }
+                    if (dt == DType::BF16 && sp == 1 && rc == Recompute::Selective && pending > 0 && h.grid.tp_rank == 0)
+                        printf("  %-16s M=%2d  stage %d: W inputs of %d micro-batches held, %.0f B measured = %.0f formula\n",
+                               c.name, c.M, h.grid.pp_rank, pending, w_measured, w_formula);
                     if (rank == 0 && dt == DType::BF16 && sp == 1 && rc == Recompute::Selective)
                         printf("  %-16s M=%2d  first stage: %d layer-micro-batches in flight (paper: %.2f), layers %.0f B "
                                "measured = %.0f formula, whole stage %.0f = %.0f\n", c.name, c.M, r.in_flight_layers,

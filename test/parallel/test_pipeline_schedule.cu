@@ -17,6 +17,7 @@
 #include <tuple>
 #include "../test_util.h"
 #include "../../parallel/pipeline_schedule.h"
+#include "../../parallel/zero_bubble_schedule.h"
 
 // One message of a rank's exchange, as the executor posts it.
 struct SimMessage {
@@ -30,6 +31,7 @@ using Exchange = std::vector<SimMessage>;
 // code: a forward of virtual stage v gets its input from v − 1 and passes its output to v + 1; a backward
 // the other way. The tag names (micro-batch, boundary, direction) like pipe_message_tag.
 static bool receives(const PipeOp& op, int p, int r, int m, SimMessage* out) {
+    if (op.kind == PipeOp::WeightGrad) return false;  // a zero-bubble W: computed from what its B kept
     const int v = op.chunk * p + r, P = p * m;
     const bool fwd = op.kind == PipeOp::Forward;
     if (fwd ? v == 0 : v == P - 1) return false;
@@ -38,6 +40,7 @@ static bool receives(const PipeOp& op, int p, int r, int m, SimMessage* out) {
     return true;
 }
 static bool sends(const PipeOp& op, int p, int r, int m, SimMessage* out) {
+    if (op.kind == PipeOp::WeightGrad) return false;
     const int v = op.chunk * p + r, P = p * m;
     const bool fwd = op.kind == PipeOp::Forward;
     if (fwd ? v == P - 1 : v == 0) return false;
@@ -61,7 +64,7 @@ static std::vector<Exchange> exchanges(const std::vector<std::vector<PipeOp>>& u
         w.push_back(busy);
         busy = 0;
     };
-    auto run = [&](const PipeOp& op) { busy += op.kind == PipeOp::Forward ? 1 : 2; };
+    auto run = [&](const PipeOp& op) { busy += op.kind == PipeOp::Forward ? 1 : 2; };  // (ZB: B and W 2 each; unused)
     Exchange pending;  // the previous unit's sends
     SimMessage msg;
     for (const std::vector<PipeOp>& unit : units) {
@@ -206,10 +209,22 @@ static void check_layout(PipeSchedule s, int p, int M, int m) {
             count[{op.kind, op.microbatch, op.chunk}]++;
             if (op.kind == PipeOp::Backward) after &= count.count({PipeOp::Forward, op.microbatch, op.chunk}) > 0;
         }
-        bool once = (int)ops[r].size() == 2 * M * m && (int)count.size() == 2 * M * m;
+        const int kinds = is_zero_bubble(s) ? 3 : 2;  // F, B (and W)
+        bool once = (int)ops[r].size() == kinds * M * m && (int)count.size() == kinds * M * m;
         for (auto& [k, n] : count)
             once &= n == 1 && std::get<1>(k) >= 0 && std::get<1>(k) < M && std::get<2>(k) >= 0 && std::get<2>(k) < m;
-        CHECK(once, "%s rank %d: every forward and backward must run once", what, r);
+        CHECK(once, "%s rank %d: every forward and backward (and W) must run once", what, r);
+        if (is_zero_bubble(s)) {
+            // Each W after its B, W's in micro-batch order, and no W under the other schedules.
+            std::set<int> b_done;
+            int next_w = 0;
+            bool w_ok = true;
+            for (const PipeOp& op : ops[r]) {
+                if (op.kind == PipeOp::Backward) b_done.insert(op.microbatch);
+                if (op.kind == PipeOp::WeightGrad) w_ok &= b_done.count(op.microbatch) && op.microbatch == next_w++;
+            }
+            CHECK(w_ok, "%s rank %d: a W before its B, or out of micro-batch order", what, r);
+        }
         CHECK(after, "%s rank %d: a backward runs before its forward", what, r);
         // Backwards of each chunk in micro-batch order (FIFO): the single-rank accumulation order.
         std::vector<int> last(m, -1);
@@ -244,7 +259,8 @@ static void check_layout(PipeSchedule s, int p, int M, int m) {
     //    chunk) to avoid it.
     //  - AFAB, and interleaved with M == p (as in Megatron-LM: no steady state to alternate with): every
     //    forward first, by definition.
-    const bool all_first = s == PipeSchedule::AFAB || (s == PipeSchedule::Interleaved && M == p) || p == 1;
+    // (Zero bubble: ZB-H1 takes 1F1B's counts, checked below; ZB-H2's are larger by design, to fill the start.)
+    const bool all_first = s == PipeSchedule::AFAB || (s == PipeSchedule::Interleaved && M == p) || p == 1 || is_zero_bubble(s);
     for (int r = 0; r < p && !all_first; r++) {
         std::vector<int> w = warmup;
         int derived = -1;
@@ -261,20 +277,45 @@ static void check_layout(PipeSchedule s, int p, int M, int m) {
         }
         CHECK(derived == warmup[r], "%s rank %d: warm-up %d, but the simulation gives %d", what, r, warmup[r], derived);
     }
-    if (all_first && p > 1)
+    if (is_zero_bubble(s))
+        for (int r = 0; r < p; r++)
+            CHECK(warmup[r] == (s == PipeSchedule::ZeroBubbleH1 ? pipe_warmup(PipeSchedule::OneFOneB, p, r, M, 1)
+                                                                : std::min(2 * (p - 1 - r), M)),
+                  "%s rank %d: warm-up %d", what, r, warmup[r]);
+    if (all_first && p > 1 && !is_zero_bubble(s))
         for (int r = 0; r < p; r++) CHECK(warmup[r] == M * m, "%s rank %d: warm-up %d, not every forward", what, r, warmup[r]);
     // Negative control: the ungrouped order (each receive, each send alone, as issued before the grouping).
     if (p > 1) {
         const std::vector<std::vector<Exchange>> ungrouped = all_exchanges(s, p, M, m, warmup, false);
         const bool hangs = !drain(ungrouped, p).empty();
         g_ungrouped_total++, g_ungrouped_stuck += hangs;
-        if (s == PipeSchedule::OneFOneB && M >= 2) CHECK(hangs, "%s: the ungrouped order should deadlock under NCCL's rules", what);
+        if ((s == PipeSchedule::OneFOneB || is_zero_bubble(s)) && M >= 2) CHECK(hangs, "%s: the ungrouped order should deadlock under NCCL's rules", what);
         if (s == PipeSchedule::Interleaved) CHECK(hangs, "%s: the ungrouped order should deadlock under NCCL's rules", what);
     }
     // The first stage's peak: 1F1B holds min(p, M) micro-batches, AFAB M, interleaved (p−1)·2 + (m−1)·p + 1
     // (micro-batch, chunk) pairs — L·(1 + (p−1)/(p·m)) layers at L/(p·m) layers per chunk.
     const int peak = pipe_peak_in_flight(ops[0]);
-    int want_peak = s == PipeSchedule::AFAB ? M : std::min(p, M);
+    // ZB-H1 holds 1F1B's p on the first stage (and on every stage: the later ones keep their W's back instead of
+    // idling), ZB-H2 2p − 1.
+    int want_peak = s == PipeSchedule::AFAB ? M : s == PipeSchedule::ZeroBubbleH2 ? std::min(2 * p - 1, M) : std::min(p, M);
+    if (is_zero_bubble(s)) {
+        // Micro-batches whose F ran and W not (activations or W inputs): at most the first stage's peak anywhere.
+        for (int r = 0; r < p; r++) {
+            int live = 0, most = 0;
+            for (const PipeOp& op : ops[r]) most = std::max(most, live += op.kind == PipeOp::Forward ? 1 : op.kind == PipeOp::WeightGrad ? -1 : 0);
+            CHECK(most <= want_peak, "%s rank %d: %d micro-batches between F and W, more than %d", what, r, most, want_peak);
+        }
+        // The first stage runs each W right after its B (lag 0): at its peak it holds saved activations only,
+        // min(p, M) (ZB-H1: 1F1B's) or min(2p − 1, M) (ZB-H2).
+        const ZeroBubblePeak zp = zero_bubble_peak(ops[0]);
+        CHECK(zp.held == want_peak && zp.saved == want_peak && zp.pending == 0, "%s: first stage holds %d (%d saved, %d W "
+              "inputs) at its peak, expected %d saved", what, zp.held, zp.saved, zp.pending, want_peak);
+        // ZB-H1's last stage (lag p − 1): one micro-batch's activations and p − 1 micro-batches' W inputs, once M > p.
+        const ZeroBubblePeak last = zero_bubble_peak(ops[p - 1]);
+        if (s == PipeSchedule::ZeroBubbleH1 && M > p && p > 1)
+            CHECK(last.saved == 1 && last.pending == p - 1, "%s: last stage peak %d saved + %d W inputs, expected 1 + %d", what,
+                  last.saved, last.pending, p - 1);
+    }
     if (s == PipeSchedule::Interleaved) want_peak = M == p ? M * m : std::min((p - 1) * 2 + (m - 1) * p + 1, M * m);
     CHECK(peak == want_peak, "%s: first stage peak %d in flight, expected %d", what, peak, want_peak);
     if (s == PipeSchedule::Interleaved && M > p) {
@@ -291,7 +332,9 @@ int main() {
         for (int M = 1; M <= 16; M++) {
             check_layout(PipeSchedule::AFAB, p, M, 1);
             check_layout(PipeSchedule::OneFOneB, p, M, 1);
-            layouts += 2;
+            check_layout(PipeSchedule::ZeroBubbleH1, p, M, 1);
+            check_layout(PipeSchedule::ZeroBubbleH2, p, M, 1);
+            layouts += 4;
             for (int m = 2; m <= 4; m++)
                 if (pipe_schedule_problem(PipeSchedule::Interleaved, p, M, m).empty()) {
                     check_layout(PipeSchedule::Interleaved, p, M, m);

@@ -1,0 +1,43 @@
+// zero_bubble_schedule.h — the zero-bubble pipeline schedules ZB-H1 and ZB-H2 (Qi, Wan, Huang, Lin, "Zero Bubble
+// Pipeline Parallelism", ICLR 2024, arXiv 2401.10241): beyond the paper this project reproduces, so apart from
+// pipeline_schedule.cu, which calls in here for them.
+//
+// Each backward splits in two. B is the gradient of the stage's input: the stage before waits for it, so it
+// stays on the critical path. W is the gradient of the weights (dW = dYᵀ·X of every linear layer): nobody waits
+// for it, so it can run later, where the stage would otherwise sit idle. W needs X and dY, kept until it runs
+// (layers/weight_grad_queue.h).
+//
+// Stage r of p, M micro-batches: w warm-up forwards, then steady units F(w+k), B(k) — each followed by
+// W(k − d) once k ≥ d, where d is the stage's W lag — then the cool-down B's, each followed by the next pending
+// W, and the last W's.
+//  ZB-H1: w = p − 1 − r (1F1B's), d = r. The first stage still holds p micro-batches (F run, W not), as 1F1B;
+//         the later stages hold their W's back so that, in the cool-down, the W's fill the time 1F1B spends
+//         waiting for gradients. Bubble (p − 1)(T_F + T_B − T_W) against 1F1B's (p − 1)(T_F + T_B + T_W).
+//  ZB-H2: w = 2(p − 1 − r), d = 2r. Extra warm-up forwards fill the start as well: no stage waits in the middle
+//         of the step; what is left is the start of the later stages and the end of the earlier ones (a
+//         parallelogram), which only an optimizer step that does not synchronize would overlap with the next
+//         step (the paper's post-validation; not done here: the gradient norm and the clip synchronize). The
+//         first stage holds 2p − 1 micro-batches' activations.
+// (All counts are capped by M.) Within a chunk the B's and the W's each run in micro-batch order, so every
+// weight gradient accumulates its micro-batches in a single rank's order.
+//
+// Units (what the executor runs between exchanges, model/pipeline_step.cu): the F's and B's are cut as in 1F1B
+// (a warm-up F alone, a steady (F, B) pair, a cool-down B alone), and each W goes to the front of the unit after
+// it: the executor runs a unit's W's while that unit's exchange is in flight (exchange_start ... exchange_finish,
+// parallel/point_to_point.h), so the B's gradient has already left for the previous stage when the W starts. W's
+// after the last B form a last unit of their own. The exchanges are those of 1F1B's units (with ZB-H2's
+// warm-up counts): test_pipeline_schedule simulates them under NCCL's rules.
+#pragma once
+#include <vector>
+#include "pipeline_schedule.h"
+
+inline bool is_zero_bubble(PipeSchedule s) { return s == PipeSchedule::ZeroBubbleH1 || s == PipeSchedule::ZeroBubbleH2; }
+// The stage's W lag d (above).
+int zero_bubble_weight_lag(PipeSchedule s, int p, int rank);
+// The ops of ZB-H1 / ZB-H2 in units, warm-up count `warmup` (pipe_warmup's unless a test tries another).
+std::vector<std::vector<PipeOp>> zero_bubble_units(PipeSchedule s, int p, int rank, int M, int warmup);
+// The moment a zero-bubble stage holds the most: the first op after which the most micro-batches have run
+// their F and not their W (each holds either its saved activations or its W inputs; the executor marks the
+// memory report's snapshot there). held = saved + pending: saved, B not run yet; pending, B run, W not.
+struct ZeroBubblePeak { int held = 0, saved = 0, pending = 0; };
+ZeroBubblePeak zero_bubble_peak(const std::vector<PipeOp>& ops);
