@@ -117,11 +117,14 @@ static void report_bubble(const Run& run, const Progress& p) {
 // micro-batch whose B has run and W not, its four linear layers' inputs and output gradients: X and dY of
 // QKV (h, 3h/t), the projection (h/t, h), fc1 (h, 4h/t) and fc2 (4h/t, h) per token, the column-parallel
 // inputs all-gathered under SP: d·(s/c)·b·h·(4 + 12/t) bytes.
-static void print_weight_inputs(FILE* f, const Run& run, const MemoryReport& r) {
+static double weight_input_bytes(const std::vector<ActivationRecord>& live) {
+    double bytes = 0;
+    for (const ActivationRecord& a : live)
+        if (a.name.rfind("w:", 0) == 0) bytes += (double)a.bytes;
+    return bytes;
+}
+static void print_weight_inputs(FILE* f, const Run& run, const MemoryReport& r, double measured) {
     if (!is_zero_bubble(run.schedule) || run.grid.pp == 1) return;
-    double measured = 0;
-    for (const ActivationRecord& a : run.alloc->peak_snapshot())
-        if (a.name.rfind("w:", 0) == 0) measured += (double)a.bytes;
     const ModelFormulaInput& s = r.shape;
     const int pending = pipeline_weight_pending(run.model, run.micro_batches);
     const double per_layer = s.d * (s.s / s.c) * s.b * s.h * (4.0 + 12.0 / s.t);
@@ -150,12 +153,13 @@ static void report_memory(Run& run, int step) {
     add_model_state(r, run.model.state_memory, model_state_formula(run.model.n_params, weight_ranks(run.grid), run.model.zero.on,
                                                                    run.dtype != DType::F32));  // recompute/model_state_memory.h
     r.device_used_bytes = run.alloc->peak_snapshot_device_used_bytes();  // the GPU's memory in use at the peak (-1: none)
+    const double w_inputs = weight_input_bytes(run.alloc->peak_snapshot());
     run.alloc->keep_peak_snapshot(false);
     char* text = nullptr;
     size_t len = 0;
     FILE* f = open_memstream(&text, &len);
     print_memory_report(f, r);
-    print_weight_inputs(f, run, r);
+    print_weight_inputs(f, run, r, w_inputs);
     fclose(f);
     const std::string memory_text = text;
     free(text);

@@ -41,6 +41,7 @@ emu_trainer_test(emu_trainer_tp2_sp 2 fp32 --tp 2 --sp)
 emu_trainer_test(emu_trainer_pp2_1f1b 2 fp32 --pp 2 --pipeline-schedule 1f1b --micro-batch-size 1)
 emu_trainer_test(emu_trainer_pp2_interleaved 2 fp32 --pp 2 --pipeline-schedule interleaved --micro-batch-size 1
                  --num-layers-per-virtual-pipeline-stage 1)
+emu_trainer_test(emu_trainer_pp2_zbh1 2 fp32 --pp 2 --pipeline-schedule zb-h1 --micro-batch-size 1)
 emu_trainer_test(emu_trainer_cp2 2 fp32 --cp 2)
 emu_trainer_test(emu_trainer_dp2_distributed_optimizer 2 fp32 --use-distributed-optimizer)
 
