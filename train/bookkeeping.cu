@@ -101,10 +101,13 @@ static void report_bubble(const Run& run, const Progress& p) {
     if (g_rank != 0) return;
     // The paper's bubble fraction (p-1)/(m*M) is the idle time over the ideal (bubble-free) time; as a share of
     // the whole step that is b/(1+b), the number comparable with the time measured idle.
-    const double b = pipe_ideal_bubble(g.pp, run.micro_batches, run.chunks);
-    LOG0("pipeline bubble (%s, p %d, m %d, M %d): ideal (p-1)/(m*M) = %.3f of the ideal time, an idle share %.3f of the step; "
-         "measured idle share (blocked in exchanges):", pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches, b,
-         b / (1 + b));
+    // Zero bubble (parallel/zero_bubble_schedule.h): (p-1)(T_F + T_B - T_W) over M(T_F + T_B + T_W), (p-1)/(3M)
+    // at equal times, ZB-H2 with this trainer's synchronous step end included.
+    const bool zb = is_zero_bubble(run.schedule);
+    const double b = zb ? (g.pp - 1) / (3.0 * run.micro_batches) : pipe_ideal_bubble(g.pp, run.micro_batches, run.chunks);
+    LOG0("pipeline bubble (%s, p %d, m %d, M %d): ideal %s = %.3f of the ideal time, an idle share %.3f of the step; "
+         "measured idle share (blocked in exchanges):", pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches,
+         zb ? "(p-1)/(3M) at T_F = T_B = T_W" : "(p-1)/(m*M)", b, b / (1 + b));
     for (int s = 0; s < g.pp; s++) {
         const int r = s * ranks_per_stage(g);
         const double idle = all[2 * (size_t)r + 1] > 0 ? all[2 * (size_t)r] / all[2 * (size_t)r + 1] : 0;
