@@ -128,6 +128,7 @@ mm_cli_error(cli_pp2_micro_dp "--batch 6 is not divisible by --micro-batch-size 
 mm_cli_error(cli_interleaved_M_not_multiple "3 micro-batches are not a multiple of --pp 2" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --pp 2 --num-layers-per-virtual-pipeline-stage 1 --batch 6 --num-microbatches 3)
 mm_cli_error(cli_interleaved_k_not_dividing "--num-layers-per-virtual-pipeline-stage 2 does not divide the 3 layers of a stage" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --pp 2 --layers 6 --num-layers-per-virtual-pipeline-stage 2)
 mm_cli_error(cli_interleaved_without_k "--pipeline-schedule interleaved needs --num-layers-per-virtual-pipeline-stage" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --pp 2 --pipeline-schedule interleaved)
+mm_cli_error(cli_zero_bubble_pp1 "--pipeline-schedule zb-h1 needs --pp > 1" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --pipeline-schedule zb-h1)
 mm_cli_error(cli_interleaved_one_chunk "needs at least 2 model chunks per stage" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --pp 2 --num-layers-per-virtual-pipeline-stage 2)
 mm_cli_error(cli_unknown_flag "unknown flag --frobnicate" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --frobnicate 1)
 mm_cli_error(cli_bad_recompute "--recompute must be none.selective.full" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --recompute some)
