@@ -56,6 +56,10 @@ foreach(zb zb-h1 zb-h2)
   mm_test(test_equivalence_sp_tp2_pp2_${zbn} EXE test_equivalence LABELS mpi NP 4 ARGS --tp 2 --sp --pp 2 --micro 4 --schedule ${zb} --comm mpi-strict --steps 5)
   mm_test(test_equivalence_pp2_dp2_zero_${zbn} EXE test_equivalence LABELS mpi NP 4 ARGS --tp 1 --pp 2 --micro 2 --distributed-optimizer --schedule ${zb} --comm mpi-strict --steps 5)
 endforeach()
+# With each recompute policy and with flash attention (the W pass after a full recompute's second forward).
+mm_test(test_equivalence_pp2_zbh1_selective EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --schedule zb-h1 --recompute selective --bitwise --steps 5)
+mm_test(test_equivalence_pp2_zbh2_full EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --schedule zb-h2 --recompute full --bitwise --steps 5)
+mm_test(test_equivalence_pp2_zbh1_flash EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --schedule zb-h1 --attention flash --seq 80 --steps 5)
 # Negative control: without the layer-norm / bias gradient sum over the TP group, SP must NOT match.
 mm_test(test_equivalence_sp_without_grad_sum EXE test_equivalence LABELS mpi NP 2 ARGS --tp 2 --sp --expect-fail-without-sp-sum)
 

@@ -10,6 +10,7 @@
 //                                  against the single-rank run of the whole batch at once
 //                    [--expect-fail-without-micro-scale]   (negative control: drop the 1/M, expect gradients M times
 //                                  too large)
+//                    [--recompute none|selective|full]   both runs' policy (default none)
 //                    [--pp P] [--schedule afab|1f1b|interleaved|zb-h1|zb-h2] [--chunks m]   pipeline parallelism (a 4-layer model);
 //                                  world = tp × dp × pp
 //                    [--expect-fail-without-tied-sum]   (negative control: drop the tied embedding's gradient sum
@@ -85,7 +86,10 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--seq")) S = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--attention")) parse_attention(argv[++i], &par.attention);
         else if (!strcmp(argv[i], "--reference-attention")) ref_attention_given = parse_attention(argv[++i], &ref_attention);
-        else if (!strcmp(argv[i], "--schedule")) {
+        else if (!strcmp(argv[i], "--recompute")) {  // both runs (the reference copies the spec)
+            const char* v = argv[++i];
+            par.rc = !strcmp(v, "full") ? Recompute::Full : !strcmp(v, "selective") ? Recompute::Selective : Recompute::None;
+        } else if (!strcmp(argv[i], "--schedule")) {
             const char* v = argv[++i];
             par.schedule = !strcmp(v, "afab") ? PipeSchedule::AFAB : !strcmp(v, "interleaved") ? PipeSchedule::Interleaved
                          : !strcmp(v, "zb-h1") ? PipeSchedule::ZeroBubbleH1 : !strcmp(v, "zb-h2") ? PipeSchedule::ZeroBubbleH2
