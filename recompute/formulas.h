@@ -145,7 +145,7 @@ const PaperModel* find_paper_model(const std::string& name);  // case-insensitiv
 // optimizer post-validation), so every stage idles the same time per step (its busy time is the same).
 // That idle time is the longest dependency path minus M·(T_F + T_B + T_W): a maximum of a few linear forms,
 // found by a dependency simulation of the orders above and checked against it exactly in test_formulas
-// (p = 1..8, M = 1..16, 16 unequal time triples):
+// (p = 1..8, M = 1..16, 16 time triples, 15 of them unequal):
 //   1F1B, any M:        q·(T_F + T_B + T_W)
 //   ZB-H1, M >= p:      q·max(T_F + T_B − T_W, T_F, T_B)
 //          M <  p:      max(q(T_F + T_B) − (M−1)·T_W,  q·T_F + T_B,  (p−M)·T_F + q·T_B)
