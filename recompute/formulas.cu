@@ -3,7 +3,9 @@
 
 #include "../layers/model_shape.h"  // padded_vocab_for: the trainer's vocabulary padding
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 
 // ---- context parallelism: ring attention's K/V traffic ------------------------------------------------
@@ -147,4 +149,81 @@ const PaperModel* find_paper_model(const std::string& name) {
         if (*a == 0 && *b == 0) return &m;
     }
     return nullptr;
+}
+
+// ---- pipeline schedules with a split backward (zero bubble; not in the paper) ----------------------------
+const char* bubble_schedule_name(BubbleSchedule s) {
+    switch (s) {
+        case BubbleSchedule::OneFOneB: return "1f1b";
+        case BubbleSchedule::ZeroBubbleH1: return "zb-h1";
+        case BubbleSchedule::ZeroBubbleH2: return "zb-h2";
+    }
+    return "?";
+}
+
+bool parse_bubble_schedule(const char* text, BubbleSchedule* out) {
+    if (!text) return false;
+    for (BubbleSchedule s : {BubbleSchedule::OneFOneB, BubbleSchedule::ZeroBubbleH1, BubbleSchedule::ZeroBubbleH2})
+        if (strcmp(text, bubble_schedule_name(s)) == 0) {
+            *out = s;
+            return true;
+        }
+    return false;
+}
+
+double pipeline_bubble_time(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W) {
+    if (p < 1 || M < 1 || !(T_F >= 0) || !(T_B >= 0) || !(T_W >= 0)) return NAN;
+    const double q = p - 1;
+    using std::max;
+    // Each term is one dependency path's length minus the busy time (formulas.h names the two floors).
+    switch (s) {
+        case BubbleSchedule::OneFOneB: return q * (T_F + T_B + T_W);
+        case BubbleSchedule::ZeroBubbleH1:
+            if (M >= p) return q * max({T_F + T_B - T_W, T_F, T_B});
+            return max({q * (T_F + T_B) - (M - 1) * T_W, q * T_F + T_B, (p - M) * T_F + q * T_B});
+        case BubbleSchedule::ZeroBubbleH2: {
+            if (M >= 2 * p - 1) return q * max({T_F + T_B - 2 * T_W, T_F, T_B - T_F});
+            const double z = max({q * (T_F + T_B) - (M - 1) * T_W, q * T_F, (p - M) * T_F + q * T_B});
+            if (M > p) return max({z, q * T_F + T_B - T_W, (q - 1) * T_F + T_B});
+            // M <= p: also the path of F(0) down to stage n = p − ⌈M/2⌉, that stage's forwards before its first
+            // B (M of them for odd M, M − 1 for even), B(0) back up, and the first stage's M B's and W's.
+            const double n = p - (M + 1) / 2, e = M % 2 == 0 ? 1 : 0;
+            return max({z, n * (T_F + T_B) - e * T_W, (n - 1) * T_F + n * T_B});
+        }
+    }
+    return NAN;
+}
+
+double pipeline_bubble_rate(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W) {
+    return pipeline_bubble_time(s, p, M, T_F, T_B, T_W) / (M * (T_F + T_B + T_W));
+}
+
+double pipeline_idle_share(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W) {
+    const double bubble = pipeline_bubble_time(s, p, M, T_F, T_B, T_W);
+    return bubble / (bubble + M * (T_F + T_B + T_W));
+}
+
+int first_stage_in_flight(BubbleSchedule s, int p, int M) {
+    // Warm-up forwards plus the steady state's first forward: p − 1 + 1, or 2(p − 1) + 1 for ZB-H2.
+    return std::min(s == BubbleSchedule::ZeroBubbleH2 ? 2 * p - 1 : p, M);
+}
+
+double w_input_bytes_per_layer(double s, double b, double h, int t, int bytes_per_elem) {
+    // Inputs 2 + 5/t (QKV, fc1 gathered; projection, fc2 split), output gradients 2 + 7/t (QKV, fc1 split;
+    // projection, fc2 whole): 4 + 12/t, times s·b·h elements.
+    return bytes_per_elem * s * b * h * (4.0 + 12.0 / t);
+}
+
+FirstStageScheduleMemory first_stage_schedule_memory(const ModelFormulaInput& in, BubbleSchedule s, int M) {
+    FirstStageScheduleMemory f;
+    const double layers = in.L / in.p;  // on each stage
+    const double per_mb = layers * layer_bytes(in.layer());
+    f.in_flight = first_stage_in_flight(s, in.p, M);
+    f.layers_at_peak = f.in_flight * per_mb;
+    if (s != BubbleSchedule::OneFOneB) {
+        f.w_inputs = layers * w_input_bytes_per_layer(in.s / in.c, in.b, in.h, in.t, in.d);
+        f.after_b = (f.in_flight - 1) * per_mb + f.w_inputs;
+    }
+    f.peak = std::max(f.layers_at_peak, f.after_b);
+    return f;
 }

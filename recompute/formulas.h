@@ -128,3 +128,73 @@ struct PaperModel {
 };
 const std::vector<PaperModel>& paper_models();  // 22B, 175B, 530B, 1T
 const PaperModel* find_paper_model(const std::string& name);  // case-insensitive; nullptr when unknown
+
+// ---- pipeline schedules with a split backward: bubble and first stage (not in the paper) ----------------
+// Zero-bubble pipeline parallelism (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, arXiv
+// 2401.10241) splits each backward into B (the gradient of the stage's input, which the previous stage
+// waits for) and W (the weight gradients, which nobody waits for and can be deferred into idle time).
+// 1F1B runs B and W together. T_F, T_B, T_W: the time of one micro-batch's F, B, W on one stage; p stages,
+// M micro-batches per step; q = p − 1. Times are free to be unequal; communication is free.
+//
+// The op orders these formulas describe (stage r of p, warm-up w forwards, W lag d):
+//   1F1B:  w = min(p−1−r, M); steady F(w+k) B(k) (B includes W); cool-down B's.
+//   ZB-H1: w = min(p−1−r, M), d = r;     ZB-H2: w = min(2(p−1−r), M), d = 2r.
+//   Steady for k = 0..M−w−1: F(w+k), B(k), then W(k−d) if k−d >= 0; cool-down for k = M−w..M−1: B(k),
+//   then the next pending W; then the remaining W's.
+// Both start together and END together (the step's gradient norm and clip wait for every stage: no
+// optimizer post-validation), so every stage idles the same time per step (its busy time is the same).
+// That idle time is the longest dependency path minus M·(T_F + T_B + T_W): a maximum of a few linear forms,
+// found by a dependency simulation of the orders above and checked against it exactly in test_formulas
+// (p = 1..8, M = 1..16, 16 time triples, 15 of them unequal):
+//   1F1B, any M:        q·(T_F + T_B + T_W)
+//   ZB-H1, M >= p:      q·max(T_F + T_B − T_W, T_F, T_B)
+//          M <  p:      max(q(T_F + T_B) − (M−1)·T_W,  q·T_F + T_B,  (p−M)·T_F + q·T_B)
+//   ZB-H2, M >= 2p−1:   q·max(T_F + T_B − 2T_W, T_F, T_B − T_F)
+//          p < M < 2p−1: max(Z, q·T_F + T_B − T_W, (q−1)·T_F + T_B)
+//          M <= p:      max(Z, n(T_F + T_B) − e·T_W, (n−1)·T_F + n·T_B),  n = p − ⌈M/2⌉, e = 1 if M is even
+//                       else 0
+//          where Z = max(q(T_F + T_B) − (M−1)·T_W,  q·T_F,  (p−M)·T_F + q·T_B).
+// The paper's ZB-H1 bubble q(T_F + T_B − T_W) is the first term; the other two are floors no order can go
+// under: the last stage waits q·T_F for its first forward, and the first stage, having run its p forwards,
+// waits q·T_B for its first B (it has no W to fill the gap with). So q(T_F + T_B − T_W) holds while
+// T_W <= min(T_F, T_B). The paper's ZB-H2 bubble q(T_F + T_B − 2T_W) likewise meets the last stage's q·T_F
+// and the first stage's wait q·(T_B − T_F) after its 2p − 1 forwards: with a synchronous end ZB-H2 does not
+// reach zero; at equal times T and M >= p it idles q·T, the same as ZB-H1 (1F1B: 3q·T), and for M < p
+// both idle (2p − 1 − M)·T.
+enum class BubbleSchedule { OneFOneB, ZeroBubbleH1, ZeroBubbleH2 };
+const char* bubble_schedule_name(BubbleSchedule s);                // "1f1b" | "zb-h1" | "zb-h2"
+bool parse_bubble_schedule(const char* text, BubbleSchedule* out);  // those names; false otherwise
+// Idle time per stage per step (the closed forms above). NaN when p < 1, M < 1 or a time is negative.
+double pipeline_bubble_time(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W);
+// Bubble rate: the idle time over the busy time, bubble / (M·(T_F + T_B + T_W)) (1F1B at equal times:
+// (p − 1)/M, pipe_ideal_bubble at m = 1; ZB-H1: (p − 1)/(3M) for M >= p).
+double pipeline_bubble_rate(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W);
+// The idle share of the step: bubble / (bubble + M·(T_F + T_B + T_W)).
+double pipeline_idle_share(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W);
+
+// Micro-batches whose F has run and B has not on the first stage at its peak: 1F1B and ZB-H1 min(p, M)
+// (its p warm-up-and-first forwards, as 1F1B: L layers' worth), ZB-H2 min(2p − 1, M) (about twice that).
+int first_stage_in_flight(BubbleSchedule s, int p, int M);
+// What the trainer keeps for ONE layer's deferred W of ONE micro-batch, from its B until its W: copies of
+// the four linear layers' inputs and output gradients, e·s·b·h·(4 + 12/t) bytes (e = bytes per element):
+//   inputs: QKV and fc1 (column-parallel, kept all-gathered: s·b·h each, with or without SP), projection
+//   s·b·h/t and fc2 4·s·b·h/t;  output gradients: QKV 3·s·b·h/t, projection s·b·h, fc1 4·s·b·h/t, fc2 s·b·h.
+// The LM head's weight gradient stays in B (not deferred); the embeddings' are not counted here.
+double w_input_bytes_per_layer(double s, double b, double h, int t, int bytes_per_elem);
+
+// The first stage's transformer-layer activations under a schedule, counted at op boundaries (after each
+// op): every micro-batch in flight holds L/p layers' saved tensors (layer_bytes(in.layer())), every
+// micro-batch whose B has run and W has not holds L/p layers' W inputs (w_input_bytes_per_layer at the
+// rank's s/c tokens, in.d bytes). On the first stage the W lag is 0: each B(k) is followed by W(k), so at
+// most one micro-batch's W inputs are held, and never while the in-flight count is at its peak n: the two
+// candidate peaks are n micro-batches' activations (after a forward) and n − 1 micro-batches' plus one
+// micro-batch's W inputs (after a B). 1F1B defers nothing. Not counted: the terms outside the layers
+// (first_stage_extra_bytes), the layer rebuilt during a backward, the transients of B and W themselves.
+struct FirstStageScheduleMemory {
+    int in_flight = 0;          // n = first_stage_in_flight(s, p, M)
+    double layers_at_peak = 0;  // n · (L/p) · layer bytes: after the forward that reaches n (no W pending)
+    double w_inputs = 0;        // (L/p) · w_input_bytes_per_layer: one micro-batch's (0 under 1F1B)
+    double after_b = 0;         // (n − 1) · (L/p) · layer bytes + w_inputs, right after a B (0 under 1F1B)
+    double peak = 0;            // max(layers_at_peak, after_b)
+};
+FirstStageScheduleMemory first_stage_schedule_memory(const ModelFormulaInput& in, BubbleSchedule s, int M);

@@ -130,6 +130,30 @@ expect_refusal "--cp with unfused attention" "--cp 2 needs --attention flash" --
 expect_refusal "--cp 0" "--cp must be positive, got '0'" -- --model 1T --attention flash --cp 0
 expect_refusal "--cp not whole" "--cp must be a whole number, got '1\.5'" -- --model 1T --attention flash --cp 1.5
 
+# Zero-bubble schedules (not in the paper; docs/paper.md "Beyond the paper: zero-bubble schedules"): 1T, p = 64,
+# M = 512, q = 63, at 1:1:1 (busy time per stage 512 x 3 = 1536). 1f1b idles 3q = 189: a rate 189/1536 = 12.30%,
+# 189/1725 = 10.96% of the step; zb-h1 and zb-h2 (synchronous end) q = 63: 4.10%, 63/1599 = 3.94%.
+# First stage, TP + SP + selective (sbh = 2048 x 25600 = 52428800): a micro-batch's 2 layers keep 2 x 34sbh/8 =
+# 445644800 B; 64 of them 28521267200 B = 26.56 GiB; its W inputs 2 x 2 sbh x 5.5 = 1153433600 B = 1.07 GiB;
+# zb-h1 after a B 63 x 445644800 + 1153433600 = 29229056000 B = 27.22 GiB; zb-h2 127 micro-batches = 52.71 GiB,
+# after a B 126 x 445644800 + 1153433600 = 57304678400 B = 53.37 GiB. Outside: n masks sbh/8 = 6553600 B each
+# (64: 0.39, 127: 0.78 GiB); the rebuilt core 5as^2b/8 = 419430400 B = 0.39 GiB; states 2182700800 x 18 =
+# 36.6 GiB. Totals 63.9 (the per-GPU table's TP + SP + selective), 64.6, and 91.1 GiB: zb-h2 does not fit.
+expect "zero bubble 1T 1f1b" "^  1T +1f1b +64 +512 +189 +12\.30% +10\.96% \| +64 +26\.56 +0\.00 +26\.56 \| +0\.39 +0\.39 +36\.6 +63\.9 fits$" --
+expect "zero bubble 1T zb-h1" "^  1T +zb-h1 +64 +512 +63 +4\.10% +3\.94% \| +64 +26\.56 +1\.07 +27\.22 \| +0\.39 +0\.39 +36\.6 +64\.6 fits$" --
+expect "zero bubble 1T zb-h2" "^  1T +zb-h2 +64 +512 +63 +4\.10% +3\.94% \| +127 +52\.71 +1\.07 +53\.37 \| +0\.78 +0\.39 +36\.6 +91\.1 does not fit$" --
+# At 1:2:1 (busy 512 x 4 = 2048): 1f1b 63 x 4 = 252 (12.30%); zb-h1 63 x max(2, 1, 2) = 126 (6.15%, 126/2174 =
+# 5.80%); zb-h2 63 x max(1, 1, 1) = 63 (3.08%, 63/2111 = 2.98%).
+expect "--pipe-times 1:2:1 1f1b" "^  1T +1f1b +64 +512 +252 +12\.30% " -- --model 1T --pipe-times 1:2:1
+expect "--pipe-times 1:2:1 zb-h1" "^  1T +zb-h1 +64 +512 +126 +6\.15% +5\.80% " -- --model 1T --pipe-times 1:2:1
+expect "--pipe-times 1:2:1 zb-h2" "^  1T +zb-h2 +64 +512 +63 +3\.08% +2\.98% " -- --model 1T --pipe-times=1:2:1
+# M = 32 < p: both zero-bubble schedules idle (2p - 1 - M) = 95 and hold all 32 micro-batches (32 x 445644800 B =
+# 13.28 GiB; after a B 31 x 445644800 + 1153433600 = 14968422400 B = 13.94 GiB).
+expect "zero bubble M < p" "^  1T +zb-h2 +64 +32 +95 +.* \| +32 +13\.28 +1\.07 +13\.94 \|" -- --model 1T --global-batch 32
+expect "zero bubble in the JSON" "\"first_stage_in_flight\": 127" -- --model 1T --json
+expect_refusal "bad --pipe-times" "--pipe-times needs three positive times F:B:W \(e\.g\. 1:1:1\), got '1:0:1'" -- --pipe-times 1:0:1
+expect_refusal "short --pipe-times" "--pipe-times needs three positive times F:B:W" -- --pipe-times 1:1
+
 # Layouts the schedule cannot run are refused with the numbers.
 expect_refusal "interleaved M not a multiple of p" "60 micro-batches are not a multiple of --pp 8" -- --model 175B --global-batch 60
 expect_refusal "M not whole" "not a whole number of micro-batches" -- --model 530B-dp8 --global-batch 2241

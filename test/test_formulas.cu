@@ -16,7 +16,11 @@
 //    written out here by hand; selective keeps what none keeps; the flash Figure 7 bars against the
 //    paper's unfused TP baseline;
 //  - context parallelism (not in the paper): every saved term at c is the c = 1 term at s/c (layer, lse,
-//    outside the layers, with TP and SP), and ring attention's K/V bytes against a hand count.
+//    outside the layers, with TP and SP), and ring attention's K/V bytes against a hand count;
+//  - zero-bubble schedules (not in the paper): the closed-form bubbles of 1F1B, ZB-H1 and ZB-H2 against a
+//    dependency simulation of their op orders (written here) for p = 1..8, M = 1..16 and 16 time triples,
+//    M < p included; the first stage's in-flight count and activations against a walk over the same ops;
+//    the 1T model at p = 64 by hand.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -564,6 +568,189 @@ static void test_cp() {
     printf("  cp: %d layouts equal the formulas at s/c; K/V bytes as counted by hand\n", n);
 }
 
+// ---- zero-bubble schedules (Qi et al. 2024; formulas.h) ----------------------------------------------------
+// The op order of stage r of p (formulas.h): 'F', 'B' (B and W together under 1F1B) and 'W' with their
+// micro-batch. Written here from the description, not taken from formulas.cu (which has only the closed forms).
+struct SplitOp {
+    char kind;
+    int mb;
+};
+static std::vector<SplitOp> split_ops(BubbleSchedule s, int p, int r, int M) {
+    std::vector<SplitOp> ops;
+    const bool h2 = s == BubbleSchedule::ZeroBubbleH2;
+    const int w = std::min(h2 ? 2 * (p - 1 - r) : p - 1 - r, M), d = h2 ? 2 * r : r;
+    for (int i = 0; i < w; i++) ops.push_back({'F', i});
+    int next_w = 0;  // the oldest W not yet run
+    for (int k = 0; k < M - w; k++) {
+        ops.push_back({'F', w + k});
+        ops.push_back({'B', k});
+        if (s != BubbleSchedule::OneFOneB && k - d >= 0) ops.push_back({'W', next_w++});
+    }
+    for (int k = M - w; k < M; k++) {
+        ops.push_back({'B', k});
+        if (s != BubbleSchedule::OneFOneB && next_w <= k) ops.push_back({'W', next_w++});
+    }
+    while (s != BubbleSchedule::OneFOneB && next_w < M) ops.push_back({'W', next_w++});
+    return ops;
+}
+
+// Every stage runs its ops in order, each as soon as the previous one has finished and its input is there:
+// F(i) on stage r needs F(i) of stage r − 1, B(i) needs B(i) of stage r + 1 (under 1F1B that B includes W:
+// the gradient leaves after T_B + T_W). Communication is free; every stage starts at 0 and the step ends
+// when the last stage ends. Returns the idle time per stage (the step minus M(T_F + T_B + T_W)); -1 on a
+// deadlock (an order that cannot run).
+static double simulate_bubble(BubbleSchedule s, int p, int M, double TF, double TB, double TW) {
+    std::vector<std::vector<SplitOp>> ops(p);
+    for (int r = 0; r < p; r++) ops[r] = split_ops(s, p, r, M);
+    const double tb = s == BubbleSchedule::OneFOneB ? TB + TW : TB;
+    std::vector<std::vector<double>> endF(p, std::vector<double>(M, -1)), endB = endF;
+    std::vector<size_t> pos(p, 0);
+    std::vector<double> clock(p, 0);
+    for (bool progress = true; progress;) {
+        progress = false;
+        for (int r = 0; r < p; r++)
+            for (; pos[r] < ops[r].size(); pos[r]++) {
+                const SplitOp op = ops[r][pos[r]];
+                double ready = 0, dur = TW;
+                if (op.kind == 'F') {
+                    if (r > 0 && endF[r - 1][op.mb] < 0) break;
+                    ready = r > 0 ? endF[r - 1][op.mb] : 0, dur = TF;
+                } else if (op.kind == 'B') {
+                    if (r < p - 1 && endB[r + 1][op.mb] < 0) break;
+                    ready = r < p - 1 ? endB[r + 1][op.mb] : 0, dur = tb;
+                }
+                clock[r] = std::max(clock[r], ready) + dur;
+                if (op.kind == 'F') endF[r][op.mb] = clock[r];
+                if (op.kind == 'B') endB[r][op.mb] = clock[r];
+                progress = true;
+            }
+    }
+    for (int r = 0; r < p; r++)
+        if (pos[r] != ops[r].size()) return -1;
+    return *std::max_element(clock.begin(), clock.end()) - M * (TF + TB + TW);
+}
+
+static void test_zero_bubble() {
+    const BubbleSchedule all[] = {BubbleSchedule::OneFOneB, BubbleSchedule::ZeroBubbleH1, BubbleSchedule::ZeroBubbleH2};
+    BubbleSchedule bs;
+    CHECK(parse_bubble_schedule("zb-h2", &bs) && bs == BubbleSchedule::ZeroBubbleH2, "zb-h2");
+    CHECK(parse_bubble_schedule("1f1b", &bs) && bs == BubbleSchedule::OneFOneB, "1f1b");
+    CHECK(!parse_bubble_schedule("ZB-H1", &bs) && !parse_bubble_schedule("zb-h3", &bs) &&
+              !parse_bubble_schedule(nullptr, &bs), "bad schedule names");
+    for (BubbleSchedule s : all) {
+        CHECK(parse_bubble_schedule(bubble_schedule_name(s), &bs) && bs == s, "%s round trip", bubble_schedule_name(s));
+        CHECK(std::isnan(pipeline_bubble_time(s, 4, 0, 1, 1, 1)) && std::isnan(pipeline_bubble_time(s, 0, 4, 1, 1, 1)) &&
+                  std::isnan(pipeline_bubble_time(s, 4, 4, 1, -1, 1)), "%s: NaN for M = 0, p = 0, a negative time",
+              bubble_schedule_name(s));
+    }
+
+    // The closed forms against the simulation. The 16 (T_F, T_B, T_W) triples make every term of every case
+    // of formulas.h the only maximum somewhere in this range (checked when the forms were derived). Integer
+    // times: every sum is exact, so the comparison is exact.
+    const double times[][3] = {{1, 1, 1}, {1, 2, 1}, {2, 1, 1}, {1, 1, 2},  {3, 2, 1},   {1, 3, 2}, {2, 3, 5}, {5, 1, 1},
+                               {1, 1, 5}, {1, 5, 1}, {4, 1, 3}, {1, 2, 4}, {20, 11, 10}, {3, 1, 2}, {4, 4, 1}, {2, 1, 3}};
+    int n = 0, bad = 0;
+    for (BubbleSchedule s : all)
+        for (int p = 1; p <= 8; p++)
+            for (int M = 1; M <= 16; M++)
+                for (const auto& T : times) {
+                    const double sim = simulate_bubble(s, p, M, T[0], T[1], T[2]);
+                    const double closed = pipeline_bubble_time(s, p, M, T[0], T[1], T[2]);
+                    n++;
+                    if (sim != closed && bad++ < 10)
+                        CHECK(false, "%s p=%d M=%d T=%g:%g:%g: simulated %g, closed form %g", bubble_schedule_name(s), p,
+                              M, T[0], T[1], T[2], sim, closed);
+                }
+    CHECK(bad == 0, "%d of %d layouts differ from the simulation", bad, n);
+    // At equal times: 1F1B (p − 1)·3T, the ideal bubble (p − 1)/M; ZB-H1 and ZB-H2 (p − 1)·T for M >= p (a rate of
+    // (p − 1)/(3M)) and (2p − 1 − M)·T below.
+    for (int p = 1; p <= 8; p++)
+        for (int M = 1; M <= 16; M++) {
+            CHECK(std::fabs(pipeline_bubble_rate(BubbleSchedule::OneFOneB, p, M, 1, 1, 1) - pipe_ideal_bubble(p, M, 1)) < 1e-15,
+                  "1F1B rate p=%d M=%d", p, M);
+            for (BubbleSchedule s : {BubbleSchedule::ZeroBubbleH1, BubbleSchedule::ZeroBubbleH2})
+                CHECK(pipeline_bubble_time(s, p, M, 1, 1, 1) == (M >= p ? p - 1 : 2 * p - 1 - M), "%s p=%d M=%d equal times",
+                      bubble_schedule_name(s), p, M);
+        }
+    // Negative: the paper's ZB-H1 bubble (p − 1)(T_F + T_B − T_W) without the two floors is what the simulation
+    // refutes once T_W > min(T_F, T_B): at 1:1:2 it would be 0, the last stage alone waits (p − 1)·T_F.
+    CHECK(simulate_bubble(BubbleSchedule::ZeroBubbleH1, 4, 8, 1, 1, 2) == 3 && 3 * (1 + 1 - 2) == 0,
+          "ZB-H1 at 1:1:2: the paper's form is 0, the order idles 3");
+    // The simulation tells the two orders apart: at 1:2:1 ZB-H2 idles (p − 1)·T_F, ZB-H1 (p − 1)·T_B.
+    CHECK(simulate_bubble(BubbleSchedule::ZeroBubbleH2, 4, 16, 1, 2, 1) == 3 &&
+              simulate_bubble(BubbleSchedule::ZeroBubbleH1, 4, 16, 1, 2, 1) == 6, "ZB-H2 3, ZB-H1 6 at 1:2:1");
+
+    // The first stage: in flight and activations, against a walk over stage 0's ops (at op boundaries). Two
+    // layouts: TP + SP + selective (a layer's saved bytes 34sbh/t = 4.25 sbh below one micro-batch's W inputs
+    // 2 · 5.5 sbh) and TP without recompute (21 sbh above them).
+    for (bool sp_selective : {true, false}) {
+        for (int p = 1; p <= 8; p++)
+            for (int M = 1; M <= 16; M++)
+                for (BubbleSchedule s : all) {
+                    ModelFormulaInput in;
+                    in.s = 2048, in.b = 1, in.h = 25600, in.a = 160, in.L = 2.0 * p, in.v = 51200, in.t = 8, in.p = p;
+                    in.sp = sp_selective, in.rc = sp_selective ? Recompute::Selective : Recompute::None, in.d = 2;
+                    const double A = 2 * layer_bytes(in.layer()), Wi = 2 * w_input_bytes_per_layer(2048, 1, 25600, 8, 2);
+                    int live = 0, pending = 0, peak_live = 0, pending_at_peak = 0, most_pending = 0;
+                    double peak_bytes = 0;
+                    for (const SplitOp& op : split_ops(s, p, 0, M)) {
+                        if (op.kind == 'F') live++;
+                        if (op.kind == 'B') live--, pending += s != BubbleSchedule::OneFOneB;
+                        if (op.kind == 'W') pending--;
+                        if (live > peak_live) peak_live = live, pending_at_peak = pending;
+                        most_pending = std::max(most_pending, pending);
+                        peak_bytes = std::max(peak_bytes, live * A + pending * Wi);
+                    }
+                    const FirstStageScheduleMemory f = first_stage_schedule_memory(in, s, M);
+                    CHECK(f.in_flight == peak_live && first_stage_in_flight(s, p, M) == peak_live,
+                          "%s p=%d M=%d: %d in flight, the ops %d", bubble_schedule_name(s), p, M, f.in_flight, peak_live);
+                    CHECK(pending_at_peak == 0 && most_pending <= (s == BubbleSchedule::OneFOneB ? 0 : 1),
+                          "%s p=%d M=%d: W inputs of %d at the peak, at most %d", bubble_schedule_name(s), p, M,
+                          pending_at_peak, most_pending);
+                    CHECK(f.peak == peak_bytes, "%s p=%d M=%d sp_sel=%d: peak %.17g, the ops %.17g", bubble_schedule_name(s),
+                          p, M, (int)sp_selective, f.peak, peak_bytes);
+                }
+    }
+
+    // The 1T model (Table 3: h 25600, L 128, t 8, p 64, b 1, M 512) at equal times, by hand: 1F1B idles 63·3 =
+    // 189 T per stage, a rate 189/1536 = 12.3046875%; ZB-H1 and ZB-H2 63 T, 63/1536 = 4.1015625%, an idle share of
+    // 63/1599 of the step. The simulation agrees at this size too.
+    CHECK(pipeline_bubble_time(BubbleSchedule::OneFOneB, 64, 512, 1, 1, 1) == 189, "1T 1F1B bubble");
+    for (BubbleSchedule s : {BubbleSchedule::ZeroBubbleH1, BubbleSchedule::ZeroBubbleH2}) {
+        CHECK(pipeline_bubble_time(s, 64, 512, 1, 1, 1) == 63, "1T %s bubble", bubble_schedule_name(s));
+        CHECK(pipeline_bubble_rate(s, 64, 512, 1, 1, 1) == 0.041015625, "1T %s rate", bubble_schedule_name(s));
+        CHECK(std::fabs(pipeline_idle_share(s, 64, 512, 1, 1, 1) - 63.0 / 1599) < 1e-15, "1T %s idle share",
+              bubble_schedule_name(s));
+    }
+    CHECK(pipeline_bubble_rate(BubbleSchedule::OneFOneB, 64, 512, 1, 1, 1) == 0.123046875, "1T 1F1B rate");
+    for (BubbleSchedule s : all)
+        CHECK(simulate_bubble(s, 64, 512, 1, 1, 1) == pipeline_bubble_time(s, 64, 512, 1, 1, 1), "1T %s simulated",
+              bubble_schedule_name(s));
+    // Its first stage, TP + SP + selective, bf16: a layer keeps 34sbh/t = 34 · 2048 · 25600 / 8 = 222822400 B, a
+    // micro-batch's 2 layers 445644800 B; their W inputs 2 · 2 · 2048 · 25600 · 5.5 = 1153433600 B.
+    //   1F1B, ZB-H1: 64 micro-batches = 28521267200 B (26.56 GiB); ZB-H1 after a B: 63 · 445644800 + 1153433600
+    //   = 29229056000 B (27.22 GiB). ZB-H2: 127 = 56596889600 B, after a B 126 · 445644800 + 1153433600 =
+    //   57304678400 B (53.37 GiB).
+    ModelFormulaInput t1 = formula_input(2048, 1, 25600, 160, 128, 51200, 8, true, Recompute::Selective, 2);
+    t1.p = 64;
+    CHECK(w_input_bytes_per_layer(2048, 1, 25600, 8, 2) == 576716800.0, "1T W inputs per layer");
+    CHECK(w_input_bytes_per_layer(2048, 1, 25600, 1, 4) == 4.0 * 2048 * 25600 * 16, "t = 1, fp32: 16 sbh elements");
+    const FirstStageScheduleMemory f1 = first_stage_schedule_memory(t1, BubbleSchedule::OneFOneB, 512);
+    const FirstStageScheduleMemory h1 = first_stage_schedule_memory(t1, BubbleSchedule::ZeroBubbleH1, 512);
+    const FirstStageScheduleMemory h2 = first_stage_schedule_memory(t1, BubbleSchedule::ZeroBubbleH2, 512);
+    CHECK(f1.in_flight == 64 && f1.peak == 28521267200.0 && f1.w_inputs == 0 && f1.after_b == 0, "1T 1F1B %.17g", f1.peak);
+    CHECK(f1.peak == first_stage_layer_bytes(t1), "1T 1F1B = §4.3's L layers' worth");
+    CHECK(h1.in_flight == 64 && h1.layers_at_peak == 28521267200.0 && h1.w_inputs == 1153433600.0 &&
+              h1.peak == 29229056000.0, "1T ZB-H1 %.17g", h1.peak);
+    CHECK(h2.in_flight == 127 && h2.layers_at_peak == 56596889600.0 && h2.peak == 57304678400.0, "1T ZB-H2 %.17g", h2.peak);
+    // Under context parallelism the W inputs are at s/c tokens, like every saved tensor.
+    ModelFormulaInput cp = t1;
+    cp.attention = Attention::Flash, cp.c = 4;
+    CHECK(first_stage_schedule_memory(cp, BubbleSchedule::ZeroBubbleH1, 512).w_inputs == 1153433600.0 / 4, "W inputs at s/c");
+    printf("  zero bubble: %d layouts, closed forms = simulation; 1T p = 64: bubble 189 / 63 / 63 T, first stage "
+           "%.2f / %.2f / %.2f GiB\n", n, f1.peak / 1073741824.0, h1.peak / 1073741824.0, h2.peak / 1073741824.0);
+}
+
 int main() {
     test_names();
     test_table2_exact();
@@ -576,5 +763,6 @@ int main() {
     test_model_state();
     test_flash();
     test_cp();
+    test_zero_bubble();
     return test_finish("test_formulas");
 }

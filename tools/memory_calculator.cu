@@ -19,7 +19,12 @@
 //   - context parallelism (not in the paper; --cp c, flash attention only): the per-GPU totals at s/c tokens
 //     per GPU, and a table of the first stage's activations per GPU and ring attention's K/V bytes per layer
 //     for c = 1, 2, 4, 8 at long sequences (docs/paper.md "Context parallelism: where it takes over from
-//     sequence parallelism").
+//     sequence parallelism");
+//   - zero-bubble pipeline schedules (not in the paper; Qi et al. 2024, arXiv 2401.10241): for the paper's
+//     largest model in the default run (each model asked for with --model), the bubble of 1F1B, ZB-H1 and
+//     ZB-H2 with a synchronous step end, at T_F : T_B : T_W = 1 : 1 : 1 unless --pipe-times says otherwise,
+//     and the first stage's activations with the deferred W passes' inputs (docs/paper.md "Beyond the
+//     paper: zero-bubble schedules").
 // --json prints the same numbers as JSON; --chart FILE.png draws Figure 7 (tools/chart.h).
 // Every number comes from recompute/memory_formulas.h and recompute/formulas.h, the same code the trainer's memory report uses.
 #include <algorithm>
@@ -53,6 +58,7 @@ struct ModelSpec {
     std::string paper_quote;                          // what the paper says of a run outside Table 5
     bool same_layers_as_previous = false;             // per-layer tables would repeat the model before it
     bool cp_table = false;                            // shown in the context-parallelism table
+    bool zb_table = false;                            // shown in the zero-bubble schedules' table
     PipeSchedule schedule = PipeSchedule::OneFOneB;   // interleaved when m > 1 unless --schedule says otherwise
     // CP ranks are GPUs of their own, each with 1/c of every sequence: t·c·p·dp.
     double gpus() const { return (double)t * c * p * dp; }
@@ -102,6 +108,7 @@ struct Options {
     double peak = kA100PeakBf16;
     bool json = false;
     std::string chart;
+    double pipe_times[3] = {1, 1, 1};  // --pipe-times: T_F, T_B, T_W of the zero-bubble table
 };
 
 void print_help() {
@@ -154,6 +161,11 @@ void print_help() {
         "                      gradients); the distributed-optimizer columns are then left out\n"
         "  --gpu-mem-gib X     GPU memory for the fits / does-not-fit verdict. Default 80 (A100 80GB)\n"
         "\n"
+        "Pipeline schedules (not in the paper):\n"
+        "  --pipe-times F:B:W  relative times of one micro-batch's forward, input-gradient backward (B) and\n"
+        "                      weight-gradient pass (W) on one stage, for the zero-bubble table (1F1B, ZB-H1,\n"
+        "                      ZB-H2 with a synchronous step end). Default 1:1:1\n"
+        "\n"
         "FLOPs:\n"
         "  --iter-time S       seconds per iteration with sequence parallelism + selective recompute\n"
         "                      (gives MFU from Eq. 7 and HFU from Eq. 8)\n"
@@ -183,6 +195,20 @@ double parse_number(const char* flag, const char* text, bool integer) {
     if (!(v > 0)) mm_fatal("%s must be positive, got '%s'", flag, text);
     if (integer && v != std::floor(v)) mm_fatal("%s must be a whole number, got '%s'", flag, text);
     return v;
+}
+
+// "F:B:W", three positive numbers (e.g. 1:1:1 or 1:1.2:0.8).
+void parse_pipe_times(const char* text, double out[3]) {
+    const char* p = text;
+    for (int i = 0; i < 3; i++) {
+        char* end = nullptr;
+        const double v = strtod(p, &end);
+        const char want = i < 2 ? ':' : 0;
+        if (end == p || *end != want || !std::isfinite(v) || !(v > 0))
+            mm_fatal("--pipe-times needs three positive times F:B:W (e.g. 1:1:1), got '%s'", text);
+        out[i] = v;
+        p = end + 1;
+    }
 }
 
 Options parse_args(int argc, char** argv) {
@@ -241,6 +267,7 @@ Options parse_args(int argc, char** argv) {
         else if (arg == "--peak") o.peak = num(false);
         else if (arg == "--iter-time") o.iter_time = num(false);
         else if (arg == "--iter-time-full") o.iter_time_full = num(false);
+        else if (arg == "--pipe-times") parse_pipe_times(next(), o.pipe_times);
         else mm_fatal("unknown argument '%s' (see --help)", argv[i]);
     }
     // Ring attention merges the blocks of keys it receives by their log-sum-exp, which the online softmax of
@@ -295,6 +322,7 @@ std::vector<ModelSpec> select_models(const Options& o) {
         // The CP table: the paper's largest model in the default run (the one whose long-sequence numbers
         // docs/paper.md quotes), otherwise each model asked for.
         m.cp_table = !m.same_layers_as_previous && (custom || o.model_given || m.name == "1T");
+        m.zb_table = m.cp_table;  // the same models: 1T in the default run, else each model asked for
         if (std::isfinite(o.micro)) m.b = o.micro;
         if (std::isfinite(o.global)) m.B = o.global;
         else if (custom) m.B = m.b * m.dp;
@@ -400,6 +428,18 @@ struct CPRow {
     double tp_fwd = 0;                  // tp_forward_bytes: the TP (+ SP) collectives' forward bytes
 };
 
+// One row of the zero-bubble table: a schedule's bubble at --pipe-times (one chunk per stage, synchronous
+// step end) and the first stage of the TP + SP + selective layout under it.
+struct ZBRow {
+    BubbleSchedule schedule = BubbleSchedule::OneFOneB;
+    double bubble = 0, rate = 0, idle_share = 0;  // pipeline_bubble_time (in the units of --pipe-times), its rates
+    FirstStageScheduleMemory mem;                 // layers and W inputs at the peak
+    double extras = 0, transient = 0, state = 0;  // the per-GPU totals' other terms (extras: in_flight masks)
+    double total = 0;
+    bool fits = false;
+};
+const int kZBLayout = 3;  // TP + SP + selective in kLayouts: the paper's layout for its largest models
+
 struct Result {
     ModelSpec spec;
     double five_as_h, four_a_h;      // the attention core's 5as/h and flash's lse 4a/h, per sbh
@@ -417,6 +457,7 @@ struct Result {
     double flops_model, flops_sel, flops_full;
     double mfu_sel = NAN, hfu_sel = NAN, mfu_full = NAN, hfu_full = NAN, gain = NAN;
     std::vector<CPRow> cp_rows;       // empty unless spec.cp_table
+    std::vector<ZBRow> zb_rows;       // empty unless spec.zb_table
 };
 
 // c: the context-parallel size; 1 for the paper's per-layer tables (Table 2, Figure 7), m.c for the totals.
@@ -487,6 +528,27 @@ Result compute(const ModelSpec& m, const Options& o) {
     }
     if (std::isfinite(m.iter_selective) && std::isfinite(m.iter_full))
         r.gain = 100 * (m.iter_full / m.iter_selective - 1);
+    if (m.zb_table) {
+        const Layout& lay = kLayouts[kZBLayout];
+        const ModelFormulaInput in = model_input(m, lay, o.d, stage_attention(lay, o), m.c);
+        const double* T = o.pipe_times;
+        for (BubbleSchedule s : {BubbleSchedule::OneFOneB, BubbleSchedule::ZeroBubbleH1, BubbleSchedule::ZeroBubbleH2}) {
+            ZBRow row;
+            const int M = r.pipe.microbatches;
+            row.schedule = s;
+            row.bubble = pipeline_bubble_time(s, m.p, M, T[0], T[1], T[2]);
+            row.rate = pipeline_bubble_rate(s, m.p, M, T[0], T[1], T[2]);
+            row.idle_share = pipeline_idle_share(s, m.p, M, T[0], T[1], T[2]);
+            row.mem = first_stage_schedule_memory(in, s, M);
+            // The masks of all in-flight micro-batches are added to the peak (after a B one fewer is held).
+            row.extras = first_stage_extra_bytes(in, row.mem.in_flight);
+            row.transient = recompute_transient_bytes(in.layer());
+            row.state = state;
+            row.total = row.mem.peak + row.extras + row.transient + row.state;
+            row.fits = row.total <= o.gpu_mem_gib * GiB;
+            r.zb_rows.push_back(row);
+        }
+    }
     if (m.cp_table) {
         // The model's own s when --seq is given, else two long sequences where CP is used in practice.
         std::vector<double> seqs = std::isfinite(o.seq) ? std::vector<double>{m.s} : std::vector<double>{32768, 131072};
@@ -542,6 +604,35 @@ void print_cp_table(const std::vector<Result>& all, const Options& o) {
             printf("  %-8s %7.0f %3d %6.0f %7s %10.1f %13.1f | %9.1f %9.1f %11.1f\n", r.spec.name.c_str(), row.s, row.c,
                    row.gpus, fmt_num(row.tokens).c_str(), row.acts_tp / GiB, row.acts_tp_sp / GiB, row.kv_fwd / MiB,
                    row.kv_bwd / MiB, row.tp_fwd / MiB);
+}
+
+// The zero-bubble table (not in the paper): docs/paper.md "Beyond the paper: zero-bubble schedules" quotes it.
+void print_zb_table(const std::vector<Result>& all, const Options& o) {
+    bool any = false;
+    for (const Result& r : all) any = any || !r.zb_rows.empty();
+    if (!any) return;
+    const double* T = o.pipe_times;
+    printf("\nZero-bubble pipeline schedules (not in the paper; Qi et al. 2024, arXiv 2401.10241): each backward split\n"
+           "  into B (input gradient, sent on) and W (weight gradients, deferred); one chunk per stage; the step ends\n"
+           "  together on every stage (gradient norm, clip), so ZB-H2 keeps two triangles of idle time.\n"
+           "  T_F : T_B : T_W = %s : %s : %s (--pipe-times). bubble = idle time per stage per step, in those units;\n"
+           "  rate = bubble / (M(T_F + T_B + T_W)); idle = bubble / step. For M >= 2p - 1 (q = p - 1):\n"
+           "    1f1b q(T_F + T_B + T_W), zb-h1 q max(T_F + T_B - T_W, T_F, T_B), zb-h2 q max(T_F + T_B - 2T_W, T_F, T_B - T_F)\n"
+           "  First stage, %s, GiB: 'layers' = the n micro-batches in flight x L/p layers; 'W inputs'\n"
+           "  = one micro-batch's copies of the 4 linears' inputs and output gradients, e sbh(4 + 12/t) per layer,\n"
+           "  held from its B to its W; 'peak' = the larger of n micro-batches' layers (after a forward) and n - 1\n"
+           "  micro-batches' plus the W inputs (after a B); + the masks of n micro-batches outside the layers, the\n"
+           "  rebuilt core and the model states (no distributed optimizer).\n",
+           fmt_num(T[0]).c_str(), fmt_num(T[1]).c_str(), fmt_num(T[2]).c_str(), kLayouts[kZBLayout].label);
+    printf("  %-8s %-6s %5s %8s %7s %7s %7s | %9s %7s %8s %7s | %7s %7s %6s %7s %s\n", "model", "sched.", "p", "M",
+           "bubble", "rate", "idle", "in flight", "layers", "W inputs", "peak", "outside", "rebuilt", "states", "total", "verdict");
+    for (const Result& r : all)
+        for (const ZBRow& row : r.zb_rows)
+            printf("  %-8s %-6s %5d %8d %7s %6.2f%% %6.2f%% | %9d %7.2f %8.2f %7.2f | %7.2f %7.2f %6.1f %7.1f %s\n",
+                   r.spec.name.c_str(), bubble_schedule_name(row.schedule), r.spec.p, r.pipe.microbatches,
+                   fmt_num(row.bubble).c_str(), 100 * row.rate, 100 * row.idle_share, row.mem.in_flight,
+                   row.mem.layers_at_peak / GiB, row.mem.w_inputs / GiB, row.mem.peak / GiB, row.extras / GiB,
+                   row.transient / GiB, row.state / GiB, row.total / GiB, row.fits ? "fits" : "does not fit");
 }
 
 void print_text(const std::vector<Result>& all, const Options& o) {
@@ -681,6 +772,7 @@ void print_text(const std::vector<Result>& all, const Options& o) {
     }
 
     print_cp_table(all, o);
+    print_zb_table(all, o);
 
     printf("\nFLOPs per iteration (Appendix A) and Table 5 (peak %.0f TFLOP/s per GPU)\n", o.peak / 1e12);
     printf("  %-8s %10s %10s %10s %7s %7s\n", "model", "Eq.7 model", "Eq.8 sel.", "full rec.", "+sel", "+full");
@@ -853,6 +945,30 @@ void print_json(const std::vector<Result>& rs, const Options& o) {
             j.close('}');
         }
         j.close('}');
+        if (!r.zb_rows.empty()) {
+            j.key("zero_bubble");
+            j.open('{');
+            j.key("times_f_b_w");
+            j.open('[');
+            for (double t : o.pipe_times) j.num(t);
+            j.close(']');
+            j.kv("layout", kLayouts[kZBLayout].key);
+            j.key("schedules");
+            j.open('[');
+            for (const ZBRow& row : r.zb_rows) {
+                j.open('{');
+                j.kv("schedule", bubble_schedule_name(row.schedule));
+                j.kv("bubble", row.bubble), j.kv("bubble_rate", row.rate), j.kv("idle_share", row.idle_share);
+                j.kv("first_stage_in_flight", row.mem.in_flight), j.kv("layers_bytes", row.mem.layers_at_peak);
+                j.kv("w_input_bytes", row.mem.w_inputs), j.kv("after_b_bytes", row.mem.after_b);
+                j.kv("peak_bytes", row.mem.peak), j.kv("outside_layers_bytes", row.extras);
+                j.kv("rebuilt_layer_bytes", row.transient), j.kv("model_states_bytes", row.state);
+                j.kv("total_bytes", row.total), j.kvb("fits", row.fits);
+                j.close('}');
+            }
+            j.close(']');
+            j.close('}');
+        }
         if (!r.cp_rows.empty()) {
             j.key("context_parallel");
             j.open('[');
