@@ -27,6 +27,13 @@ void WeightGradQueue::run(Ctx& ctx, int j, int chunk) {
     pending_.erase(it);
 }
 
+void WeightGradQueue::discard(int j, int chunk) {
+    auto it = pending_.find({j, chunk});
+    if (it == pending_.end()) return;
+    for (Task& t : it->second) alloc_->release(t.dout), alloc_->release(t.in);
+    pending_.erase(it);
+}
+
 WeightGradDeferral::WeightGradDeferral(WeightGradQueue* q, Ctx& ctx, ActivationAllocator& alloc, int j, int chunk,
                                        int layer)
     : q_(q), ctx_(ctx) {

@@ -27,6 +27,8 @@ public:
     // The W pass of micro-batch j, chunk c: every gradient put off for it, in the order they came; frees the
     // copies. A (j, c) with nothing queued is an error (the schedule ran a W twice, or before its B).
     void run(Ctx& ctx, int j, int chunk);
+    // Tests only (a negative control): free the copies of (j, c) without computing anything.
+    void discard(int j, int chunk);
     bool empty() const { return pending_.empty(); }
 
 private:

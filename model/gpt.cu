@@ -471,7 +471,10 @@ Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
     return Tensor();
 }
 
-void gpt_weight_gradients(GPT& m, int j, int chunk) { m.weight_grads.run(*m.ctx, j, chunk); }
+void gpt_weight_gradients(GPT& m, int j, int chunk) {
+    if (g_test_hooks.drop_first_weight_pass && j == 0) return m.weight_grads.discard(j, chunk);  // negative control
+    m.weight_grads.run(*m.ctx, j, chunk);
+}
 
 // ---- the forward and backward of a whole batch on one stage ----------------------------------------------
 // The batch as micro-batch 0 of 1 through this rank's whole model: the embeddings, the layers, the head and

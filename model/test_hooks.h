@@ -30,5 +30,8 @@ struct TestHooks {
     // Negative control: ring attention's compute stream does not wait for the received K|V block
     // (parallel/context_parallel.cu), to show that the emulated GPU then fails the CP equivalence.
     bool skip_cp_ring_wait = false;
+    // Negative control: under a zero-bubble schedule, micro-batch 0's W pass throws its put-off weight gradients
+    // away (model/gpt.cu), to show that the equivalence then fails (test_equivalence_pp2_zbh1_without_w).
+    bool drop_first_weight_pass = false;
 };
 inline TestHooks g_test_hooks;  // C++17 inline: one instance in the whole program

@@ -60,6 +60,8 @@ endforeach()
 mm_test(test_equivalence_pp2_zbh1_selective EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --schedule zb-h1 --recompute selective --bitwise --steps 5)
 mm_test(test_equivalence_pp2_zbh2_full EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --schedule zb-h2 --recompute full --bitwise --steps 5)
 mm_test(test_equivalence_pp2_zbh1_flash EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --schedule zb-h1 --attention flash --seq 80 --steps 5)
+# Negative control: micro-batch 0's W pass throws its weight gradients away; the equivalence must fail.
+mm_test(test_equivalence_pp2_zbh1_without_w EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --schedule zb-h1 --expect-fail-without-w)
 # Negative control: without the layer-norm / bias gradient sum over the TP group, SP must NOT match.
 mm_test(test_equivalence_sp_without_grad_sum EXE test_equivalence LABELS mpi NP 2 ARGS --tp 2 --sp --expect-fail-without-sp-sum)
 

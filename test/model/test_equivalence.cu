@@ -15,6 +15,8 @@
 //                                  world = tp × dp × pp
 //                    [--expect-fail-without-tied-sum]   (negative control: drop the tied embedding's gradient sum
 //                                  over the first and last stage, expect a mismatch)
+//                    [--expect-fail-without-w]   (negative control, zero-bubble schedules: micro-batch 0's W pass
+//                                  throws its weight gradients away, expect a mismatch)
 //                    [--attention flash]   both runs with flash attention (layers/flash_attention.h)
 //                    [--reference-attention unfused|flash]   the single-rank run's attention (default: the same);
 //                                  flash against unfused compares the two paths: the same dropout masks, so
@@ -53,7 +55,7 @@ int main(int argc, char** argv) {
     ModelSpec par;
     par.cfg = tiny_config();
     int steps = 20;
-    bool negative = false, negative_micro = false, negative_tied = false, bitwise = false;
+    bool negative = false, negative_micro = false, negative_tied = false, negative_w = false, bitwise = false;
     int micro = 1, B = 4, S = 16;  // S divisible by tp = 4 (sequence shards); B divisible by dp
     bool ref_attention_given = false;
     Attention ref_attention = Attention::Unfused;
@@ -70,6 +72,7 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--cp")) par.cp = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--chunks")) par.chunks = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--expect-fail-without-tied-sum")) negative_tied = true;
+        else if (!strcmp(argv[i], "--expect-fail-without-w")) negative_w = g_test_hooks.drop_first_weight_pass = true;
         else if (!strcmp(argv[i], "--bitwise")) bitwise = true;
         else if (!strcmp(argv[i], "--comm")) {
             const char* v = argv[++i];
@@ -143,7 +146,8 @@ int main(int argc, char** argv) {
                par.sp ? "on" : "off", micro, micro > 1 ? "es" : "", device_name(par.device), dtype_name(par.dtype),
                bitwise ? " with the same micro-batches" : "", par.dropout, par.rules.strict ? ", --comm mpi-strict" : "",
                negative ? " (negative control: no SP grad sum)" : negative_micro ? " (negative control: no 1/M)"
-               : negative_tied ? " (negative control: no tied-embedding grad sum)" : "");
+               : negative_tied ? " (negative control: no tied-embedding grad sum)"
+               : negative_w ? " (negative control: the first W pass dropped)" : "");
 
     // One step: loss and gradients.
     std::vector<float> g_par, g_ref;
@@ -189,9 +193,9 @@ int main(int argc, char** argv) {
         printf("  step 1: loss %.7f vs %.7f (rel %.2e); gradients rel %.2e, worst tensor %s %.2e\n", l_par, l_ref, lerr, gerr,
                worst_name, worst);
         bool ok = lerr <= tol && worst <= (par.dtype == DType::F32 ? 1e-4 : 5e-2);
-        if (negative || negative_tied) {
-            CHECK(!ok, "dropping the %s gradient sum must break the equivalence (worst %s %.2e)", negative ? "SP" : "tied-embedding",
-                  worst_name, worst);
+        if (negative || negative_tied || negative_w) {
+            CHECK(!ok, "dropping the %s must break the equivalence (worst %s %.2e)",
+                  negative ? "SP gradient sum" : negative_tied ? "tied-embedding gradient sum" : "first W pass", worst_name, worst);
         } else if (negative_micro) {
             // Without the 1/M every micro-batch's gradient counts as a whole batch's: M times too large.
             double np = 0, nr = 0;
@@ -205,7 +209,7 @@ int main(int argc, char** argv) {
         }
     }
     // Loss curve over `steps` optimizer steps.
-    if (!negative && !negative_micro && !negative_tied && steps > 0) {
+    if (!negative && !negative_micro && !negative_tied && !negative_w && steps > 0) {
         std::vector<float> c_par, c_ref;
         {
             ModelHarness h(par, MPI_COMM_WORLD);
