@@ -3,6 +3,7 @@
 
 #include "pipeline_ops.h"
 #include "test_hooks.h"
+#include "../layers/trace.h"
 #include "../parallel/zero_bubble_schedule.h"
 
 #include <csignal>
@@ -73,6 +74,8 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
     int in_flight = 0;
     bool peak_marked = false;
     auto run = [&](const PipeOp& op, Tensor received) {
+        // --trace: the op as one span of this rank's compute row (layers/trace.h; nothing when not recording)
+        TraceScope span(TraceThread::Compute, "compute", op_name(op), trace_recording() ? "\"step\":" + std::to_string(m.step) : "");
         if (op.kind == PipeOp::Forward) {
             loss += pipeline_forward(m, op.microbatch, op.chunk, received);  // the last stage: micro-batches in order
             if (++in_flight == peak && !peak_marked) {  // (in_flight: until the B, or under ZB the W)

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include "../layers/adamw.h"
+#include "../layers/trace.h"
 #include "../parallel/data_parallel.h"
 #include "../parallel/sequence_parallel.h"
 
@@ -104,6 +105,7 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
         return st;
     }
     // AdamW on every tensor, the bf16 compute copy written in the same pass (fp32: the weights are the master).
+    TraceScope span(TraceThread::Compute, "optimizer", "AdamW");  // --trace (layers/trace.h)
     const bool bf16 = m.weights.data != m.master.data;
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
         const int64_t off = m.offsets[id], n = m.sizes[id];

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include "../layers/trace.h"
 
 using namespace comm_detail;
 
@@ -262,11 +263,22 @@ void comm_destroy(Comm& c) {
 }
 
 // ---- the step's host scalars ---------------------------------------------------------------------------------
+// While a step is recorded (--trace, layers/trace.h), each is one event on the communication thread, named by
+// `what` and the group, with the bytes of the values.
 void all_reduce_host(Comm& c, void* data, int count, MPI_Datatype type, MPI_Op op, const char* what) {
     if (c.size == 1) return;
+    const double t0 = trace_recording() ? trace_now_us() : 0;
     MPI_Request req;
     MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, count, type, op, c.mpi, &req));
     mpi_wait_one(c, req, what);
+    if (trace_recording()) {
+        int type_bytes = 0;
+        MPI_CHECK(MPI_Type_size(type, &type_bytes));
+        const std::string& group = trace_group_name(&c);
+        trace_event(TraceThread::Comm, "collective", std::string(what) + " (host, " + (group.empty() ? "group" : group) + ")", t0,
+                    trace_now_us() - t0, "\"group\":" + trace_json_string(group) + ",\"ranks\":" + std::to_string(c.size) +
+                                             ",\"bytes\":" + std::to_string((long long)count * type_bytes));
+    }
 }
 
 // ---- used by tests only ----------------------------------------------------------------------------------

@@ -120,12 +120,16 @@ struct Comm {
     std::string exchanged_what;
     // The exchange between exchange_start and exchange_finish: its receives, and on MPI its requests and
     // order-check headers; on NCCL whether it runs on ctx.comm_stream.
+    // On the timeline (--trace, point_to_point.cu): traced, as one event (whole: exchange) or two
+    // (exchange_start, exchange_finish), from trace_t0 (layers/trace.h's clock, µs).
     struct InFlight {
         bool active = false, stream = false;
         std::vector<P2PMessage> recvs;
         std::vector<MPI_Request> reqs;
         std::vector<P2PHeader> in_hdr, out_hdr;
         std::string what;
+        bool traced = false, whole = false;
+        double trace_t0 = 0;
     } inflight;
 };
 

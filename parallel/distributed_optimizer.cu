@@ -9,6 +9,7 @@
 #include <climits>
 #include <cmath>
 #include "../layers/adamw.h"
+#include "../layers/trace.h"
 
 // ---- the shard layout ----------------------------------------------------------------------------------
 OptimizerShard optimizer_shard_layout(int64_t n, const int64_t* offsets, const int64_t* sizes, int d, int rank,
@@ -66,6 +67,7 @@ void reduce_scatter_gradients(Comm& dp, Ctx& ctx, OptimizerShard& z, Tensor grad
     const uint64_t before = dp.counters.bytes[kReduceScatter];
     // In place: rank r's block of the summed buffer lands on its own block (both backends allow it).
     Tensor mine = grad_shard(z, grads);
+    TraceLabel label("the gradients' shards (distributed optimizer)");  // the timeline's name (--trace)
     reduce_scatter(dp, ctx, mine, grads);
     // The same float operation as average_gradients' all-reduce path: x · (1/d) after the sum.
     scale_inplace(ctx, mine, 1.0f / dp.size);
@@ -80,7 +82,10 @@ Tensor owned_part(const OptimizerShard& z, Tensor grads, Tensor grad_view) {
 }
 
 // ---- step 2: AdamW on the shard ------------------------------------------------------------------------------
-void sharded_optimizer_step(Comm& dp, Ctx& ctx, OptimizerShard& z, const ModelStates& s, const AdamWStep& a) {
+// AdamW on this rank's shard: one span on the timeline (--trace), the all-gather after it its own event.
+static void shard_adamw(Ctx& ctx, const OptimizerShard& z, const ModelStates& s, const AdamWStep& a) {
+    TraceScope span(TraceThread::Compute, "optimizer", "AdamW (shard)",
+                    trace_recording() ? "\"elements\":" + std::to_string(z.shard) : std::string());
     const bool bf16 = s.weights.data != s.master.data;
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
         const int64_t at = z.own_begin[id], k = z.own_n[id], in_shard = at - z.begin;
@@ -93,8 +98,13 @@ void sharded_optimizer_step(Comm& dp, Ctx& ctx, OptimizerShard& z, const ModelSt
                            s.adam_v.slice(in_shard, k), k, a.lr, a.beta1, a.beta2, a.eps,
                            param_decays(id) ? a.weight_decay : 0.f, a.t, a.grad_scale);
     }
+}
+
+void sharded_optimizer_step(Comm& dp, Ctx& ctx, OptimizerShard& z, const ModelStates& s, const AdamWStep& a) {
+    shard_adamw(ctx, z, s, a);
     // Step 3: every rank's updated shard to every rank, in place.
     const uint64_t before = dp.counters.bytes[kAllGather];
+    TraceLabel label("the updated weights (distributed optimizer)");  // the all-gather's name on the timeline
     all_gather(dp, ctx, s.weights, s.weights.slice(z.begin, z.shard));
     z.step_all_gather_bytes = dp.counters.bytes[kAllGather] - before;
 }

@@ -8,8 +8,13 @@
 #include "point_to_point.h"
 
 #include <nccl.h>
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <map>
+#include <utility>
+#include "../layers/trace.h"
 
 using namespace comm_detail;
 
@@ -118,17 +123,20 @@ static void mpi_exchange_post(Comm& c, const std::vector<P2PMessage>& recvs) {
     }
 }
 
-static void mpi_exchange_complete(Comm& c, const Ctx& ctx) {
+// Returns the seconds spent in the wait itself (the timeline's blocked time).
+static double mpi_exchange_complete(Comm& c, const Ctx& ctx) {
     Comm::InFlight& f = c.inflight;
     const std::vector<P2PMessage>& recvs = f.recvs;
     const bool check = c.rules.check_order;
     const int per = check ? 2 : 1;
     std::vector<MPI_Status> st;
+    const double t0 = MPI_Wtime();
     mpi_wait(c, f.reqs, st, [&](size_t q) {
         const size_t m = q / (size_t)per;
         const std::string& which = m < recvs.size() ? recvs[m].what : c.sends[m - recvs.size()].what;
         return which + " in the exchange " + f.what;
     });
+    const double waited = MPI_Wtime() - t0;
     for (size_t i = 0; i < recvs.size(); i++) {
         const P2PMessage& r = recvs[i];
         if (check) check_header(c, f.in_hdr[i], r, c.received[(size_t)r.peer]++);
@@ -138,6 +146,7 @@ static void mpi_exchange_complete(Comm& c, const Ctx& ctx) {
             mm_fatal("comm: %s: got %d bytes, expected %zu (the stages disagree on the shapes)", r.what.c_str(), got, r.t.bytes());
         if (r.t.device != Device::CPU) host_to_device(ctx, r.t, c.recv_stage[i].ptr);
     }
+    return waited;
 }
 
 // ---- NCCL: one group, and the timeout's watch ---------------------------------------------------------------
@@ -211,8 +220,129 @@ static void nccl_exchange(Comm& c, cudaStream_t stream, const std::vector<P2PMes
     }
 }
 
+// ---- the timeline (--trace, layers/trace.h) ----------------------------------------------------------------------
+// While a step is recorded, an exchange is one event on the communication thread ("exchange pp [recv grad 3.0;
+// send act 4.0]"), or, in two halves, an "exchange_start" event (posting) and an "exchange_finish" event (the
+// wait), with args:
+//   what              the caller's words;
+//   recv, send        a label per message: "act j.c" / "grad j.c" for a pipeline activation / gradient of
+//                     micro-batch j (c: the chunk of the op that consumes it, for a receive; that produced it,
+//                     for a send: model/pipeline_ops.cu's words), else the message's own words;
+//   bytes_received, bytes_sent, peers (world ranks), group;
+//   blocked_us        the time spent in the final wait: MPI's wait for every request of the exchange, or on
+//                     NCCL the synchronization of the stream that carries the group. It is the time this rank
+//                     waited for its peers to post their side plus the transfer itself: MPI cannot tell the two
+//                     apart (small messages move while the receiver waits; large ones only once both sides have
+//                     posted). The rest of the event is posting the requests and staging copies.
+// And a flow event per message: 's' on the sender when its exchange starts, 'f' on the receiver (bound to its
+// exchange's event), with the same id: (sender, receiver, k) for the k-th message between these world ranks
+// since recording started. Both sides count in issue order, the order in which messages between two ranks
+// match (point_to_point.h, rule 1).
+static std::string message_label(const std::string& what) {
+    const std::pair<const char*, const char*> kinds[] = {{"the gradient of micro-batch ", "grad"},
+                                                          {"the activation of micro-batch ", "act"}};
+    for (const auto& k : kinds) {
+        const size_t at = what.find(k.first);
+        int j = 0, chunk = 0;
+        if (at != std::string::npos && sscanf(what.c_str() + at + strlen(k.first), "%d (chunk %d)", &j, &chunk) == 2)
+            return std::string(k.second) + " " + std::to_string(j) + "." + std::to_string(chunk);
+    }
+    return what;
+}
+static bool is_pipeline_label(const std::string& label) { return label.rfind("act ", 0) == 0 || label.rfind("grad ", 0) == 0; }
+
+static int world_rank_of(const Comm& c, int peer) {
+    MPI_Group mine, world;
+    MPI_CHECK(MPI_Comm_group(c.mpi, &mine));
+    MPI_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+    int w = -1;
+    MPI_CHECK(MPI_Group_translate_ranks(mine, 1, &peer, world, &w));
+    MPI_CHECK(MPI_Group_free(&mine));
+    MPI_CHECK(MPI_Group_free(&world));
+    return w;
+}
+static int my_world_rank() {
+    int r = 0;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r));
+    return r;
+}
+// The k-th message from world rank `from` to world rank `to` while recording: its flow id.
+static uint64_t flow_id(std::map<std::pair<int, int>, uint64_t>& count, int from, int to) {
+    const uint64_t k = count[{from, to}]++;
+    return ((uint64_t)from << 40) | ((uint64_t)to << 20) | (k & 0xFFFFF);
+}
+static std::map<std::pair<int, int>, uint64_t> g_flows_sent, g_flows_received;
+
+static std::string json_list(const std::vector<std::string>& items) {
+    std::string s = "[";
+    for (size_t i = 0; i < items.size(); i++) s += (i ? "," : "") + trace_json_string(items[i]);
+    return s + "]";
+}
+
+// At exchange_start, after posting: the sends' flows, and for a split exchange its first event.
+static void trace_exchange_posted(Comm& c, const std::string& what, double t0) {
+    const int me = my_world_rank();
+    std::vector<std::string> sends;
+    for (const Comm::PendingSend& p : c.sends) {
+        sends.push_back(message_label(p.what));
+        trace_flow('s', flow_id(g_flows_sent, me, world_rank_of(c, p.peer)), TraceThread::Comm, t0,
+                   "\"send\":" + trace_json_string(sends.back()));
+    }
+    if (c.inflight.whole) return;
+    const std::string& group = trace_group_name(&c);
+    trace_event(TraceThread::Comm, "p2p", "exchange_start " + (group.empty() ? std::string("group") : group), t0, trace_now_us() - t0,
+                "\"what\":" + trace_json_string(what) + ",\"send\":" + json_list(sends));
+}
+
+// At exchange_finish, after the wait: the exchange's (or its second half's) event and the receives' flows.
+static void trace_exchange_done(Comm& c, double t_finish, double blocked_us) {
+    const Comm::InFlight& f = c.inflight;
+    const int me = my_world_rank();
+    const double t0 = f.whole ? f.trace_t0 : t_finish;
+    std::vector<std::string> recvs, sends, parts;
+    std::vector<int> peers;
+    bool short_names = true;
+    uint64_t received = 0, sent = 0;
+    auto peer = [&](int p) {
+        const int w = world_rank_of(c, p);
+        if (std::find(peers.begin(), peers.end(), w) == peers.end()) peers.push_back(w);
+        return w;
+    };
+    for (const P2PMessage& r : f.recvs) {
+        recvs.push_back(message_label(r.what));
+        received += r.t.bytes();
+        short_names = short_names && is_pipeline_label(recvs.back());
+        parts.push_back("recv " + recvs.back());
+        trace_flow('f', flow_id(g_flows_received, peer(r.peer), me), TraceThread::Comm, t0,
+                   "\"recv\":" + trace_json_string(recvs.back()));
+    }
+    for (const Comm::PendingSend& p : c.sends) {
+        sends.push_back(message_label(p.what));
+        sent += p.bytes;
+        short_names = short_names && is_pipeline_label(sends.back());
+        parts.push_back("send " + sends.back());
+        peer(p.peer);
+    }
+    const std::string& group = trace_group_name(&c);
+    std::string name = std::string(f.whole ? "exchange " : "exchange_finish ") + (group.empty() ? "group" : group);
+    if (short_names && !parts.empty()) {
+        name += " [";
+        for (size_t i = 0; i < parts.size(); i++) name += (i ? "; " : "") + parts[i];
+        name += "]";
+    }
+    std::string peer_list = "[";
+    for (size_t i = 0; i < peers.size(); i++) peer_list += (i ? "," : "") + std::to_string(peers[i]);
+    char nums[160];
+    snprintf(nums, sizeof nums, ",\"blocked_us\":%.3f,\"bytes_received\":%llu,\"bytes_sent\":%llu,\"peers\":", blocked_us,
+             (unsigned long long)received, (unsigned long long)sent);
+    trace_event(TraceThread::Comm, "p2p", name, t0, trace_now_us() - t0,
+                "\"what\":" + trace_json_string(f.what) + ",\"group\":" + trace_json_string(group) + ",\"recv\":" +
+                    json_list(recvs) + ",\"send\":" + json_list(sends) + nums + peer_list + "]");
+}
+
 // ---- the exchange, in two halves or in one ---------------------------------------------------------------------
-void exchange_start(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what) {
+// start and finish are the two halves; `whole`: exchange() runs both at once (one event on the timeline).
+static void start(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what, bool whole) {
     if (c.inflight.active)
         mm_fatal("comm: exchange_start (%s) while the exchange %s is still in flight: finish it first", what.c_str(),
                  c.inflight.what.c_str());
@@ -225,6 +355,12 @@ void exchange_start(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recv
     f.what = what;
     f.recvs = recvs;
     f.stream = false;
+    f.whole = whole;
+    f.traced = trace_recording() && !(recvs.empty() && c.sends.empty());
+    if (f.traced) {
+        trace_sync_device();  // what ctx.stream has queued before is not the exchange's
+        f.trace_t0 = trace_now_us();
+    }
     const double t0 = MPI_Wtime();
     if (recvs.empty() && c.sends.empty()) return;
     if (c.backend == CommBackend::NCCL) {
@@ -242,19 +378,28 @@ void exchange_start(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recv
         mpi_exchange_post(c, recvs);
     }
     c.counters.recv_wait_s += MPI_Wtime() - t0;
+    if (f.traced) trace_exchange_posted(c, what, f.trace_t0);
 }
 
-void exchange_finish(Comm& c, const Ctx& ctx) {
+static void finish(Comm& c, const Ctx& ctx) {
     Comm::InFlight& f = c.inflight;
     if (!f.active) mm_fatal("comm: exchange_finish without an exchange_start");
-    const double t0 = MPI_Wtime();
+    const double t0 = MPI_Wtime(), t_finish = f.traced ? trace_now_us() : 0;
+    double blocked_us = 0;
     if (!f.recvs.empty() || !c.sends.empty()) {
         if (c.backend == CommBackend::NCCL) {
             if (f.stream) CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, c.done, 0));
+            if (f.traced) {  // the group's end on the device: what this rank waited for
+                const double w0 = trace_now_us();
+                trace_sync_device();
+                blocked_us = trace_now_us() - w0;
+            }
         } else {
-            mpi_exchange_complete(c, ctx);
+            blocked_us = 1e6 * mpi_exchange_complete(c, ctx);
         }
     }
+    if (f.traced) trace_exchange_done(c, t_finish, blocked_us);
+    f.traced = false;
     // The send copies are free again: MPI has completed them; NCCL reads them on its stream before ctx.stream
     // (which waits for it) can run any later send_later's copy into them.
     for (Comm::PendingSend& p : c.sends) c.spare_sends.push_back(p);
@@ -264,12 +409,17 @@ void exchange_finish(Comm& c, const Ctx& ctx) {
     c.counters.recv_wait_s += MPI_Wtime() - t0;
 }
 
+void exchange_start(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what) {
+    start(c, ctx, recvs, what, false);
+}
+void exchange_finish(Comm& c, const Ctx& ctx) { finish(c, ctx); }
+
 void exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what) {
     // The pipeline's exchanges run on ctx.stream itself (the next op needs what arrives at once).
     Ctx same = ctx;
     same.comm_stream = nullptr;
-    exchange_start(c, same, recvs, what);
-    exchange_finish(c, same);
+    start(c, same, recvs, what, true);
+    finish(c, same);
 }
 
 // ---- the pipeline's loss: host bytes from the last stage to every stage ----------------------------------------
@@ -277,10 +427,17 @@ void exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, con
 void broadcast_host(Comm& c, void* data, int bytes, int root, const std::string& what) {
     if (c.size == 1) return;
     if (c.backend == CommBackend::NCCL) nccl_watch(c);
+    const double t0 = trace_recording() ? trace_now_us() : 0;
     MPI_Request req;
     MPI_CHECK(MPI_Ibcast(data, bytes, MPI_BYTE, root, c.mpi, &req));
     std::vector<MPI_Request> reqs{req};
     std::vector<MPI_Status> st;
     mpi_wait(c, reqs, st, [&](size_t) { return what + " from rank " + std::to_string(root); });
+    if (trace_recording()) {  // on the timeline: one collective event (--trace)
+        const std::string& group = trace_group_name(&c);
+        trace_event(TraceThread::Comm, "collective", "broadcast of " + what + " (host, " + (group.empty() ? "group" : group) + ")", t0,
+                    trace_now_us() - t0, "\"group\":" + trace_json_string(group) + ",\"ranks\":" + std::to_string(c.size) +
+                                             ",\"bytes\":" + std::to_string(bytes) + ",\"root\":" + std::to_string(root));
+    }
 }
 

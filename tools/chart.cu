@@ -1,4 +1,4 @@
-// chart.cu — grouped/stacked bar charts and line plots as PNG files (see chart.h).
+// chart.cu — grouped/stacked bar charts, line plots and timelines as PNG files (see chart.h).
 //
 // Everything is drawn on the CPU into an RGB buffer: rectangles, lines, and text from stb_easy_font, whose
 // glyphs are lists of axis-aligned quads (so they scale to any integer size and rotate by 90° exactly).
@@ -428,6 +428,65 @@ bool write_line_plot_png(const LinePlot& lp, const std::string& path, std::strin
             px = x, py = y, have_prev = true;
         }
         if (s.x.size() == 1 && !lp.markers) cv.rect((int)px - 2, (int)py - 2, (int)px + 3, (int)py + 3, col);
+    }
+    cv.clip_none();
+    cv.rect(L.plot_x0, L.plot_y0, L.plot_x0 + 2, L.plot_y1 + 1, kAxis);
+    cv.rect(L.plot_x0, L.plot_y1, L.plot_x1, L.plot_y1 + 2, kAxis);
+    return save_png(cv, path, error);
+}
+
+// ---- timeline ------------------------------------------------------------------------------------------
+bool write_timeline_png(const TimelineChart& tc, const std::string& path, std::string* error) {
+    if (tc.rows.empty()) return fail(error, "timeline: no rows");
+    if (tc.width < 300 || tc.row_height < 12) return fail(error, "timeline: image too small");
+    double xmin = INFINITY, xmax = -INFINITY;
+    for (const TimelineBox& b : tc.boxes) {
+        if (b.row < 0 || b.row >= (int)tc.rows.size()) return fail(error, "timeline: a box names a row that does not exist");
+        if (!(b.t1 >= b.t0)) return fail(error, "timeline: a box ends before it starts");
+        xmin = std::min(xmin, b.t0), xmax = std::max(xmax, b.t1);
+    }
+    if (std::isfinite(tc.x_min)) xmin = tc.x_min;
+    if (std::isfinite(tc.x_max)) xmax = tc.x_max;
+    if (!std::isfinite(xmin)) xmin = 0, xmax = 1;  // no boxes: an empty axis
+    if (!(xmax > xmin)) xmax = xmin + 1;
+    const double xstep = nice_step(xmin, xmax, 10);
+
+    int label_w = 0;
+    for (const std::string& r : tc.rows) label_w = std::max(label_w, text_width(r, 2));
+    const int legend_h = legend_height(tc.legend);
+    const int head = 16 + (tc.title.empty() ? 0 : 3 * 12 + 4) + (tc.subtitle.empty() ? 0 : 2 * 12 + 4) + legend_h + 10;
+    const int height = head + (int)tc.rows.size() * tc.row_height + 2 * 12 + 8 + (tc.x_label.empty() ? 0 : 2 * 12 + 6) + 16;
+    Canvas cv(tc.width, height);
+    Layout L = draw_frame(cv, tc.title, tc.subtitle, tc.x_label, "", legend_h, label_w + 12, 2 * 12 + 8);
+    draw_legend(cv, tc.legend, L.plot_y0 - legend_h - 6, false);  // entry i in palette color i (none for one entry)
+    auto xpix = [&](double x) { return L.plot_x0 + (x - xmin) / (xmax - xmin) * (L.plot_x1 - L.plot_x0); };
+    for (double x = std::ceil(xmin / xstep - 1e-9) * xstep; x <= xmax + xstep * 1e-6; x += xstep) {
+        int px = (int)std::lround(xpix(x));
+        cv.rect(px, L.plot_y0, px + 1, L.plot_y1, kGrid);
+        cv.rect(px, L.plot_y1, px + 1, L.plot_y1 + 6, kAxis);
+        draw_text(cv, format_tick(x, xstep), px, L.plot_y1 + 10, 2, kBlack, Align::Center);
+    }
+    const double row_h = (double)(L.plot_y1 - L.plot_y0) / tc.rows.size();
+    for (size_t r = 0; r < tc.rows.size(); r++) {
+        const int y0 = L.plot_y0 + (int)std::lround(row_h * r);
+        draw_text(cv, tc.rows[r], L.plot_x0 - 10, y0 + (int)row_h / 2 - 8, 2, kBlack, Align::Right);
+        if (r > 0) cv.rect(L.plot_x0, y0, L.plot_x1, y0 + 1, kGrid);
+    }
+    cv.clip(L.plot_x0, L.plot_y0, L.plot_x1, L.plot_y1);
+    for (const TimelineBox& b : tc.boxes) {
+        unsigned char c[3];
+        chart_series_color(b.color, c);
+        const RGB col{c[0], c[1], c[2]};
+        const int y0 = L.plot_y0 + (int)std::lround(row_h * b.row) + 4, y1 = L.plot_y0 + (int)std::lround(row_h * (b.row + 1)) - 4;
+        // At least one pixel wide, with a white seam between touching boxes.
+        const int x0 = (int)std::lround(xpix(b.t0)), x1 = std::max(x0 + 1, (int)std::lround(xpix(b.t1)) - 1);
+        cv.rect(x0, y0, x1, y1, col);
+        // The largest font (2 or 1) whose label fits the box.
+        for (int sc = 2; sc >= 1 && !b.label.empty(); sc--) {
+            if (text_width(b.label, sc) + 4 > x1 - x0 || 8 * sc > y1 - y0) continue;
+            draw_text(cv, b.label, (x0 + x1) / 2, (y0 + y1) / 2 - 4 * sc, sc, kWhite, Align::Center);
+            break;
+        }
     }
     cv.clip_none();
     cv.rect(L.plot_x0, L.plot_y0, L.plot_x0 + 2, L.plot_y1 + 1, kAxis);

@@ -1,4 +1,5 @@
-// chart.h — small PNG charts written by the project itself: grouped (or stacked) bar charts and line plots.
+// chart.h — small PNG charts written by the project itself: grouped (or stacked) bar charts, line plots and
+// timelines.
 //
 // No Python, no matplotlib: pixels are drawn into an RGB buffer, text with stb_easy_font (a tiny bitmap
 // font made of rectangles), and the image is saved with stb_image_write (both from Debian's libstb-dev).
@@ -51,10 +52,29 @@ struct LinePlot {
     int width = 1100, height = 620;
 };
 
+// A timeline (Gantt chart): one row per lane, boxes along a time axis (tools/draw_pipeline: the pipeline's
+// stages and their forward / backward ops). Space without a box stays blank.
+struct TimelineBox {
+    int row;            // index into rows
+    double t0, t1;      // on the time axis
+    int color;          // palette index (chart_series_color)
+    std::string label;  // drawn inside when it fits (may be empty)
+};
+struct TimelineChart {
+    std::string title, subtitle;
+    std::string x_label = "time";
+    std::vector<std::string> rows;    // top to bottom
+    std::vector<TimelineBox> boxes;
+    std::vector<std::string> legend;  // legend[i] names palette color i (fewer than two: no legend)
+    double x_min = NAN, x_max = NAN;  // NaN: from the boxes
+    int width = 1400, row_height = 44;  // the height follows from the rows
+};
+
 // Write the chart as an RGB PNG. On failure (bad input, file not writable, built without libstb-dev)
 // returns false and, when `error` is not null, says why.
 bool write_bar_chart_png(const BarChart& chart, const std::string& path, std::string* error = nullptr);
 bool write_line_plot_png(const LinePlot& plot, const std::string& path, std::string* error = nullptr);
+bool write_timeline_png(const TimelineChart& chart, const std::string& path, std::string* error = nullptr);
 
 // The color of series i (a fixed palette of 10, repeating): RGB bytes.
 void chart_series_color(int i, unsigned char rgb[3]);

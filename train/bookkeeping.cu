@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include "../data/atomic_file.h"
 #include "../data/paths.h"
+#include "../layers/trace.h"
 #include "../model/checkpoint.h"
 #include "../model/generate.h"
 #include "../model/model_file.h"
@@ -22,7 +24,20 @@ float learning_rate(const TrainOptions& o, int step) {
 
 void begin_training(Progress& p) { p.t_start = now_s(); }
 
+// --trace: recording starts before the first step of the window and stops before the step after its last,
+// so the steps' evaluations and checkpoints in between are recorded too; a window that reaches the last step
+// ends in finish_run (after the final validation). Collective (the clocks are measured: layers/trace.h), and
+// before the step's clock starts.
+static void trace_window(Run& run, int step) {
+    const TrainOptions& opt = run.opt;
+    if (opt.trace.empty()) return;
+    if (step == opt.trace_first) trace_start(MPI_COMM_WORLD);
+    if (step == opt.trace_last + 1) trace_stop(MPI_COMM_WORLD);
+    if (trace_recording()) trace_instant("step " + std::to_string(step), trace_now_us(), "\"step\":" + std::to_string(step));
+}
+
 void begin_step(Run& run, Progress& p, int step) {
+    trace_window(run, step);
     run.grid.tp_comm.counters.reset();  // parallel/collectives.h: bytes each collective kind moves, per step
     run.grid.pp_comm.counters.reset();
     run.alloc->reset_peak();
@@ -285,6 +300,7 @@ void validate(Run& run, Progress& p, int step) {
     size_t* peak = &p.val_peak;
     const TrainOptions& opt = run.opt;
     if (!run.have_val || opt.val_batches == 0) return;
+    TraceScope span(TraceThread::Compute, "eval", "validation", trace_recording() ? "\"step\":" + std::to_string(step) : "");
     run.alloc->reset_peak();
     run.val.set_state(DataLoaderState{});
     double sum = 0;
@@ -304,6 +320,7 @@ void validate(Run& run, Progress& p, int step) {
 // its share of the examples, a quarter of its batch's rows' worth of examples per forward pass.
 void evaluate_hellaswag(Run& run, int step) {
     if (run.hellaswag.empty()) return;
+    TraceScope span(TraceThread::Compute, "eval", "hellaswag", trace_recording() ? "\"step\":" + std::to_string(step) : "");
     const int per_forward = std::max(1, run.train.B_local / kEvalCompletions);
     EvalScore s = hellaswag_evaluate(run.model, run.hellaswag, run.opt.seq, per_forward);
     LOG0("step %5d | hellaswag %d/%d = %.4f\n", step, s.correct, s.total, s.accuracy());
@@ -363,10 +380,42 @@ static std::string summary_line(const Run& run, const Progress& p, double second
     return s;
 }
 
-// --save (model/checkpoint.cu: one consolidated llm.c file), --sample (model/generate.cu), the TP group's
-// communication in the last step, and the done line. t_start: when training began.
+// --trace: recording stops (if the window reached the end), every rank's events go to rank 0 (layers/trace.h),
+// which writes the file whole or not at all (data/atomic_file.h). Collective.
+static void write_trace(Run& run, const Progress& p) {
+    const TrainOptions& opt = run.opt;
+    if (opt.trace.empty()) return;
+    trace_stop(MPI_COMM_WORLD);
+    const ProcessGrid& g = run.grid;
+    char other[640];
+    snprintf(other, sizeof other,
+             "\"program\":\"mini-megatron train_gpt\",\"steps\":[%d,%d],\"world\":%d,\"tp\":%d,\"cp\":%d,\"dp\":%d,\"pp\":%d,"
+             "\"sp\":%s,\"ranks_per_stage\":%d,\"schedule\":\"%s\",\"micro_batches\":%d,\"chunks\":%d,\"device\":\"%s\","
+             "\"comm\":\"%s\",\"ranks\":\"pid = world rank; stage = rank / ranks_per_stage (tp fastest, then cp, dp)\"",
+             opt.trace_first, opt.trace_last, g.world, g.tp, g.cp, g.dp, g.pp, g.sp ? "true" : "false", ranks_per_stage(g),
+             pipe_schedule_name(run.schedule), run.micro_batches, run.chunks, device_name(run.device),
+             run.backend == CommBackend::NCCL ? "nccl" : "mpi");
+    std::string doc, err;
+    if (trace_gather_json(MPI_COMM_WORLD, other, &doc, &err) && g_rank == 0) {
+        AtomicFile f;
+        if (f.open(opt.trace, err)) f.write(doc.data(), doc.size()), f.commit(err);
+    }
+    refuse_if(err.empty() ? "" : "--trace " + opt.trace + ": " + err);
+    const int last_run = run.start_step + p.steps_run - 1;  // the loop may have stopped early (--exit-interval)
+    if (last_run < opt.trace_first)
+        LOG0("trace: no step of --trace-steps %d:%d ran (the last was %d); %s holds no events\n", opt.trace_first, opt.trace_last,
+             last_run, opt.trace.c_str());
+    else
+        LOG0("trace: steps %d to %d written to %s (open it in ui.perfetto.dev or chrome://tracing; build/draw_pipeline "
+             "draws it as a PNG)\n", opt.trace_first, std::min(opt.trace_last, last_run), opt.trace.c_str());
+}
+
+// --trace (written first, before --save and --sample, which it does not record), --save (model/checkpoint.cu:
+// one consolidated llm.c file), --sample (model/generate.cu), the TP group's communication in the last step,
+// and the done line. t_start: when training began.
 void finish_run(Run& run, const Progress& p) {
     const TrainOptions& opt = run.opt;
+    write_trace(run, p);
     if (!opt.save.empty()) save_final_model(run);
     if (opt.sample > 0) {
         std::vector<int> toks = run.text.encode(opt.prompt.empty() ? std::string("\n") : opt.prompt);

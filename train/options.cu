@@ -76,6 +76,11 @@ void print_train_usage() {
         "                              the training dtype, the real vocabulary's rows only\n"
         "  --log FILE.jsonl            one JSON object per line (train, val, memory_report)\n"
         "  --log-every K               print every K-th step (default 1)\n"
+        "  --trace FILE.json           a timeline of a training step for Perfetto or chrome://tracing (Chrome\n"
+        "                              Trace Event Format): every rank's schedule ops, exchanges, collectives,\n"
+        "                              optimizer and evaluation, on rank 0's clock; build/draw_pipeline draws it\n"
+        "  --trace-steps A:B           the steps it records, A to B inclusive, or A alone (default: the run's\n"
+        "                              second step, after warm-up; on a GPU recorded steps run synchronized)\n"
         "  --memory-report             print measured vs formula activation and model-state memory (weights,\n"
         "                              gradients, master weights, moments) after the first step\n"
         "  --sample N                  generate N tokens after training (--prompt TEXT --temperature X --top-k K;\n"
@@ -224,6 +229,21 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--save"})) o.save = v;
         else if (flag({"--log"})) o.log = v;
         else if (flag({"--log-every"})) o.log_every = (int)to_int(print, f, v, 1, big);
+        else if (flag({"--trace"})) o.trace = v;
+        else if (flag({"--trace-steps"})) {  // A:B or A
+            const char* colon = strchr(v, ':');
+            const std::string a = colon ? std::string(v, colon) : std::string(v), b = colon ? std::string(colon + 1) : a;
+            auto step_number = [](const std::string& x) {  // -1 unless the whole of x is a number
+                char* end = nullptr;
+                errno = 0;
+                const long long n = strtoll(x.c_str(), &end, 10);
+                return errno || end == x.c_str() || *end ? -1LL : n;
+            };
+            const long long first = step_number(a), last = step_number(b);
+            if (first < 1 || last < first || last > big)
+                bad(print, std::string("--trace-steps expects FIRST:LAST (steps from 1, FIRST <= LAST) or one STEP, got '") + v + "'");
+            o.trace_first = (int)first, o.trace_last = (int)last;
+        }
         else if (flag({"--sample"})) o.sample = (int)to_int(print, f, v, 0, 1 << 20);
         else if (flag({"--temperature"})) o.temperature = to_float(print, f, v, IN(0, 100));  // 0: greedy (model/generate.h)
         else if (flag({"--top-k"})) o.top_k = (int)to_int(print, f, v, 0, 1 << 20);
@@ -269,8 +289,16 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         bad(print, "--save " + o.save + " is the --checkpoint-dir too: --save writes one file, the checkpoint dir a directory");
     if (!o.log.empty() && (o.log == o.save || o.log == o.checkpoint_dir))
         bad(print, "--log " + o.log + " is also the --" + (o.log == o.save ? "save file" : "checkpoint-dir") + ": give each its own path");
+    if (!o.trace.empty() && (o.trace == o.save || o.trace == o.checkpoint_dir || o.trace == o.log))
+        bad(print, "--trace " + o.trace + " is also the --" + (o.trace == o.save ? "save file" : o.trace == o.log ? "log file" : "checkpoint-dir") +
+                   ": give each its own path");
+    if (o.trace_first > 0 && o.trace.empty())
+        bad(print, "--trace-steps needs --trace FILE.json (where to write the timeline)");
+    if (o.trace_last > o.steps)
+        bad(print, "--trace-steps " + std::to_string(o.trace_first) + ":" + std::to_string(o.trace_last) + " goes beyond --steps " +
+                   std::to_string(o.steps) + ": record steps that run");
     // An output over an input would destroy it (--save over --init is allowed: the trained model replaces it).
-    for (const auto& out : {std::make_pair("--log", &o.log), std::make_pair("--save", &o.save)})
+    for (const auto& out : {std::make_pair("--log", &o.log), std::make_pair("--save", &o.save), std::make_pair("--trace", &o.trace)})
         for (const auto& in : {std::make_pair("--train", &o.train_file), std::make_pair("--val", &o.val_file),
                                std::make_pair("--tokenizer", &o.tokenizer), std::make_pair("--hellaswag", &o.hellaswag),
                                std::make_pair("--init", &o.init)})

@@ -52,6 +52,10 @@ struct TrainOptions {
     std::string tokenizer;       // GPT-2 BPE for --prompt and --sample: llm.c's gpt2_tokenizer.bin or Hugging Face's
                                  // vocab.json + merges.txt (data/hf_tokenizer.h); "" = byte-level
     int log_every = 1;
+    // --trace FILE.json: a timeline of steps trace_first..trace_last (layers/trace.h); 0: the default, the run's
+    // second step (its only one when it runs one; train/run.cu decides, after a resume is known)
+    std::string trace;
+    int trace_first = 0, trace_last = 0;
     // reliability: checkpoints for exact resume, numerical faults
     std::string checkpoint_dir;  // DIR/step_NNNNNNNN/{model.bin,state.bin} + DIR/latest (model/train_state.h)
     int save_every = 0;          // save every K steps (and at the end); 0: only at the end when a dir is given

@@ -11,6 +11,7 @@
 #include "../data/hf_tokenizer.h"
 #include "../data/paths.h"
 #include "../model/checkpoint.h"
+#include "../layers/trace.h"
 #include "../model/model_file.h"
 #include "../parallel/comm.h"
 
@@ -118,6 +119,7 @@ static void check_path_flags(const TrainOptions& opt) {
     if (g_rank == 0) {
         if (problem.empty() && !opt.save.empty()) problem = model_output_problem("--save", opt.save);
         if (problem.empty() && !opt.log.empty()) problem = output_file_problem("--log", opt.log);
+        if (problem.empty() && !opt.trace.empty()) problem = output_file_problem("--trace", opt.trace);
         if (problem.empty() && !opt.checkpoint_dir.empty()) problem = output_dir_problem("--checkpoint-dir", opt.checkpoint_dir);
     }
     refuse_if(problem);
@@ -338,6 +340,8 @@ void resume_or_start(Run& run) {
         run.start_step = restore_training_state(run.resumed, run.resumed_dir, run.state, run.model, run.train, &run.skipped_steps);
 }
 
+static void open_trace(Run& run);
+
 void open_log(Run& run) {
     const TrainOptions& opt = run.opt;
     if (g_rank == 0 && !opt.log.empty()) run.logf = fopen(opt.log.c_str(), opt.resume.empty() ? "w" : "a");  // a resumed run appends
@@ -346,6 +350,30 @@ void open_log(Run& run) {
     // again: the marker says that every record after it supersedes those (tools/plot_log.cu keeps the last).
     if (run.logf && !opt.resume.empty())
         fprintf(run.logf, "{\"restart_after_step\":%d}\n", run.start_step - 1), fflush(run.logf);
+    open_trace(run);
+}
+
+// --trace (layers/trace.h): the steps to record, now that the first step is known (a resumed run starts later);
+// this rank's row; the groups' names for the collectives' events; the device context the spans synchronize.
+// The recording itself starts and stops around the steps (train/bookkeeping.cu).
+static void open_trace(Run& run) {
+    TrainOptions& opt = run.opt;
+    if (opt.trace.empty()) return;
+    if (opt.trace_first == 0)  // the default: the run's second step, after the first step's warm-up allocations
+        opt.trace_first = opt.trace_last = std::max(run.start_step, std::min(run.start_step + 1, opt.steps));
+    refuse_if(opt.trace_first < run.start_step && opt.was_given("--trace-steps")
+                  ? "--trace-steps " + std::to_string(opt.trace_first) + ":" + std::to_string(opt.trace_last) + ": this run resumes at step " +
+                        std::to_string(run.start_step) + ", so steps before it do not run; record steps from " +
+                        std::to_string(run.start_step) + " on"
+                  : "");
+    const ProcessGrid& g = run.grid;
+    std::string name = "stage " + std::to_string(g.pp_rank) + " / tp " + std::to_string(g.tp_rank) + " / dp " + std::to_string(g.dp_rank);
+    if (g.cp > 1) name += " / cp " + std::to_string(g.cp_rank);
+    trace_set_process(name, g.rank);
+    const std::pair<const Comm*, const char*> groups[] = {{&g.tp_comm, "tp"},   {&g.cp_comm, "cp"},   {&g.dp_comm, "dp"},
+                                                          {&g.dpcp_comm, "dpcp"}, {&g.pp_comm, "pp"}, {&g.emb_comm, "emb"}};
+    for (const auto& group : groups) trace_name_group(group.first, group.second);
+    trace_sync_context(&run.ctx);
 }
 
 void print_startup(const Run& run) {

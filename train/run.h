@@ -82,7 +82,8 @@ void make_model(Run& run);
 // Exact resume (model/train_state.h): the saved state checked against this run and restored; a fresh run's
 // state described.
 void resume_or_start(Run& run);
-// --log: opened on rank 0 (a resumed run appends, after a restart marker).
+// --log: opened on rank 0 (a resumed run appends, after a restart marker). --trace: the steps it records
+// (--trace-steps, or the run's second step) and this rank's row on the timeline (layers/trace.h).
 void open_log(Run& run);
 // What runs: the model, the layout, the batch, and the activation memory the paper's formulas predict.
 void print_startup(const Run& run);

@@ -1,0 +1,305 @@
+// trace.cu — the timeline recorder (see trace.h): events kept per rank while recording, the clock offsets to
+// rank 0, and the gather into one Chrome Trace Event Format document.
+//
+// Reading order: the clock and the state; recording events; the scopes; the clock offsets (ping-pong with
+// rank 0); the recording window; serializing one rank's events and gathering them on rank 0.
+#include "trace.h"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <utility>
+#include <vector>
+#include "runtime.h"
+
+// ---- the clock and the state ---------------------------------------------------------------------------------
+double trace_now_us() {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+namespace {
+struct Event {
+    char ph;           // 'X' complete, 's' / 'f' flow, 'i' instant
+    int tid;
+    const char* cat;
+    std::string name;
+    double ts, dur;    // this rank's clock, µs
+    std::string args;  // the inside of a JSON object, or ""
+    uint64_t id;       // flows
+};
+// One offset measurement of this rank's clock against rank 0's: offset = t_here - t_rank0, within
+// `uncertainty`, sampled at rank 0's time `at`.
+struct Offset {
+    double offset = 0, uncertainty = 0, at = 0;
+};
+struct State {
+    std::vector<Event> events;
+    std::string process_name;
+    int sort_index = 0;
+    bool started = false, stopped = false;
+    Offset start, stop;                      // this rank's two measurements
+    std::vector<Offset> all_start, all_stop; // rank 0: every rank's
+    double origin = 0;                       // rank 0's clock at trace_start
+    const Ctx* ctx = nullptr;
+    const char* label = nullptr;
+    std::vector<std::pair<const void*, std::string>> groups;
+};
+State g;
+}  // namespace
+
+size_t trace_event_count() { return g.events.size(); }
+
+// ---- recording events ---------------------------------------------------------------------------------------
+void trace_event(TraceThread thread, const char* cat, const std::string& name, double ts_us, double dur_us,
+                 const std::string& args_json) {
+    if (!trace_recording()) return;
+    g.events.push_back(Event{'X', (int)thread, cat, name, ts_us, std::max(0.0, dur_us), args_json, 0});
+}
+
+void trace_flow(char phase, uint64_t id, TraceThread thread, double ts_us, const std::string& args_json) {
+    if (!trace_recording()) return;
+    if (phase != 's' && phase != 'f') mm_fatal("trace_flow: phase '%c' is neither 's' nor 'f'", phase);
+    g.events.push_back(Event{phase, (int)thread, "p2p", "message", ts_us, 0, args_json, id});
+}
+
+void trace_instant(const std::string& name, double ts_us, const std::string& args_json) {
+    if (!trace_recording()) return;
+    g.events.push_back(Event{'i', (int)TraceThread::Compute, "step", name, ts_us, 0, args_json, 0});
+}
+
+std::string trace_json_string(const std::string& s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') out += '\\', out += (char)c;
+        else if (c == '\n') out += "\\n";
+        else if (c < 0x20) {
+            char b[8];
+            snprintf(b, sizeof b, "\\u%04x", c);
+            out += b;
+        } else out += (char)c;
+    }
+    return out + "\"";
+}
+
+// ---- the device, the groups' names, the labels --------------------------------------------------------------
+void trace_sync_context(const Ctx* ctx) { g.ctx = ctx; }
+
+void trace_sync_device() {
+    if (!g.ctx || g.ctx->device != Device::CUDA) return;
+    CUDA_CHECK(cudaStreamSynchronize(g.ctx->stream));
+    if (g.ctx->comm_stream) CUDA_CHECK(cudaStreamSynchronize(g.ctx->comm_stream));
+}
+
+void trace_name_group(const void* group, const std::string& name) {
+    for (auto& e : g.groups)
+        if (e.first == group) return void(e.second = name);
+    g.groups.emplace_back(group, name);
+}
+const std::string& trace_group_name(const void* group) {
+    static const std::string none;
+    for (const auto& e : g.groups)
+        if (e.first == group) return e.second;
+    return none;
+}
+
+TraceLabel::TraceLabel(const char* what) {
+    if (!trace_recording()) return;
+    on_ = true;
+    prev_ = g.label;
+    g.label = what;
+}
+TraceLabel::~TraceLabel() {
+    if (on_) g.label = prev_;
+}
+const char* trace_label() { return g.label; }
+
+// ---- the scope -------------------------------------------------------------------------------------------------
+// The synchronization at the start keeps work queued before the span (by code outside any span) out of it;
+// the one at the end makes the end mean that the span's own work is done (trace.h).
+TraceScope::TraceScope(TraceThread thread, const char* cat, std::string name, std::string args_json) {
+    if (!trace_recording()) return;
+    on_ = true;
+    thread_ = thread;
+    cat_ = cat;
+    name_ = std::move(name);
+    args_ = std::move(args_json);
+    trace_sync_device();
+    t0_ = trace_now_us();
+}
+
+void TraceScope::add_args(const std::string& args_json) {
+    if (!on_ || args_json.empty()) return;
+    args_ += (args_.empty() ? "" : ",") + args_json;
+}
+
+TraceScope::~TraceScope() {
+    if (!on_) return;
+    trace_sync_device();
+    const double t1 = trace_now_us();
+    // Recorded even if recording stopped inside the span: it began in the window.
+    g.events.push_back(Event{'X', (int)thread_, cat_, std::move(name_), t0_, t1 - t0_, std::move(args_), 0});
+}
+
+// ---- the clock offsets -----------------------------------------------------------------------------------------
+// Rank 0 sends its time to rank r, r answers with its own at once, rank 0 notes when the answer came. The
+// answer was taken somewhere within [t0, t1] on rank 0's clock; assuming the middle, offset = t_r - (t0 + t1)/2,
+// wrong by at most (t1 - t0)/2. Of several rounds the shortest round trip is the least disturbed (a rank
+// descheduled in between makes a long one). Each rank gets its own result back (MPI_Scatter); rank 0 keeps all.
+constexpr int kRounds = 16;
+constexpr int kTagPing = 7301, kTagPong = 7302;
+
+static void measure_offsets(MPI_Comm world, Offset* mine, std::vector<Offset>* all) {
+    int rank = 0, size = 1;
+    MPI_CHECK(MPI_Comm_rank(world, &rank));
+    MPI_CHECK(MPI_Comm_size(world, &size));
+    MPI_CHECK(MPI_Barrier(world));
+    std::vector<double> flat((size_t)size * 3, 0.0);  // offset, uncertainty, at
+    if (rank == 0) {
+        for (int r = 1; r < size; r++) {
+            double best = INFINITY;
+            for (int k = 0; k < kRounds; k++) {
+                double t0 = trace_now_us(), tr = 0;
+                MPI_CHECK(MPI_Send(&t0, 1, MPI_DOUBLE, r, kTagPing, world));
+                MPI_CHECK(MPI_Recv(&tr, 1, MPI_DOUBLE, r, kTagPong, world, MPI_STATUS_IGNORE));
+                const double t1 = trace_now_us();
+                if (t1 - t0 < best) {
+                    best = t1 - t0;
+                    flat[(size_t)r * 3 + 0] = tr - (t0 + t1) / 2;
+                    flat[(size_t)r * 3 + 1] = (t1 - t0) / 2;
+                    flat[(size_t)r * 3 + 2] = (t0 + t1) / 2;
+                }
+            }
+        }
+        flat[2] = trace_now_us();  // rank 0 against itself: offset 0, exactly
+    } else {
+        for (int k = 0; k < kRounds; k++) {
+            double t0 = 0;
+            MPI_CHECK(MPI_Recv(&t0, 1, MPI_DOUBLE, 0, kTagPing, world, MPI_STATUS_IGNORE));
+            const double tr = trace_now_us();
+            MPI_CHECK(MPI_Send(&tr, 1, MPI_DOUBLE, 0, kTagPong, world));
+        }
+    }
+    double got[3];
+    MPI_CHECK(MPI_Scatter(flat.data(), 3, MPI_DOUBLE, got, 3, MPI_DOUBLE, 0, world));
+    *mine = Offset{got[0], got[1], got[2]};
+    if (rank == 0) {
+        all->resize((size_t)size);
+        for (int r = 0; r < size; r++) (*all)[(size_t)r] = Offset{flat[(size_t)r * 3], flat[(size_t)r * 3 + 1], flat[(size_t)r * 3 + 2]};
+    }
+}
+
+// ---- the recording window ----------------------------------------------------------------------------------------
+void trace_set_process(const std::string& name, int sort_index) {
+    g.process_name = name;
+    g.sort_index = sort_index;
+}
+
+void trace_start(MPI_Comm world) {
+    if (g.started) mm_fatal("trace_start: a run records one window of steps; recording was started already");
+    measure_offsets(world, &g.start, &g.all_start);
+    int rank = 0;
+    MPI_CHECK(MPI_Comm_rank(world, &rank));
+    g.origin = rank == 0 ? trace_now_us() : 0;
+    MPI_CHECK(MPI_Bcast(&g.origin, 1, MPI_DOUBLE, 0, world));
+    g.started = true;
+    trace_detail::recording = true;
+}
+
+void trace_stop(MPI_Comm world) {
+    if (!g.started || g.stopped) return;
+    trace_detail::recording = false;
+    measure_offsets(world, &g.stop, &g.all_stop);
+    g.stopped = true;
+}
+
+// ---- one rank's events, and the gather -----------------------------------------------------------------------------
+// A local time on rank 0's clock, from the origin: the offset interpolated between the two measurements (by
+// rank 0's time; the first guess of it uses the start's offset, close enough for a drift of parts per million).
+static double to_rank0(double t) {
+    double off = g.start.offset;
+    const double span = g.stop.at - g.start.at;
+    if (g.stopped && span > 0) {
+        const double f = std::min(1.0, std::max(0.0, (t - g.start.offset - g.start.at) / span));
+        off = g.start.offset + f * (g.stop.offset - g.start.offset);
+    }
+    return t - off - g.origin;
+}
+
+static std::string serialize_rank(int pid) {
+    std::string s;
+    char b[256];
+    auto meta = [&](int tid, const char* what, const std::string& args) {
+        snprintf(b, sizeof b, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"%s\",\"args\":{", pid, tid, what);
+        s += b + args + "}},\n";
+    };
+    meta(0, "process_name", "\"name\":" + trace_json_string(g.process_name.empty() ? "rank " + std::to_string(pid) : g.process_name));
+    meta(0, "process_sort_index", "\"sort_index\":" + std::to_string(g.sort_index));
+    meta(0, "thread_name", "\"name\":\"compute\"");
+    meta(1, "thread_name", "\"name\":\"communication\"");
+    meta(0, "thread_sort_index", "\"sort_index\":0");
+    meta(1, "thread_sort_index", "\"sort_index\":1");
+    for (const Event& e : g.events) {
+        snprintf(b, sizeof b, "{\"ph\":\"%c\",\"pid\":%d,\"tid\":%d,\"cat\":\"%s\",\"ts\":%.3f", e.ph, pid, e.tid, e.cat,
+                 to_rank0(e.ts));
+        s += b;
+        if (e.ph == 'X') snprintf(b, sizeof b, ",\"dur\":%.3f", e.dur), s += b;
+        if (e.ph == 's' || e.ph == 'f') snprintf(b, sizeof b, ",\"id\":%llu", (unsigned long long)e.id), s += b;
+        if (e.ph == 'f') s += ",\"bp\":\"e\"";
+        if (e.ph == 'i') s += ",\"s\":\"t\"";
+        s += ",\"name\":" + trace_json_string(e.name);
+        if (!e.args.empty()) s += ",\"args\":{" + e.args + "}";
+        s += "},\n";
+    }
+    return s;
+}
+
+static std::string offsets_json(const std::vector<Offset>& all) {
+    std::string s = "[";
+    char b[128];
+    for (size_t r = 0; r < all.size(); r++) {
+        snprintf(b, sizeof b, "%s{\"rank\":%zu,\"offset_us\":%.3f,\"uncertainty_us\":%.3f}", r ? "," : "", r, all[r].offset,
+                 all[r].uncertainty);
+        s += b;
+    }
+    return s + "]";
+}
+
+bool trace_gather_json(MPI_Comm world, const std::string& other_data_json, std::string* doc, std::string* err) {
+    int rank = 0, size = 1;
+    MPI_CHECK(MPI_Comm_rank(world, &rank));
+    MPI_CHECK(MPI_Comm_size(world, &size));
+    if (g.started) trace_stop(world);
+    const std::string mine = serialize_rank(rank);
+    // MPI counts are ints: every rank's part, and their sum, must stay under 2^31 bytes. Rank 0 decides for all.
+    long long len = (long long)mine.size();
+    std::vector<long long> lens((size_t)size);
+    MPI_CHECK(MPI_Gather(&len, 1, MPI_LONG_LONG, lens.data(), 1, MPI_LONG_LONG, 0, world));
+    long long total = 0;
+    for (long long l : lens) total += l;
+    int fits = rank != 0 || total < INT_MAX;
+    MPI_CHECK(MPI_Bcast(&fits, 1, MPI_INT, 0, world));
+    if (!fits) {
+        *err = "--trace: the recorded events take " + std::to_string(total / 1000000) + " MB, more than one MPI gather "
+               "moves (2 GB); record fewer steps (--trace-steps)";
+        return false;
+    }
+    std::vector<int> counts((size_t)size), displs((size_t)size);
+    for (int r = 0; r < size && rank == 0; r++) {
+        counts[(size_t)r] = (int)lens[(size_t)r];
+        displs[(size_t)r] = r ? displs[(size_t)r - 1] + counts[(size_t)r - 1] : 0;
+    }
+    std::string all(rank == 0 ? (size_t)total : 0, '\0');
+    MPI_CHECK(MPI_Gatherv(mine.data(), (int)mine.size(), MPI_CHAR, rank == 0 ? &all[0] : nullptr, counts.data(), displs.data(),
+                          MPI_CHAR, 0, world));
+    if (rank != 0) return true;
+    // The last event's ",\n" closes nothing: drop it.
+    while (!all.empty() && (all.back() == '\n' || all.back() == ',')) all.pop_back();
+    std::string other = other_data_json;
+    other += std::string(other.empty() ? "" : ",") + "\"clock\":\"std::chrono::steady_clock of each rank, shifted to rank 0's\"";
+    other += ",\"clock_offsets_start\":" + offsets_json(g.all_start);
+    other += ",\"clock_offsets_stop\":" + offsets_json(g.all_stop);
+    *doc = "{\"traceEvents\":[\n" + all + "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{" + other + "}}\n";
+    return true;
+}

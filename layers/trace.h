@@ -1,0 +1,117 @@
+// trace.h — a timeline of training steps in the Chrome Trace Event Format (the trainer's --trace FILE.json),
+// loadable in Perfetto (ui.perfetto.dev) or chrome://tracing, and drawn by tools/draw_pipeline.
+//
+// Each rank records its own events while recording is on: complete events ("ph":"X": a name, a start and a
+// duration in µs) on two rows of its process, the compute thread (tid 0: the schedule's ops, the optimizer,
+// evaluation) and the communication thread (tid 1: exchanges, collectives), plus flow events ("ph":"s"/"f")
+// from a point-to-point send to its receive. At the end rank 0 gathers every rank's events, shifted to its
+// own clock, into one document (trace_gather_json; train/bookkeeping.cu writes it).
+//
+// What a span means. On the CPU every op is synchronous, so [start, end) is the op. On a GPU the host runs
+// ahead of the device; while recording, a TraceScope therefore synchronizes the device context given to
+// trace_sync_context at its start and at its end, so that its end means the work ended (the communicators'
+// hooks do the same around an exchange or a collective). Recording thus serialises host and device: no
+// overlap of the host's launches with the GPU's work, nor of the communication stream with compute. A
+// recorded step on a GPU is slower than the others; it shows where the time goes, not how well it overlaps.
+//
+// Cost when not recording: trace_recording() is one test of a flag; TraceScope tests it and stores nothing.
+// The caller's arguments are still built (a short std::string such as "F3.0" fits in its own bytes, no
+// allocation); where building them would cost, test trace_recording() first.
+//
+// A leaf module: it includes layers/runtime.h only (the device synchronization), and MPI for the clocks and
+// the gather; nothing of the model or of the communicators.
+#pragma once
+#include <mpi.h>
+#include <cstdint>
+#include <string>
+
+struct Ctx;
+
+enum class TraceThread : int { Compute = 0, Comm = 1 };
+
+namespace trace_detail {
+inline bool recording = false;  // between trace_start and trace_stop
+}
+// True while the current step is being recorded (cheap: one flag test).
+inline bool trace_recording() { return trace_detail::recording; }
+// This rank's clock in µs (std::chrono::steady_clock), the one all events use.
+double trace_now_us();
+
+// One complete event ("ph":"X") on this rank; args_json: "" or the inside of a JSON object, e.g. "\"bytes\":128".
+// Recorded only while recording.
+void trace_event(TraceThread thread, const char* cat, const std::string& name, double ts_us, double dur_us,
+                 const std::string& args_json = "");
+// A flow event from a send to its receive: phase 's' on the sender, 'f' on the receiver, the same id on both;
+// each binds to the event that encloses ts on its thread (the exchange). args_json as for trace_event.
+void trace_flow(char phase, uint64_t id, TraceThread thread, double ts_us, const std::string& args_json = "");
+// An instant event ("ph":"i") on the compute thread: the start of a recorded step.
+void trace_instant(const std::string& name, double ts_us, const std::string& args_json = "");
+
+// RAII: records [construction, destruction) as one event when recording; no-op (no allocation) otherwise.
+// With a device context (trace_sync_context) it synchronizes the device at both ends while recording.
+struct TraceScope {
+    TraceScope(TraceThread thread, const char* cat, std::string name, std::string args_json = "");
+    ~TraceScope();
+    TraceScope(const TraceScope&) = delete;
+    TraceScope& operator=(const TraceScope&) = delete;
+    // More args, known only once the work has run (appended to those given at construction).
+    void add_args(const std::string& args_json);
+
+private:
+    bool on_ = false;
+    TraceThread thread_ = TraceThread::Compute;
+    const char* cat_ = "";
+    std::string name_, args_;
+    double t0_ = 0;
+};
+
+// A few words on what the collectives issued while it lives are for ("the gradients' shards"), appended to
+// their event names by the communicators' hooks. Only the pointer is kept: `what` must outlive the scope (a
+// string literal). Nothing happens when not recording.
+struct TraceLabel {
+    explicit TraceLabel(const char* what);
+    ~TraceLabel();
+    TraceLabel(const TraceLabel&) = delete;
+    TraceLabel& operator=(const TraceLabel&) = delete;
+
+private:
+    const char* prev_ = nullptr;
+    bool on_ = false;
+};
+const char* trace_label();  // the innermost TraceLabel's words, or nullptr
+
+// The device context whose streams the spans synchronize while recording (nullptr, the default, or a CPU
+// context: none). It must outlive the recording.
+void trace_sync_context(const Ctx* ctx);
+// Synchronize that context's streams now, when it is a CUDA context (the communicators' hooks call it at
+// both ends of an exchange or a collective while recording).
+void trace_sync_device();
+
+// A communicator's short name ("tp", "pp", ...), registered once by the trainer for each group of its process
+// grid and shown in the collectives' event names; `group` is the Comm's address. "" when unregistered.
+void trace_name_group(const void* group, const std::string& name);
+const std::string& trace_group_name(const void* group);
+
+// ---- the job's side (train/): this rank's row, the clocks, the recording window, the gather -------------------
+// This rank's row in the file: its process name ("stage 1 / tp 0 / dp 0") and sort index.
+void trace_set_process(const std::string& name, int sort_index);
+// Start recording (collective over `world`, once per run). First each rank's clock offset to rank 0's is
+// measured, so that the events can be shifted to rank 0's clock: rank 0 ping-pongs with each rank in turn for
+// several rounds, and the round with the smallest round trip gives offset = t_remote - (t0 + t1) / 2, within
+// half that round trip (t0, t1: rank 0's clock when it sent and when the reply came). Rank 0's clock at this
+// moment is the file's time origin (ts 0).
+void trace_start(MPI_Comm world);
+// Stop recording (collective over `world`): the offsets are measured again, and the events shifted by the
+// offset interpolated between the two measurements (clocks of different machines drift apart).
+void trace_stop(MPI_Comm world);
+// Every rank's events in one JSON document on rank 0 (`doc` stays empty on the others): {"traceEvents": [...],
+// "displayTimeUnit": "ms", "otherData": {...}}, times in µs on rank 0's clock from the origin. other_data_json:
+// the inside of the otherData object (the trainer's layout and steps); the clock offsets are added. Stops
+// recording first if it is on. Collective; false on every rank (with `err`) when the events do not fit one
+// MPI gather.
+bool trace_gather_json(MPI_Comm world, const std::string& other_data_json, std::string* doc, std::string* err);
+// Events recorded on this rank so far.
+size_t trace_event_count();
+
+// s as a JSON string literal, quotes included (for args).
+std::string trace_json_string(const std::string& s);

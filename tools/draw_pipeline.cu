@@ -1,0 +1,282 @@
+// draw_pipeline.cu — a pipeline's schedule as a picture: one row per stage, each forward (F), backward (B)
+// and weight-gradient (W) op a box coloured by its kind and labelled with its micro-batch, idle time blank.
+//
+//   build/draw_pipeline TRACE.json [--step N] --out pipeline.png
+//       a step the trainer recorded (--trace, layers/trace.h): the ops' measured times, in ms. Each stage is
+//       drawn from its first rank (tp 0, cp 0, dp 0: world rank stage · ranks_per_stage); the other ranks of a
+//       stage run the same ops. --step: which recorded step (default: the first).
+//   build/draw_pipeline --ideal --pp P --micro M --schedule 1f1b|afab|interleaved|zb-h1|zb-h2 [--chunks m]
+//                       [--tf X --tb Y --tw Z] --out ideal.png
+//       the schedule itself (parallel/pipeline_schedule.h's pipe_schedule for every stage), timed by a
+//       simple simulation: each stage runs its ops in order, each as soon as the stage is free and its input
+//       is there (F j on virtual stage v after F j on v − 1, B j on v after B j on v + 1; W only after its
+//       stage's earlier ops); communication is free; an op takes tf, tb or tw (default 1 each).
+//
+// Both print each stage's idle share: the time it runs no op, over the step's time (from the first op's
+// start on any stage to the last op's end on any stage), the measured counterpart of the bubble
+// (p − 1)/(m·M) / (1 + (p − 1)/(m·M)) when every op takes the same time.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include "chart.h"
+#include "../parallel/pipeline_schedule.h"
+
+namespace {
+
+struct Op {
+    char kind;  // 'F', 'B', 'W'
+    int microbatch, chunk;
+    double t0, t1;
+};
+
+// The schedules by their names (pipe_schedule_name). A schedule added to parallel/pipeline_schedule.h needs its
+// line here.
+const std::pair<const char*, PipeSchedule> kSchedules[] = {
+    {"afab", PipeSchedule::AFAB},
+    {"1f1b", PipeSchedule::OneFOneB},
+    {"interleaved", PipeSchedule::Interleaved},
+    {"zb-h1", PipeSchedule::ZeroBubbleH1},
+    {"zb-h2", PipeSchedule::ZeroBubbleH2},
+};
+
+// An op's letter. The one place that knows the kinds: a new kind (the zero-bubble schedules' weight gradient)
+// is one more case here.
+char op_letter(PipeOp::Kind k) {
+    switch (k) {
+        case PipeOp::Forward: return 'F';
+        case PipeOp::Backward: return 'B';
+        case PipeOp::WeightGrad: return 'W';
+    }
+    return '?';
+}
+int kind_color(char kind) { return kind == 'F' ? 0 : kind == 'B' ? 1 : 2; }  // palette: blue, orange, green
+
+[[noreturn]] void die(const std::string& msg) {
+    fprintf(stderr, "error: %s (see --help)\n", msg.c_str());
+    exit(2);
+}
+
+// ---- the ideal schedule ------------------------------------------------------------------------------------
+// Every stage's ops from pipe_schedule, started as early as order and dependencies allow. Sweeps over the
+// stages until every op is placed; a sweep that places none means the schedule waits for itself (a deadlock).
+std::vector<std::vector<Op>> simulate(PipeSchedule s, int p, int M, int m, double tf, double tb, double tw) {
+    std::vector<std::vector<PipeOp>> ops((size_t)p);
+    for (int r = 0; r < p; r++) ops[(size_t)r] = pipe_schedule(s, p, r, M, m);
+    const int P = p * m;
+    // end[kind][v][j]: when op (kind, j) of virtual stage v ended (NAN: not yet)
+    std::map<char, std::vector<std::vector<double>>> end;
+    for (char k : {'F', 'B', 'W'}) end[k].assign((size_t)P, std::vector<double>((size_t)M, NAN));
+    std::vector<std::vector<Op>> out((size_t)p);
+    std::vector<size_t> next((size_t)p, 0);
+    std::vector<double> free_at((size_t)p, 0.0);
+    size_t placed = 0, total = 0;
+    for (const auto& o : ops) total += o.size();
+    while (placed < total) {
+        size_t before = placed;
+        for (int r = 0; r < p; r++) {
+            while (next[(size_t)r] < ops[(size_t)r].size()) {
+                const PipeOp& op = ops[(size_t)r][next[(size_t)r]];
+                const char k = op_letter(op.kind);
+                const int v = op.chunk * p + r, j = op.microbatch;
+                double input = 0;  // when its input is there (NAN: not produced yet)
+                if (k == 'F' && v > 0) input = end['F'][(size_t)v - 1][(size_t)j];
+                if (k == 'B' && v < P - 1) input = end['B'][(size_t)v + 1][(size_t)j];
+                if (std::isnan(input)) break;  // wait for another stage
+                const double ready = std::max(free_at[(size_t)r], input);
+                const double t = k == 'F' ? tf : k == 'B' ? tb : tw;
+                out[(size_t)r].push_back(Op{k, j, op.chunk, ready, ready + t});
+                end[k][(size_t)v][(size_t)j] = ready + t;
+                free_at[(size_t)r] = ready + t;
+                next[(size_t)r]++;
+                placed++;
+            }
+        }
+        if (placed == before) die("the schedule cannot proceed: every stage waits for an input no stage produces");
+    }
+    return out;
+}
+
+// ---- a recorded step ------------------------------------------------------------------------------------------
+struct Recorded {
+    std::vector<std::vector<Op>> stages;  // the ops of the drawn rank of each stage, times in ms from the step's start
+    std::string schedule;
+    int pp = 1, micro = 0, chunks = 1, step = 0;
+};
+
+Recorded read_trace(const std::string& path, int want_step) {
+    std::ifstream f(path);
+    if (!f) die("cannot open " + path);
+    nlohmann::json doc;
+    try {
+        f >> doc;
+    } catch (const std::exception& e) {
+        die(path + " is not JSON: " + e.what());
+    }
+    if (!doc.contains("traceEvents") || !doc.contains("otherData")) die(path + " is not a trainer's --trace file (no traceEvents / otherData)");
+    const auto& other = doc["otherData"];
+    Recorded rec;
+    rec.pp = other.value("pp", 1);
+    rec.micro = other.value("micro_batches", 0);
+    rec.chunks = other.value("chunks", 1);
+    rec.schedule = other.value("schedule", std::string("?"));
+    const int per_stage = other.value("ranks_per_stage", 1);
+    const int first = other["steps"][0].get<int>(), last = other["steps"][1].get<int>();
+    rec.step = want_step ? want_step : first;
+    if (rec.step < first || rec.step > last)
+        die("--step " + std::to_string(rec.step) + ": the file records steps " + std::to_string(first) + " to " + std::to_string(last));
+    // Each rank's step marks ("step N" instants), to tell its steps apart.
+    std::map<int, std::vector<std::pair<double, int>>> marks;
+    for (const auto& e : doc["traceEvents"])
+        if (e.value("ph", "") == "i" && e.value("cat", "") == "step") marks[e["pid"].get<int>()].push_back({e["ts"].get<double>(), e["args"]["step"].get<int>()});
+    auto step_of = [&](int pid, double ts) {  // the last mark at or before ts (1 µs of rounding allowed)
+        double at = -INFINITY;
+        int s = 0;
+        for (const auto& m : marks[pid])
+            if (m.first <= ts + 1.0 && m.first > at) at = m.first, s = m.second;
+        return s;
+    };
+    rec.stages.assign((size_t)rec.pp, {});
+    double t_min = INFINITY;
+    for (const auto& e : doc["traceEvents"]) {
+        if (e.value("ph", "") != "X" || e.value("cat", "") != "compute") continue;
+        const std::string name = e.value("name", "");
+        char kind = 0;
+        int j = 0, c = 0;
+        if (sscanf(name.c_str(), "%c%d.%d", &kind, &j, &c) != 3 || !strchr("FBW", kind)) continue;
+        const int pid = e["pid"].get<int>();
+        if (pid % per_stage != 0 || pid / per_stage >= rec.pp) continue;  // the first rank of each stage
+        const double ts = e["ts"].get<double>();
+        if (step_of(pid, ts) != rec.step) continue;
+        rec.stages[(size_t)(pid / per_stage)].push_back(Op{kind, j, c, ts, ts + e["dur"].get<double>()});
+        t_min = std::min(t_min, ts);
+    }
+    size_t n = 0;
+    for (const auto& s : rec.stages) n += s.size();
+    if (n == 0)
+        die(path + " holds no schedule ops for step " + std::to_string(rec.step) +
+            " (events of cat \"compute\" named like F3.0: the pipeline executor records them)");
+    for (auto& s : rec.stages)
+        for (Op& o : s) o.t0 = (o.t0 - t_min) / 1000, o.t1 = (o.t1 - t_min) / 1000;  // µs -> ms from the start
+    return rec;
+}
+
+// ---- the picture and the idle shares ---------------------------------------------------------------------------
+void report_and_draw(const std::vector<std::vector<Op>>& stages, int chunks, const std::string& title, const std::string& subtitle,
+                     const std::string& unit, const std::string& out) {
+    double t0 = INFINITY, t1 = -INFINITY;
+    for (const auto& s : stages)
+        for (const Op& o : s) t0 = std::min(t0, o.t0), t1 = std::max(t1, o.t1);
+    const double step = t1 - t0;
+    TimelineChart chart;
+    chart.title = title;
+    chart.subtitle = subtitle;
+    chart.x_label = "time (" + unit + ")";
+    chart.legend = {"F forward", "B backward"};
+    bool has_w = false;
+    for (size_t r = 0; r < stages.size(); r++) {
+        chart.rows.push_back("stage " + std::to_string(r));
+        double busy = 0;
+        for (const Op& o : stages[r]) {
+            busy += o.t1 - o.t0;
+            has_w = has_w || o.kind == 'W';
+            const std::string label = std::to_string(o.microbatch) + (chunks > 1 ? "." + std::to_string(o.chunk) : "");
+            chart.boxes.push_back(TimelineBox{(int)r, o.t0, o.t1, kind_color(o.kind), label});
+        }
+        const double idle = step - busy;
+        printf("stage %zu: %zu ops, busy %.3f %s, idle %.3f %s, idle share %.3f\n", r, stages[r].size(), busy, unit.c_str(), idle,
+               unit.c_str(), step > 0 ? idle / step : 0.0);
+    }
+    if (has_w) chart.legend.push_back("W weight gradient");
+    printf("step time %.3f %s (first op's start to last op's end)\n", step, unit.c_str());
+    std::string err;
+    if (!write_timeline_png(chart, out, &err)) {
+        fprintf(stderr, "error: %s\n", err.c_str());
+        exit(1);
+    }
+    printf("wrote %s\n", out.c_str());
+}
+
+void usage() {
+    printf(
+        "usage: draw_pipeline TRACE.json [--step N] --out FILE.png\n"
+        "       draw_pipeline --ideal --pp P --micro M --schedule 1f1b|afab|interleaved|zb-h1|zb-h2 [--chunks m]\n"
+        "                     [--tf X --tb Y --tw Z] --out FILE.png\n"
+        "One row per pipeline stage, each op a box (F blue, B orange, W green) labelled with its micro-batch; the\n"
+        "trainer's --trace file (a recorded step, each stage's first rank), or the ideal schedule with ops of\n"
+        "times tf, tb, tw (default 1) and free communication. Prints each stage's idle share of the step.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string trace, out, schedule;
+    bool ideal = false;
+    int pp = 0, micro = 0, chunks = 0, step = 0;
+    double tf = 1, tb = 1, tw = 1;
+    auto number = [&](int& i, const char* flag) {
+        if (i + 1 >= argc) die(std::string(flag) + " needs a value");
+        char* end = nullptr;
+        const double v = strtod(argv[++i], &end);
+        if (!end || *end || !(v > 0)) die(std::string(flag) + " expects a positive number, got '" + argv[i] + "'");
+        return v;
+    };
+    auto count = [&](int& i, const char* flag) {
+        const double v = number(i, flag);
+        if (v != std::floor(v) || v > 4096) die(std::string(flag) + " expects a whole number from 1 to 4096, got '" + argv[i] + "'");
+        return (int)v;
+    };
+    for (int i = 1; i < argc; i++) {
+        const std::string a = argv[i];
+        if (a == "--help" || a == "-h") {
+            usage();
+            return 0;
+        }
+        if (a == "--ideal") ideal = true;
+        else if (a == "--out" && i + 1 < argc) out = argv[++i];
+        else if (a == "--schedule" && i + 1 < argc) schedule = argv[++i];
+        else if (a == "--pp") pp = count(i, "--pp");
+        else if (a == "--micro") micro = count(i, "--micro");
+        else if (a == "--chunks") chunks = count(i, "--chunks");
+        else if (a == "--step") step = count(i, "--step");
+        else if (a == "--tf") tf = number(i, "--tf");
+        else if (a == "--tb") tb = number(i, "--tb");
+        else if (a == "--tw") tw = number(i, "--tw");
+        else if (a[0] == '-') die("unknown flag or missing value: " + a);
+        else trace = a;
+    }
+    if (out.empty()) die("--out FILE.png is needed");
+    if (!ideal) {
+        if (trace.empty()) die("give a --trace file to draw, or --ideal");
+        const Recorded rec = read_trace(trace, step);
+        char sub[200];
+        snprintf(sub, sizeof sub, "%s, p %d, M %d%s; measured, stage s drawn from its first rank", rec.schedule.c_str(), rec.pp, rec.micro,
+                 rec.chunks > 1 ? (", m " + std::to_string(rec.chunks)).c_str() : "");
+        report_and_draw(rec.stages, rec.chunks, "Pipeline schedule, step " + std::to_string(rec.step) + " as recorded", sub, "ms", out);
+        return 0;
+    }
+    if (!trace.empty()) die("--ideal draws the schedule itself: leave out the trace file " + trace);
+    if (pp < 1 || micro < 1 || schedule.empty()) die("--ideal needs --pp P, --micro M and --schedule");
+    const PipeSchedule* s = nullptr;
+    std::string names;
+    for (const auto& k : kSchedules) {
+        if (schedule == k.first) s = &k.second;
+        names += std::string(names.empty() ? "" : "|") + k.first;
+    }
+    if (!s) die("--schedule " + schedule + " is not one of parallel/pipeline_schedule.h's: " + names);
+    if (chunks == 0) chunks = *s == PipeSchedule::Interleaved ? 2 : 1;
+    const std::string problem = pipe_schedule_problem(*s, pp, micro, chunks);
+    if (!problem.empty()) die(problem);
+    char sub[200];
+    snprintf(sub, sizeof sub, "p %d, M %d%s; tf %g, tb %g, tw %g; communication free; ideal bubble (p-1)/(m*M) = %.3f", pp, micro,
+             chunks > 1 ? (", m " + std::to_string(chunks)).c_str() : "", tf, tb, tw, pipe_ideal_bubble(pp, micro, chunks));
+    report_and_draw(simulate(*s, pp, micro, chunks, tf, tb, tw), chunks, std::string("Pipeline schedule ") + schedule + " (ideal)", sub,
+                    "units", out);
+    return 0;
+}
