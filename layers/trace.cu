@@ -216,11 +216,15 @@ void trace_stop(MPI_Comm world) {
 
 // ---- one rank's events, and the gather -----------------------------------------------------------------------------
 // A local time on rank 0's clock, from the origin: the offset interpolated between the two measurements (by
-// rank 0's time; the first guess of it uses the start's offset, close enough for a drift of parts per million).
+// rank 0's time; the first guess of it uses the start's offset, close enough for a drift of parts per million)
+// when they differ by more than their uncertainties add up to (a drift the measurements can see); otherwise
+// the one measured more tightly, for the whole window (on a loaded machine a ping-pong can take milliseconds,
+// and interpolating towards a loose measurement would shift the events by its error).
 static double to_rank0(double t) {
-    double off = g.start.offset;
+    const bool drift = std::fabs(g.stop.offset - g.start.offset) > g.start.uncertainty + g.stop.uncertainty;
+    double off = g.stopped && !drift && g.stop.uncertainty < g.start.uncertainty ? g.stop.offset : g.start.offset;
     const double span = g.stop.at - g.start.at;
-    if (g.stopped && span > 0) {
+    if (g.stopped && drift && span > 0) {
         const double f = std::min(1.0, std::max(0.0, (t - g.start.offset - g.start.at) / span));
         off = g.start.offset + f * (g.stop.offset - g.start.offset);
     }

@@ -36,8 +36,8 @@ static std::string unit_name(const std::vector<PipeOp>& unit) {
 // The schedule unit by unit. Each unit starts with one exchange (parallel/point_to_point.h) that sends what the
 // previous unit produced and receives what this unit consumes, then runs its forward and/or backward on what
 // arrived; the last unit's sends go in a final exchange. This is the pairing of Megatron-LM's
-// send_forward_recv_backward and its siblings, taken a whole unit at a time, which in the interleaved
-// steady state is its send_forward_backward_recv_forward_backward.
+// send_forward_recv_backward and its siblings; in the interleaved steady state a unit is a (forward,
+// backward) pair, its send_forward_backward_recv_forward_backward.
 //
 // Why this order cannot deadlock under NCCL's rules (a send completes only once its receive is posted,
 // messages between two stages match in issue order, a group completes as a unit):
@@ -51,9 +51,9 @@ static std::string unit_name(const std::vector<PipeOp>& unit) {
 // test_pipeline_schedule checks both by simulating every rank under these rules for every schedule at
 // p 2..8, M 1..16, m 2..4. The ungrouped order (each receive alone before its op, each send alone after it)
 // deadlocks there for 1F1B at M >= 2 and for every interleaved layout; --comm mpi-strict reproduces that on
-// CPUs (test_equivalence_strict_ungrouped_deadlocks). The price of whole-unit groups: a forward's output
-// leaves with the next unit's exchange, so in 1F1B stage p - 2 may wait one backward longer than with
-// Megatron-LM's finer pairing (at p = 2 or M = 2 in the schedule test's timing model).
+// CPUs (test_equivalence_strict_ungrouped_deadlocks). (Before 2026-12-03 a 1F1B steady-state unit was a
+// (forward, backward) pair too: the forward's output then waited for the backward, which at p = 2 made the two
+// stages take turns; the trace's picture showed it.)
 float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches) {
     const int M = micro_batches, b = B_local / M;
     if (M < 1 || b * M != B_local) mm_fatal("pipeline_forward_backward: %d sequences do not split into %d micro-batches", B_local, M);

@@ -2,7 +2,7 @@
 // order (at pp 1 the step is a plain micro-batch loop: model/train_step.cu).
 //
 // The schedule (parallel/pipeline_schedule.h: AFAB, 1F1B, interleaved 1F1B) lists this stage's ops in units
-// (a warm-up forward, a steady-state forward-backward pair, a cool-down backward). A forward of (micro-batch
+// (each op alone; in the interleaved steady state a forward-backward pair). A forward of (micro-batch
 // j, chunk c) receives its input from the previous virtual stage, unless it is the first (the embeddings),
 // and sends its output on, unless it is the last (the loss); a backward receives the gradient of its output
 // and sends the gradient of its input back. Each unit starts with one exchange: the previous unit's sends

@@ -63,8 +63,10 @@ std::vector<std::vector<PipeOp>> pipe_units(PipeSchedule s, int p, int rank, int
         return s == PipeSchedule::Interleaved ? interleaved_op(kind, k, p, m) : PipeOp{kind, k, 0};
     };
     for (int k = 0; k < warmup; k++) units.push_back({op(PipeOp::Forward, k)});  // warm-up
-    for (int k = 0; k < total - warmup; k++)  // steady state: one forward, one backward
-        units.push_back({op(PipeOp::Forward, warmup + k), op(PipeOp::Backward, k)});
+    for (int k = 0; k < total - warmup; k++) {  // steady state: one forward, one backward
+        if (s == PipeSchedule::Interleaved) units.push_back({op(PipeOp::Forward, warmup + k), op(PipeOp::Backward, k)});
+        else units.push_back({op(PipeOp::Forward, warmup + k)}), units.push_back({op(PipeOp::Backward, k)});
+    }
     for (int k = total - warmup; k < total; k++) units.push_back({op(PipeOp::Backward, k)});  // cool-down
     return units;
 }

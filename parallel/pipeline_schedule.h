@@ -45,8 +45,9 @@ std::string pipe_schedule_problem(PipeSchedule s, int p, int M, int m);
 // The ops of rank `rank` of p, in the order it runs them.
 std::vector<PipeOp> pipe_schedule(PipeSchedule s, int p, int rank, int M, int m);
 // The same ops cut into schedule units, what the executor runs between two exchanges (model/pipeline_step.cu):
-// each warm-up forward alone, each steady-state (forward, backward) pair together, each cool-down backward
-// alone. A unit's exchange receives the inputs of its ops and sends the outputs of the previous unit's ops.
+// every op alone, except the interleaved steady state's (forward, backward) pairs. A unit's exchange receives
+// the inputs of its ops and sends the outputs of the previous unit's ops: Megatron-LM's send_backward_recv_forward
+// before a forward and send_forward_recv_backward before a backward.
 // warmup >= 0 replaces pipe_warmup's count (the test that derives the warm-up counts tries others).
 std::vector<std::vector<PipeOp>> pipe_units(PipeSchedule s, int p, int rank, int M, int m, int warmup = -1);
 

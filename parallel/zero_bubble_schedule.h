@@ -21,8 +21,8 @@
 // (All counts are capped by M.) Within a chunk the B's and the W's each run in micro-batch order, so every
 // weight gradient accumulates its micro-batches in a single rank's order.
 //
-// Units (what the executor runs between exchanges, model/pipeline_step.cu): the F's and B's are cut as in 1F1B
-// (a warm-up F alone, a steady (F, B) pair, a cool-down B alone), and each W goes to the front of the unit after
+// Units (what the executor runs between exchanges, model/pipeline_step.cu): each F and each B alone, as in
+// 1F1B, and each W goes to the front of the unit after
 // it: the executor runs a unit's W's while that unit's exchange is in flight (exchange_start ... exchange_finish,
 // parallel/point_to_point.h), so the B's gradient has already left for the previous stage when the W starts. W's
 // after the last B form a last unit of their own. The exchanges are those of 1F1B's units (with ZB-H2's
