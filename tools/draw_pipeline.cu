@@ -10,7 +10,8 @@
 //       the schedule itself (parallel/pipeline_schedule.h's pipe_schedule for every stage), timed by a
 //       simple simulation: each stage runs its ops in order, each as soon as the stage is free and its input
 //       is there (F j on virtual stage v after F j on v − 1, B j on v after B j on v + 1; W only after its
-//       stage's earlier ops); communication is free; an op takes tf, tb or tw (default 1 each).
+//       stage's earlier ops); communication is free; an op takes tf, tb or tw (default 1 each; a backward
+//       without its W, under 1F1B, AFAB and interleaved, takes tb + tw).
 //
 // Both print each stage's idle share: the time it runs no op, over the step's time (from the first op's
 // start on any stage to the last op's end on any stage), the measured counterpart of the bubble
@@ -27,6 +28,7 @@
 #include <nlohmann/json.hpp>
 #include "chart.h"
 #include "../parallel/pipeline_schedule.h"
+#include "../recompute/formulas.h"
 
 namespace {
 
@@ -70,6 +72,7 @@ std::vector<std::vector<Op>> simulate(PipeSchedule s, int p, int M, int m, doubl
     std::vector<std::vector<PipeOp>> ops((size_t)p);
     for (int r = 0; r < p; r++) ops[(size_t)r] = pipe_schedule(s, p, r, M, m);
     const int P = p * m;
+    const bool zb = s == PipeSchedule::ZeroBubbleH1 || s == PipeSchedule::ZeroBubbleH2;
     // end[kind][v][j]: when op (kind, j) of virtual stage v ended (NAN: not yet)
     std::map<char, std::vector<std::vector<double>>> end;
     for (char k : {'F', 'B', 'W'}) end[k].assign((size_t)P, std::vector<double>((size_t)M, NAN));
@@ -90,7 +93,8 @@ std::vector<std::vector<Op>> simulate(PipeSchedule s, int p, int M, int m, doubl
                 if (k == 'B' && v < P - 1) input = end['B'][(size_t)v + 1][(size_t)j];
                 if (std::isnan(input)) break;  // wait for another stage
                 const double ready = std::max(free_at[(size_t)r], input);
-                const double t = k == 'F' ? tf : k == 'B' ? tb : tw;
+                // (without a W op, a backward is B and W together: tb + tw)
+                const double t = k == 'F' ? tf : k == 'W' ? tw : zb ? tb : tb + tw;
                 out[(size_t)r].push_back(Op{k, j, op.chunk, ready, ready + t});
                 end[k][(size_t)v][(size_t)j] = ready + t;
                 free_at[(size_t)r] = ready + t;
@@ -168,6 +172,32 @@ Recorded read_trace(const std::string& path, int want_step) {
 }
 
 // ---- the picture and the idle shares ---------------------------------------------------------------------------
+// The formula's idle share (recompute/formulas.h: 1F1B, ZB-H1, ZB-H2 with one chunk) at the mean op times of
+// the whole pipeline, next to what the picture shows: the times measured on each stage, and their mean.
+void report_formula(const std::vector<std::vector<Op>>& stages, int chunks, const std::string& schedule, int M,
+                    const std::string& unit) {
+    BubbleSchedule bs;
+    if (chunks != 1 || !parse_bubble_schedule(schedule.c_str(), &bs)) return;
+    double sum[3] = {0, 0, 0};
+    int n[3] = {0, 0, 0};
+    for (size_t r = 0; r < stages.size(); r++) {
+        double st[3] = {0, 0, 0};
+        int sn[3] = {0, 0, 0};
+        for (const Op& o : stages[r]) {
+            const int k = o.kind == 'F' ? 0 : o.kind == 'B' ? 1 : 2;
+            st[k] += o.t1 - o.t0, sn[k]++;
+            sum[k] += o.t1 - o.t0, n[k]++;
+        }
+        printf("stage %zu: T_F %.3f, T_B %.3f, T_W %.3f %s (means over its ops)\n", r, sn[0] ? st[0] / sn[0] : 0.0,
+               sn[1] ? st[1] / sn[1] : 0.0, sn[2] ? st[2] / sn[2] : 0.0, unit.c_str());
+    }
+    const double tf = n[0] ? sum[0] / n[0] : 0, tb = n[1] ? sum[1] / n[1] : 0, tw = n[2] ? sum[2] / n[2] : 0;
+    const int p = (int)stages.size();
+    printf("formula (%s, p %d, M %d) at the pipeline's mean T_F %.3f, T_B %.3f, T_W %.3f %s: bubble %.3f %s per stage, "
+           "idle share %.3f\n", schedule.c_str(), p, M, tf, tb, tw, unit.c_str(), pipeline_bubble_time(bs, p, M, tf, tb, tw),
+           unit.c_str(), pipeline_idle_share(bs, p, M, tf, tb, tw));
+}
+
 void report_and_draw(const std::vector<std::vector<Op>>& stages, int chunks, const std::string& title, const std::string& subtitle,
                      const std::string& unit, const std::string& out) {
     double t0 = INFINITY, t1 = -INFINITY;
@@ -259,6 +289,7 @@ int main(int argc, char** argv) {
         snprintf(sub, sizeof sub, "%s, p %d, M %d%s; measured, stage s drawn from its first rank", rec.schedule.c_str(), rec.pp, rec.micro,
                  rec.chunks > 1 ? (", m " + std::to_string(rec.chunks)).c_str() : "");
         report_and_draw(rec.stages, rec.chunks, "Pipeline schedule, step " + std::to_string(rec.step) + " as recorded", sub, "ms", out);
+        report_formula(rec.stages, rec.chunks, rec.schedule, rec.micro, "ms");
         return 0;
     }
     if (!trace.empty()) die("--ideal draws the schedule itself: leave out the trace file " + trace);
@@ -273,10 +304,17 @@ int main(int argc, char** argv) {
     if (chunks == 0) chunks = *s == PipeSchedule::Interleaved ? 2 : 1;
     const std::string problem = pipe_schedule_problem(*s, pp, micro, chunks);
     if (!problem.empty()) die(problem);
+    // The bubble rate (idle over busy time): the paper's (p-1)/(m*M) for the 1F1B family, recompute/formulas.h's
+    // at these times for the zero-bubble ones (there B and W are apart; 1F1B's backward takes tb + tw).
+    BubbleSchedule bs;
+    const bool zb = *s == PipeSchedule::ZeroBubbleH1 || *s == PipeSchedule::ZeroBubbleH2;
+    const double rate = zb && parse_bubble_schedule(schedule.c_str(), &bs) ? pipeline_bubble_rate(bs, pp, micro, tf, tb, tw)
+                                                                          : pipe_ideal_bubble(pp, micro, chunks);
     char sub[200];
-    snprintf(sub, sizeof sub, "p %d, M %d%s; tf %g, tb %g, tw %g; communication free; ideal bubble (p-1)/(m*M) = %.3f", pp, micro,
-             chunks > 1 ? (", m " + std::to_string(chunks)).c_str() : "", tf, tb, tw, pipe_ideal_bubble(pp, micro, chunks));
-    report_and_draw(simulate(*s, pp, micro, chunks, tf, tb, tw), chunks, std::string("Pipeline schedule ") + schedule + " (ideal)", sub,
-                    "units", out);
+    snprintf(sub, sizeof sub, "p %d, M %d%s; tf %g, tb %g, tw %g; communication free; bubble rate %s = %.3f", pp, micro,
+             chunks > 1 ? (", m " + std::to_string(chunks)).c_str() : "", tf, tb, tw, zb ? "(formulas)" : "(p-1)/(m*M)", rate);
+    const std::vector<std::vector<Op>> stages = simulate(*s, pp, micro, chunks, tf, tb, tw);
+    report_and_draw(stages, chunks, std::string("Pipeline schedule ") + schedule + " (ideal)", sub, "units", out);
+    report_formula(stages, chunks, schedule, micro, "units");
     return 0;
 }
