@@ -20,8 +20,12 @@ std::vector<std::vector<PipeOp>> zero_bubble_units(PipeSchedule s, int p, int ra
     };
     for (int k = 0; k < w; k++) unit({{PipeOp::Forward, k, 0}});  // warm-up
     for (int k = 0; k < M - w; k++) {                             // steady state: F, B, then a W d behind
-        unit({{PipeOp::Forward, w + k, 0}});
-        unit({{PipeOp::Backward, k, 0}});
+        if (s == PipeSchedule::ZeroBubbleH2) {  // (F, B) in one unit: see the header
+            unit({{PipeOp::Forward, w + k, 0}, {PipeOp::Backward, k, 0}});
+        } else {
+            unit({{PipeOp::Forward, w + k, 0}});
+            unit({{PipeOp::Backward, k, 0}});
+        }
         if (k - d >= next_w) due.push_back({PipeOp::WeightGrad, next_w++, 0});
     }
     for (int k = std::max(M - w, 0); k < M; k++) {  // cool-down: each B, then the next W

@@ -21,8 +21,11 @@
 // (All counts are capped by M.) Within a chunk the B's and the W's each run in micro-batch order, so every
 // weight gradient accumulates its micro-batches in a single rank's order.
 //
-// Units (what the executor runs between exchanges, model/pipeline_step.cu): each F and each B alone, as in
-// 1F1B, and each W goes to the front of the unit after
+// Units (what the executor runs between exchanges, model/pipeline_step.cu): under ZB-H1 each F and each B
+// alone, as in 1F1B; under ZB-H2 each steady (F, B) pair in one unit. (ZB-H2's extra warm-up forwards put a
+// stage's sends ahead of its neighbour's receives; an exchange completes only when its sends are matched too,
+// so with every op alone the stage would wait on the sends of its forwards before each B, and the two
+// stages of a p = 2 pipeline took turns in the trace.) Each W goes to the front of the unit after
 // it: the executor runs a unit's W's while that unit's exchange is in flight (exchange_start ... exchange_finish,
 // parallel/point_to_point.h), so the B's gradient has already left for the previous stage when the W starts. W's
 // after the last B form a last unit of their own. The exchanges are those of 1F1B's units (with ZB-H2's
