@@ -10,7 +10,7 @@
 // those of an undivided backward.
 //
 // Which gradients: the four linear layers' weights and biases in every transformer layer (the bias of the
-// row-parallel ones is added in the layer's dropout backward: it stays in B). The LayerNorm gains and the
+// row-parallel ones has a bias_backward call of its own in the layer: it stays in B). The LayerNorm gains and the
 // embeddings stay in B; so does the LM head, whose dW would keep the [s·b, V/t] logits gradient.
 #pragma once
 #include <map>

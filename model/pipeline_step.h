@@ -14,7 +14,8 @@
 // Zero the gradients, then run every op of this stage's schedule over the M micro-batches of B_local/M
 // sequences each (rows [j·b, (j+1)·b) of inputs/targets, host [B_local, S]). Gradients accumulate in
 // m.grads in micro-batch order (each chunk's backwards are FIFO); the loss gradient is scaled by 1/M.
-// Right after the forward that brings this stage to the most micro-batches in flight, it marks the peak
+// Right after the forward that brings this stage to the most micro-batches in flight (forward run, backward
+// not; under a zero-bubble schedule forward run, W not: parallel/zero_bubble_schedule.h), it marks the peak
 // (ActivationAllocator::mark_peak: the memory report's snapshot). Returns the mean loss over the M
 // micro-batches on every stage (the last stage computes it). No gradient synchronization.
 float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches);

@@ -28,8 +28,8 @@
 // stages of a p = 2 pipeline took turns in the trace.) Each W goes to the front of the unit after
 // it: the executor runs a unit's W's while that unit's exchange is in flight (exchange_start ... exchange_finish,
 // parallel/point_to_point.h), so the B's gradient has already left for the previous stage when the W starts. W's
-// after the last B form a last unit of their own. The exchanges are those of 1F1B's units (with ZB-H2's
-// warm-up counts): test_pipeline_schedule simulates them under NCCL's rules.
+// after the last B form a last unit of their own. W's exchange nothing, so the exchanges are those of the F's
+// and B's units: test_pipeline_schedule simulates them under NCCL's rules.
 #pragma once
 #include <vector>
 #include "pipeline_schedule.h"

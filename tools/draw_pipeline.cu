@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 #include "chart.h"
 #include "../parallel/pipeline_schedule.h"
+#include "../parallel/zero_bubble_schedule.h"
 #include "../recompute/formulas.h"
 
 namespace {
@@ -72,7 +73,7 @@ std::vector<std::vector<Op>> simulate(PipeSchedule s, int p, int M, int m, doubl
     std::vector<std::vector<PipeOp>> ops((size_t)p);
     for (int r = 0; r < p; r++) ops[(size_t)r] = pipe_schedule(s, p, r, M, m);
     const int P = p * m;
-    const bool zb = s == PipeSchedule::ZeroBubbleH1 || s == PipeSchedule::ZeroBubbleH2;
+    const bool zb = is_zero_bubble(s);
     // end[kind][v][j]: when op (kind, j) of virtual stage v ended (NAN: not yet)
     std::map<char, std::vector<std::vector<double>>> end;
     for (char k : {'F', 'B', 'W'}) end[k].assign((size_t)P, std::vector<double>((size_t)M, NAN));
@@ -307,7 +308,7 @@ int main(int argc, char** argv) {
     // The bubble rate (idle over busy time): the paper's (p-1)/(m*M) for the 1F1B family, recompute/formulas.h's
     // at these times for the zero-bubble ones (there B and W are apart; 1F1B's backward takes tb + tw).
     BubbleSchedule bs;
-    const bool zb = *s == PipeSchedule::ZeroBubbleH1 || *s == PipeSchedule::ZeroBubbleH2;
+    const bool zb = is_zero_bubble(*s);
     const double rate = zb && parse_bubble_schedule(schedule.c_str(), &bs) ? pipeline_bubble_rate(bs, pp, micro, tf, tb, tw)
                                                                           : pipe_ideal_bubble(pp, micro, chunks);
     char sub[200];

@@ -107,6 +107,17 @@ static void report_context_parallel(const Run& run, const Progress& p) {
 // Pipeline parallelism: the ideal bubble of the schedule next to what each stage measured, the share of its
 // forward-backward time spent blocked in exchanges (collective; rank 0 prints). The first stage waits at the
 // start of its cool-down, the last stage at the start of the step: the paper's bubble (§2).
+double ideal_bubble_rate(const Run& run, std::string* formula) {
+    const int p = run.grid.pp, M = run.micro_batches;
+    if (!is_zero_bubble(run.schedule)) {
+        *formula = "(p-1)/(m*M)";
+        return pipe_ideal_bubble(p, M, run.chunks);
+    }
+    *formula = M >= p ? "(p-1)/(3M) at T_F = T_B = T_W" : "(2p-1-M)/(3M) at T_F = T_B = T_W";
+    const BubbleSchedule s = run.schedule == PipeSchedule::ZeroBubbleH1 ? BubbleSchedule::ZeroBubbleH1 : BubbleSchedule::ZeroBubbleH2;
+    return pipeline_bubble_rate(s, p, M, 1, 1, 1);
+}
+
 static void report_bubble(const Run& run, const Progress& p) {
     const ProcessGrid& g = run.grid;
     if (g.pp == 1) return;
@@ -116,13 +127,11 @@ static void report_bubble(const Run& run, const Progress& p) {
     if (g_rank != 0) return;
     // The paper's bubble fraction (p-1)/(m*M) is the idle time over the ideal (bubble-free) time; as a share of
     // the whole step that is b/(1+b), the number comparable with the time measured idle.
-    // Zero bubble (parallel/zero_bubble_schedule.h): (p-1)(T_F + T_B - T_W) over M(T_F + T_B + T_W), (p-1)/(3M)
-    // at equal times, ZB-H2 with this trainer's synchronous step end included.
-    const bool zb = is_zero_bubble(run.schedule);
-    const double b = zb ? (g.pp - 1) / (3.0 * run.micro_batches) : pipe_ideal_bubble(g.pp, run.micro_batches, run.chunks);
+    std::string formula;
+    const double b = ideal_bubble_rate(run, &formula);
     LOG0("pipeline bubble (%s, p %d, m %d, M %d): ideal %s = %.3f of the ideal time, an idle share %.3f of the step; "
          "measured idle share (blocked in exchanges):", pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches,
-         zb ? "(p-1)/(3M) at T_F = T_B = T_W" : "(p-1)/(m*M)", b, b / (1 + b));
+         formula.c_str(), b, b / (1 + b));
     for (int s = 0; s < g.pp; s++) {
         const int r = s * ranks_per_stage(g);
         const double idle = all[2 * (size_t)r + 1] > 0 ? all[2 * (size_t)r] / all[2 * (size_t)r + 1] : 0;
@@ -145,7 +154,7 @@ static void print_weight_inputs(FILE* f, const Run& run, const MemoryReport& r, 
     if (!is_zero_bubble(run.schedule) || run.grid.pp == 1) return;
     const ModelFormulaInput& s = r.shape;
     const int pending = pipeline_weight_pending(run.model, run.micro_batches);
-    const double per_layer = s.d * (s.s / s.c) * s.b * s.h * (4.0 + 12.0 / s.t);
+    const double per_layer = w_input_bytes_per_layer(s.s / s.c, s.b, s.h, s.t, s.d);  // recompute/formulas.h
     const double formula = pending * (int)run.model.stage.layers.size() * per_layer;
     fprintf(f, "W inputs held for the zero-bubble W passes (%d micro-batch%s with B run and W not, %d layers; "
                "d(s/c)bh(4 + 12/t) = %.0f bytes per layer each)\n", pending, pending == 1 ? "" : "es",

@@ -1,6 +1,7 @@
 // run.cu — setting a training run up (see run.h): each step refuses a bad input collectively (refuse_if),
 // and the layout is checked before anything is allocated.
 #include "run.h"
+#include "bookkeeping.h"
 
 #include <omp.h>
 #include <cblas.h>
@@ -12,6 +13,7 @@
 #include "../data/paths.h"
 #include "../model/checkpoint.h"
 #include "../layers/trace.h"
+#include "../parallel/zero_bubble_schedule.h"
 #include "../model/model_file.h"
 #include "../parallel/comm.h"
 
@@ -393,17 +395,12 @@ void print_startup(const Run& run) {
     if (run.grid.pp > 1) {
         char chunks[96] = "";
         if (run.chunks > 1) snprintf(chunks, sizeof chunks, ", %d model chunks of %d layers per stage", run.chunks, run.model.stage.layers_per_chunk);
-        const bool zb = run.schedule == PipeSchedule::ZeroBubbleH1 || run.schedule == PipeSchedule::ZeroBubbleH2;
-        const double zb_bubble = (run.grid.pp - 1) / (3.0 * run.micro_batches);
-        if (!zb)
-            LOG0("pipeline: %d stages of %d layers, schedule %s%s, %d micro-batches per step; ideal bubble (p-1)/(m*M) = %.3f\n",
-                 run.grid.pp, cfg.layers / run.grid.pp, pipe_schedule_name(run.schedule), chunks, run.micro_batches,
-                 pipe_ideal_bubble(run.grid.pp, run.micro_batches, run.chunks));
-        else  // parallel/zero_bubble_schedule.h; at T_F = T_B = T_W, the two are equal with a synchronous step end
-            LOG0("pipeline: %d stages of %d layers, schedule %s (B and W split), %d micro-batches per step; ideal bubble "
-                 "(p-1)/(3M) = %.3f at T_F = T_B = T_W%s\n", run.grid.pp, cfg.layers / run.grid.pp, pipe_schedule_name(run.schedule),
-                 run.micro_batches, zb_bubble, run.schedule == PipeSchedule::ZeroBubbleH2
-                     ? " (the step's synchronous end keeps it: 0 needs an optimizer that does not synchronize)" : "");
+        std::string formula;
+        const double bubble = ideal_bubble_rate(run, &formula);  // (ZB-H1 and ZB-H2 are equal at equal times)
+        LOG0("pipeline: %d stages of %d layers, schedule %s%s%s, %d micro-batches per step; ideal bubble %s = %.3f%s\n",
+             run.grid.pp, cfg.layers / run.grid.pp, pipe_schedule_name(run.schedule), is_zero_bubble(run.schedule) ? " (B and W split)" : "",
+             chunks, run.micro_batches, formula.c_str(), bubble, run.schedule == PipeSchedule::ZeroBubbleH2
+                 ? " (the step's synchronous end keeps it: 0 needs an optimizer that does not synchronize)" : "");
     }
     const int per_rank = opt.batch / run.grid.dp, M = run.micro_batches;
     char micro[96] = "";
