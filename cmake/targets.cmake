@@ -14,6 +14,10 @@ foreach(src ${MM_SOURCES})
   target_link_libraries(mm_${name} PUBLIC mm_deps)
   list(APPEND MM_OBJECTS $<TARGET_OBJECTS:mm_${name}>)
 endforeach()
+# AdamW's CPU loop calls sqrtf. Allowed to skip errno for a negative argument, the compiler vectorises it: the
+# same IEEE square roots, and nothing reads errno (bench/PERF_NOTES.md, "AdamW").
+target_compile_options(mm_adamw PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fno-math-errno>
+                       $<$<COMPILE_LANGUAGE:CXX>:-fno-math-errno>)
 add_library(mm_core STATIC ${MM_OBJECTS})
 target_link_libraries(mm_core PUBLIC mm_deps)
 

@@ -11,13 +11,15 @@
 // same summed gradient on every rank and so stay identical.
 #include "adamw.h"
 #include "op_timer.h"
+#include "vec8.h"
 
 #include <cmath>
 #include <vector>
 
 // ---- the update of one parameter, shared by the fast CPU path and the CUDA kernel ---------------------
 
-__host__ __device__ inline void adamw_element(float* param, float* m, float* v, float grad, int64_t i, float lr,
+__host__ __device__ inline void adamw_element(float* __restrict__ param, float* __restrict__ m, float* __restrict__ v,
+                                              float grad, int64_t i, float lr,
                                               float beta1, float beta2, float eps, float weight_decay,
                                               float beta1_correction, float beta2_correction) {
     float g = grad;
@@ -32,12 +34,16 @@ __host__ __device__ inline void adamw_element(float* param, float* m, float* v, 
 
 // ---- fast CPU path -------------------------------------------------------------------------------------
 
+// The loops vectorise (MM_CPU_LOOP, vec8.h: AVX2 where the CPU has it, never FMA): division and square root are
+// exact IEEE operations in any register width, so every lane gives the scalar loop's bits. The four arrays are
+// distinct tensors (__restrict__), which lets the compiler keep m, v and param in registers.
 // Fused: the update, then the new weight rounded once into the compute copy (the rounding of tensor_convert).
 template <class G>
-static void adamw_fused_cpu(float* param, bf16* compute, const G* grad, float* m, float* v, int64_t n, float lr,
+MM_CPU_LOOP static void adamw_fused_cpu(float* __restrict__ param, bf16* __restrict__ compute, const G* __restrict__ grad,
+                            float* __restrict__ m, float* __restrict__ v, int64_t n, float lr,
                             float beta1, float beta2, float eps, float weight_decay, float c1, float c2,
                             float grad_scale) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++) {
         adamw_element(param, m, v, to_f32(grad[i]) * grad_scale, i, lr, beta1, beta2, eps, weight_decay, c1, c2);
         compute[i] = from_f32<bf16>(param[i]);
@@ -45,9 +51,10 @@ static void adamw_fused_cpu(float* param, bf16* compute, const G* grad, float* m
 }
 
 template <class G>
-static void adamw_cpu(float* param, const G* grad, float* m, float* v, int64_t n, float lr, float beta1,
+MM_CPU_LOOP static void adamw_cpu(float* __restrict__ param, const G* __restrict__ grad, float* __restrict__ m,
+                                  float* __restrict__ v, int64_t n, float lr, float beta1,
                       float beta2, float eps, float weight_decay, float c1, float c2, float grad_scale) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for simd schedule(static)
     for (int64_t i = 0; i < n; i++)
         adamw_element(param, m, v, to_f32(grad[i]) * grad_scale, i, lr, beta1, beta2, eps, weight_decay, c1, c2);
 }
