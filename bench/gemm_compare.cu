@@ -232,13 +232,20 @@ static void add_linear(std::vector<Work>& works, const std::string& name, int N,
 }
 
 // Core attention's six products for B sequences, NH heads of HD, S positions, causal blocks of blk queries,
-// with layers/attention.cu's layouts: qkv / dqkv [S·B, 3·NH·HD], out / dout [S·B, NH·HD], s×s [B, NH, S, S].
+// with layers/attention.cu's layouts: qkv / dqkv [S·B, 3·NH·HD], out / dout [S·B, NH·HD], s×s [B, NH, S, S];
+// or (compact) Q, K, V, out as [B, NH, S, HD] each, as a copy per layer would make them.
 static void add_attention(std::vector<Work>& works, const std::string& name, int B, int NH, int S, int HD,
-                          int blk) {
+                          int blk, bool compact) {
     const int64_t R = (int64_t)B * 3 * NH * HD, RO = (int64_t)B * NH * HD, SS = (int64_t)S * S;
     const int64_t qkv_n = (int64_t)S * R, out_n = (int64_t)S * RO, ss_n = (int64_t)B * NH * SS;
-    auto qkv = [&](float* p, int part, int64_t off) { return Operand{p + part * NH * HD + off, R, 3 * NH * HD, HD}; };
-    auto outp = [&](float* p, int64_t off) { return Operand{p + off, RO, (int64_t)NH * HD, HD}; };
+    const int64_t M1 = (int64_t)S * HD;  // compact: one (sequence, head) matrix
+    auto qkv = [&](float* p, int part, int64_t row) {
+        return compact ? Operand{p + part * B * NH * M1 + row * HD, HD, NH * M1, M1}
+                       : Operand{p + part * NH * HD + row * R, R, 3 * NH * HD, HD};
+    };
+    auto outp = [&](float* p, int64_t row) {
+        return compact ? Operand{p + row * HD, HD, NH * M1, M1} : Operand{p + row * RO, RO, (int64_t)NH * HD, HD};
+    };
     auto ss = [&](float* p, int64_t off) { return Operand{p + off, S, NH * SS, SS}; };
     // Each work: bufs[0], bufs[1] the inputs, bufs[2] the output; the lambda adds one block's call.
     auto make = [&](const char* what, int64_t a_n, int64_t b_n, int64_t c_n,
@@ -264,24 +271,24 @@ static void add_attention(std::vector<Work>& works, const std::string& name, int
     // The s×s inputs: rows r0.. of a block hold values only up to the block's end (the softmax writes no more);
     // the rest of the buffer is never read by these calls.
     make("QK^T", qkv_n, qkv_n, ss_n, [&](float* q, float* k, float* c, int r0, int r1) {
-        return Call{false, true, r1 - r0, r1, HD, qkv(q, 0, r0 * R), qkv(k, 1, 0), ss(c, (int64_t)r0 * S), B, NH};
+        return Call{false, true, r1 - r0, r1, HD, qkv(q, 0, r0), qkv(k, 1, 0), ss(c, (int64_t)r0 * S), B, NH};
     });
     make("P.V", ss_n, qkv_n, out_n, [&](float* p, float* v, float* c, int r0, int r1) {
-        return Call{false, false, r1 - r0, HD, r1, ss(p, (int64_t)r0 * S), qkv(v, 2, 0), outp(c, r0 * RO), B, NH};
+        return Call{false, false, r1 - r0, HD, r1, ss(p, (int64_t)r0 * S), qkv(v, 2, 0), outp(c, r0), B, NH};
     });
     make("dV=Pt.dO", ss_n, out_n, qkv_n, [&](float* p, float* d, float* c, int r0, int r1) {
-        return Call{true, false, r1 - r0, HD, S - r0, ss(p, (int64_t)r0 * S + r0), outp(d, r0 * RO),
-                    qkv(c, 2, r0 * R), B, NH};
+        return Call{true, false, r1 - r0, HD, S - r0, ss(p, (int64_t)r0 * S + r0), outp(d, r0),
+                    qkv(c, 2, r0), B, NH};
     });
     make("dP=dO.Vt", out_n, qkv_n, ss_n, [&](float* d, float* v, float* c, int r0, int r1) {
-        return Call{false, true, r1 - r0, r1, HD, outp(d, r0 * RO), qkv(v, 2, 0), ss(c, (int64_t)r0 * S), B, NH};
+        return Call{false, true, r1 - r0, r1, HD, outp(d, r0), qkv(v, 2, 0), ss(c, (int64_t)r0 * S), B, NH};
     });
     make("dQ=dS.K", ss_n, qkv_n, qkv_n, [&](float* s, float* k, float* c, int r0, int r1) {
-        return Call{false, false, r1 - r0, HD, r1, ss(s, (int64_t)r0 * S), qkv(k, 1, 0), qkv(c, 0, r0 * R), B, NH};
+        return Call{false, false, r1 - r0, HD, r1, ss(s, (int64_t)r0 * S), qkv(k, 1, 0), qkv(c, 0, r0), B, NH};
     });
     make("dK=dSt.Q", ss_n, qkv_n, qkv_n, [&](float* s, float* q, float* c, int r0, int r1) {
-        return Call{true, false, r1 - r0, HD, S - r0, ss(s, (int64_t)r0 * S + r0), qkv(q, 0, r0 * R),
-                    qkv(c, 1, r0 * R), B, NH};
+        return Call{true, false, r1 - r0, HD, S - r0, ss(s, (int64_t)r0 * S + r0), qkv(q, 0, r0),
+                    qkv(c, 1, r0), B, NH};
     });
 }
 
@@ -300,7 +307,8 @@ static std::vector<Work> shapes(const std::string& set) {
         add_linear(w, "train fc1", 1024, 128, 256);
         add_linear(w, "train fc2", 1024, 256, 128);
         add_linear(w, "train lmhead", 1024, 128, 192);
-        add_attention(w, "train attn", 16, 2, 64, 32, 64);
+        add_attention(w, "train attn", 16, 2, 64, 32, 64, false);
+        add_attention(w, "train attn compact", 16, 2, 64, 32, 64, true);
     }
     if (set == "peer" || all) {
         // bench/cpu_peer.sh: 4 layers, h 256, 8 heads, 8 x 128 tokens, vocabulary padded to 1024, one rank.
@@ -309,7 +317,8 @@ static std::vector<Work> shapes(const std::string& set) {
         add_linear(w, "peer fc1", 1024, 256, 1024);
         add_linear(w, "peer fc2", 1024, 1024, 256);
         add_linear(w, "peer lmhead", 1024, 256, 1024);
-        add_attention(w, "peer attn", 8, 8, 128, 32, 64);
+        add_attention(w, "peer attn", 8, 8, 128, 32, 64, false);
+        add_attention(w, "peer attn compact", 8, 8, 128, 32, 64, true);
     }
     if (set == "gpt2" || all) {
         // The GPT-2-shaped step: 2 layers, h 768, 12 heads, 2 x 1024 tokens, vocabulary 50257 padded to 50304.
@@ -318,7 +327,8 @@ static std::vector<Work> shapes(const std::string& set) {
         add_linear(w, "gpt2 fc1", 2048, 768, 3072);
         add_linear(w, "gpt2 fc2", 2048, 3072, 768);
         add_linear(w, "gpt2 lmhead", 2048, 768, 50304);
-        add_attention(w, "gpt2 attn", 2, 12, 1024, 64, 64);
+        add_attention(w, "gpt2 attn", 2, 12, 1024, 64, 64, false);
+        add_attention(w, "gpt2 attn compact", 2, 12, 1024, 64, 64, true);
     }
     for (Work& x : w) x.out = &x.bufs[2];
     return w;
