@@ -1,7 +1,7 @@
 // gemm_compare.cu — the CPU GEMM candidates side by side at the trainer's own shapes (bench/PERF_NOTES.md,
 // "CPU GEMMs side by side"). A benchmark, never a test: it is built with the other benchmarks and run by hand.
 //
-//   build/gemm_compare [--set train|peer|gpt2|square|all] [--threads 2] [--min-ms 300] [--only NAME]
+//   build/gemm_compare [--set train|peer|gpt2|square|all] [--threads 2] [--min-ms 300] [--only NAME] [--cold]
 //
 // For every GEMM of one training step's shapes (each linear's forward in·Wᵀ, its dX = dout·W and its
 // dW = doutᵀ·in, as layers/linear.cu calls gemm(); attention's per-block batched products as
@@ -365,11 +365,21 @@ static double error_vs_double(const Work& w) {
     return count ? max_err / std::sqrt(sum_r2 / count) : 0;
 }
 
+// --cold: before each timed call, 64 MB are read and written, so that the operands come from memory, as the
+// weights (and, at larger shapes, the activations) do in a training step; else they stay in the caches.
+static bool g_cold = false;
+static void evict_caches() {
+    static std::vector<float> junk((size_t)16 << 20);
+#pragma omp parallel for
+    for (size_t i = 0; i < junk.size(); i++) junk[i] += 1.f;
+}
+
 static double time_ms(const Candidate& cand, const Work& w, int threads, double min_ms) {
-    cand.run(w, threads);  // warm-up (threads started, operands in cache as in a training step)
+    cand.run(w, threads);  // warm-up (threads started)
     std::vector<double> t;
     const double start = now_ms();
     while (t.size() < 3 || (now_ms() - start < min_ms && t.size() < 200)) {
+        if (g_cold) evict_caches();
         const double t0 = now_ms();
         cand.run(w, threads);
         t.push_back(now_ms() - t0);
@@ -390,8 +400,8 @@ static int drive(const char* self, const std::string& set, int threads, double m
     std::vector<Row> rows;
     for (const Candidate& c : cands) {
         char cmd[1024];
-        snprintf(cmd, sizeof cmd, "'%s' --set %s --threads %d --min-ms %g --only %s", self, set.c_str(), threads,
-                 min_ms, c.name.c_str());
+        snprintf(cmd, sizeof cmd, "'%s' --set %s --threads %d --min-ms %g --only %s%s", self, set.c_str(), threads,
+                 min_ms, c.name.c_str(), g_cold ? " --cold" : "");
         FILE* f = popen(cmd, "r");
         if (!f) {
             fprintf(stderr, "error: could not run %s\n", cmd);
@@ -483,9 +493,10 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--threads")) threads = atoi(val("--threads").c_str());
         else if (!strcmp(argv[i], "--min-ms")) min_ms = atof(val("--min-ms").c_str());
         else if (!strcmp(argv[i], "--only")) only = val("--only");
+        else if (!strcmp(argv[i], "--cold")) g_cold = true;
         else {
             fprintf(stderr, "usage: gemm_compare [--set train|peer|gpt2|square|all] [--threads N] [--min-ms MS] "
-                            "[--only CANDIDATE]\n");
+                            "[--only CANDIDATE] [--cold]\n");
             return 2;
         }
     }
