@@ -54,3 +54,24 @@ add_test(NAME bench_gpu_suite_flow
 set_tests_properties(bench_gpu_suite_flow PROPERTIES LABELS unit TIMEOUT 120
   ENVIRONMENT "PATH=${CMAKE_BINARY_DIR}/fake_gpu:$ENV{PATH};PREBUILT=${CMAKE_BINARY_DIR};SUITE_SKIP_TESTS=1;SUITE_RESULTS_MD=${CMAKE_BINARY_DIR}/gpu_suite_flow_results;OMP_NUM_THREADS=1;LAYER_ARGS=${MM_LAYER_TINY_STR};E2E_ARGS=${MM_E2E_TINY_STR}"
   PASS_REGULAR_EXPRESSION "layer_bench.*: ok.*selective \\+ sequence parallel.*sum of ops.*XL layer.*: ok.*sum of ops.*e2e_bench.*: ok.*none .*22B layer shape.*: ok.*none .*XL layer with --attention flash: ok.*XL with --attention flash: ok.*none ")
+
+# gemm_compare: the CPU GEMM candidates (OpenBLAS tiles, OpenBLAS / BLIS threaded, BLIS tiles, oneDNN matmul)
+# side by side at the trainer's shapes (bench/PERF_NOTES.md, "CPU GEMMs side by side"). Run by hand, never by
+# a test; built only on request (cmake --build build --target gemm_compare) and only where BLIS and oneDNN
+# are installed (apt-get install libblis-dev libdnnl-dev): the trainer needs neither.
+find_path(MM_BLIS_INCLUDE_DIR blis.h PATHS /usr/include/x86_64-linux-gnu/blis-openmp /usr/include/blis NO_DEFAULT_PATH)
+find_library(MM_BLIS_LIB NAMES blis PATHS /usr/lib/x86_64-linux-gnu/blis-openmp NO_DEFAULT_PATH)
+find_path(MM_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
+find_library(MM_DNNL_LIB NAMES dnnl)
+if(MM_BLIS_INCLUDE_DIR AND MM_BLIS_LIB AND MM_DNNL_INCLUDE_DIR AND MM_DNNL_LIB)
+  mm_executable(gemm_compare SOURCES ${CMAKE_SOURCE_DIR}/bench/gemm_compare.cu MODULES runtime)
+  # blis.h by its full path: BLIS's folder also has a cblas.h, which on the include path would hide OpenBLAS's.
+  target_compile_definitions(gemm_compare PRIVATE "MM_BLIS_HEADER=\"${MM_BLIS_INCLUDE_DIR}/blis.h\"")
+  target_include_directories(gemm_compare PRIVATE ${MM_DNNL_INCLUDE_DIR})
+  # OpenBLAS before BLIS: BLIS exports cblas_sgemm too, and the program's cblas_sgemm must be OpenBLAS's
+  # (it checks at start-up which library it got).
+  target_link_libraries(gemm_compare PRIVATE ${OPENBLAS_LIB} ${MM_BLIS_LIB} ${MM_DNNL_LIB} ${CMAKE_DL_LIBS})
+  set_target_properties(gemm_compare PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR} EXCLUDE_FROM_ALL TRUE)
+else()
+  message(STATUS "gemm_compare (a benchmark) not configured: it needs BLIS and oneDNN (apt-get install libblis-dev libdnnl-dev)")
+endif()
