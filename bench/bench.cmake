@@ -6,7 +6,9 @@ mm_executable(e2e_bench SOURCES ${CMAKE_SOURCE_DIR}/bench/e2e_bench.cu)
 # Every op's fp32 error against float64, next to PyTorch fp32's (make accuracy: bench/op_accuracy.py reads
 # the folder this program writes).
 mm_executable(op_accuracy SOURCES ${CMAKE_SOURCE_DIR}/bench/op_accuracy.cu)
-set_target_properties(layer_bench e2e_bench op_accuracy PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+# This machine's sgemm rate, the denominator of a step's roofline (bench/cpu_peer.sh).
+mm_executable(sgemm_rate SOURCES ${CMAKE_SOURCE_DIR}/bench/sgemm_rate.cu MODULES runtime)
+set_target_properties(layer_bench e2e_bench op_accuracy sgemm_rate PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 
 # CPU smoke tests on tiny shapes (label unit: they run anywhere, in seconds). --device cpu even on a GPU
 # machine, so that the unit suite never depends on a GPU. The mpirun variant exercises the MPI grid and the
@@ -22,7 +24,12 @@ set(MM_E2E_TINY --device cpu --layers 2 --hidden 64 --heads 4 --seq 32 --batch 2
 add_test(NAME bench_e2e_cpu_tiny
          COMMAND $<TARGET_FILE:e2e_bench> ${MM_E2E_TINY} --json ${CMAKE_BINARY_DIR}/bench_e2e_tiny.json)
 add_test(NAME bench_bad_flag COMMAND $<TARGET_FILE:layer_bench> --no-such-flag)
+add_test(NAME bench_sgemm_rate_tiny COMMAND $<TARGET_FILE:sgemm_rate> --n 64 --threads 1 --reps 3)
+add_test(NAME bench_sgemm_rate_bad_flag COMMAND $<TARGET_FILE:sgemm_rate> --n 0)
+set_tests_properties(bench_sgemm_rate_tiny PROPERTIES PASS_REGULAR_EXPRESSION "sgemm n 64, 1 thread: [0-9.]+ GFLOP/s")
+set_tests_properties(bench_sgemm_rate_bad_flag PROPERTIES WILL_FAIL TRUE)
 set_tests_properties(bench_layer_cpu_tiny bench_layer_cpu_tiny_mpi bench_e2e_cpu_tiny bench_bad_flag
+                     bench_sgemm_rate_tiny bench_sgemm_rate_bad_flag
                      PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "${MM_BENCH_ENV}")
 set_tests_properties(bench_bad_flag PROPERTIES WILL_FAIL TRUE)
 # What each smoke run must print: the five Table 4 rows, the no-communication note, and MFU/HFU per policy.
