@@ -98,92 +98,103 @@ struct SoftmaxBackArgs {
 // of e^x): e_k = exp(x_k·scale − m) is kept in a row buffer between the sum and the output.
 // ---------------------------------------------------------------------------------------------------------
 
+// One row (b, n, q) of the softmax + dropout; e is the caller's row buffer of S floats. Inlined into the
+// vectorised loops below (their MM_CPU_LOOP copies), never called on its own.
 template <class T>
-MM_CPU_LOOP static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_drop, const SoftmaxDropoutArgs& a) {
+static inline void softmax_dropout_row_cpu(T* probs, uint8_t* mask, T* probs_drop, const SoftmaxDropoutArgs& a,
+                                           int64_t row, float* e) {
     const int S = a.S;
-#pragma omp parallel
-    {
-        std::vector<float> e(S);  // this thread's row of exponentials
-#pragma omp for schedule(static)
-        for (int64_t row = 0; row < a.rows; row++) {
-            const int q = (int)(row % S);
-            const int64_t bn = row / S;
-            const int64_t n = bn % a.NH, b = bn / a.NH;
-            T* x = probs + row * S;  // holds the raw scores Q·Kᵀ on entry, probs on exit
-            const int len = q + 1;  // keys 0..q
-            float acc[kCpuPack];
-            for (int j = 0; j < kCpuPack; j++) acc[j] = -INFINITY;
-            cpu_row_partials(len, [&](int j, int64_t k) {
-                const float v = to_f32(x[k]) * a.scale;
-                acc[j] = select_f(v > acc[j], v, acc[j]);  // a bit-mask select: see fast_exp.h
-            });
-            float m = -INFINITY;
-            for (int j = 0; j < kCpuPack; j++) m = acc[j] > m ? acc[j] : m;
-            for (int j = 0; j < kCpuPack; j++) acc[j] = 0.f;
-            cpu_row_partials(len, [&](int j, int64_t k) {
-                e[k] = fast_exp(to_f32(x[k]) * a.scale - m);
-                acc[j] += e[k];
-            });
-            const float inv_sum = 1.f / cpu_partials_total(acc);
-            uint8_t* mr = mask + row * S;
-            T* pd = probs_drop + row * S;
-            const int end = causal_row_end(q, a.block, S);  // the keys of q's block row: nothing beyond
-            if (a.threshold == 0) {  // no dropout: every key up to q is kept, no random numbers to draw
+    const int q = (int)(row % S);
+    const int64_t bn = row / S;
+    const int64_t n = bn % a.NH, b = bn / a.NH;
+    T* x = probs + row * S;  // holds the raw scores Q·Kᵀ on entry, probs on exit
+    const int len = q + 1;  // keys 0..q
+    float acc[kCpuPack];
+    for (int j = 0; j < kCpuPack; j++) acc[j] = -INFINITY;
+    cpu_row_partials(len, [&](int j, int64_t k) {
+        const float v = to_f32(x[k]) * a.scale;
+        acc[j] = select_f(v > acc[j], v, acc[j]);  // a bit-mask select: see fast_exp.h
+    });
+    float m = -INFINITY;
+    for (int j = 0; j < kCpuPack; j++) m = acc[j] > m ? acc[j] : m;
+    for (int j = 0; j < kCpuPack; j++) acc[j] = 0.f;
+    cpu_row_partials(len, [&](int j, int64_t k) {
+        e[k] = fast_exp(to_f32(x[k]) * a.scale - m);
+        acc[j] += e[k];
+    });
+    const float inv_sum = 1.f / cpu_partials_total(acc);
+    uint8_t* mr = mask + row * S;
+    T* pd = probs_drop + row * S;
+    const int end = causal_row_end(q, a.block, S);  // the keys of q's block row: nothing beyond
+    if (a.threshold == 0) {  // no dropout: every key up to q is kept, no random numbers to draw
 #pragma omp simd
-                for (int k = 0; k < end; k++) {
-                    const float pk = k <= q ? e[k] * inv_sum : 0.f;
-                    x[k] = from_f32<T>(pk);
-                    mr[k] = k <= q ? 1 : 0;
-                    pd[k] = from_f32<T>(pk * a.inv_keep);
-                }
-            } else {
-                // The keep bytes of keys 0..q first: their global indices are consecutive, so one run of Philox
-                // blocks in SIMD lanes (philox.h) draws them; then the row in one SIMD loop. Keys after the
-                // query are masked: probability exactly 0 (the causal mask of GPT-2), mask 0.
-                dropout_keep_run(mr, a.seed, a.stream,
-                                 attn_dropout_index(a.b_offset + b, a.head_offset + n, a.NH_total, S, q, 0), len,
-                                 a.threshold);
+        for (int k = 0; k < end; k++) {
+            const float pk = k <= q ? e[k] * inv_sum : 0.f;
+            x[k] = from_f32<T>(pk);
+            mr[k] = k <= q ? 1 : 0;
+            pd[k] = from_f32<T>(pk * a.inv_keep);
+        }
+    } else {
+        // The keep bytes of keys 0..q first: their global indices are consecutive, so one run of Philox
+        // blocks in SIMD lanes (philox.h) draws them; then the row in one SIMD loop. Keys after the
+        // query are masked: probability exactly 0 (the causal mask of GPT-2), mask 0.
+        dropout_keep_run(mr, a.seed, a.stream,
+                         attn_dropout_index(a.b_offset + b, a.head_offset + n, a.NH_total, S, q, 0), len,
+                         a.threshold);
 #pragma omp simd
-                for (int k = 0; k < end; k++) {
-                    const float pk = k <= q ? e[k] * inv_sum : 0.f;
-                    const bool keep = (k <= q) & (mr[k] != 0);  // mr[k] past q is not drawn yet: masked out
-                    x[k] = from_f32<T>(pk);
-                    mr[k] = keep ? 1 : 0;
-                    pd[k] = from_f32<T>(select_f(keep, pk * a.inv_keep, 0.f));
-                }
-            }
+        for (int k = 0; k < end; k++) {
+            const float pk = k <= q ? e[k] * inv_sum : 0.f;
+            const bool keep = (k <= q) & (mr[k] != 0);  // mr[k] past q is not drawn yet: masked out
+            x[k] = from_f32<T>(pk);
+            mr[k] = keep ? 1 : 0;
+            pd[k] = from_f32<T>(select_f(keep, pk * a.inv_keep, 0.f));
         }
     }
 }
 
 template <class T>
-MM_CPU_LOOP static void softmax_dropout_backward_cpu(T* d, const T* probs, const uint8_t* mask, const SoftmaxBackArgs& a) {
-    const int S = a.S;
-#pragma omp parallel for schedule(static)
-    for (int64_t row = 0; row < a.rows; row++) {
-        const int q = (int)(row % S);
-        T* dr = d + row * S;
-        const T* pr = probs + row * S;
-        const uint8_t* mr = mask + row * S;
-        const int len = q + 1;
-        // Every load is unconditional and the mask picks with a bit-mask select (fast_exp.h): with a load
-        // under `mr[k] ? ... :`, or a `?:` the compiler threads into a branch, the loop would stay scalar.
-        float acc[kCpuPack] = {0};
-        cpu_row_partials(len, [&](int j, int64_t k) {
-            const float dv = to_f32(dr[k]) * a.inv_keep, pv = to_f32(pr[k]);
-            acc[j] += select_f(mr[k] != 0, dv, 0.f) * pv;
-        });
-        const float dot = cpu_partials_total(acc);
-        const int end = causal_row_end(q, a.block, S);
-#pragma omp simd
-        for (int k = 0; k < end; k++) {
-            const float dv = to_f32(dr[k]) * a.inv_keep;
-            const float dp = select_f(mr[k] != 0, dv, 0.f);
-            const float v = to_f32(pr[k]) * (dp - dot) * a.scale;
-            const float ds = select_f(k <= q, v, 0.f);
-            dr[k] = from_f32<T>(ds);
-        }
+MM_CPU_LOOP static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_drop, const SoftmaxDropoutArgs& a) {
+#pragma omp parallel
+    {
+        std::vector<float> e(a.S);  // this thread's row of exponentials
+#pragma omp for schedule(static)
+        for (int64_t row = 0; row < a.rows; row++) softmax_dropout_row_cpu(probs, mask, probs_drop, a, row, e.data());
     }
+}
+
+// One row of the softmax + dropout backward, inlined as softmax_dropout_row_cpu is.
+template <class T>
+static inline void softmax_dropout_backward_row_cpu(T* d, const T* probs, const uint8_t* mask, const SoftmaxBackArgs& a,
+                                                    int64_t row) {
+    const int S = a.S;
+    const int q = (int)(row % S);
+    T* dr = d + row * S;
+    const T* pr = probs + row * S;
+    const uint8_t* mr = mask + row * S;
+    const int len = q + 1;
+    // Every load is unconditional and the mask picks with a bit-mask select (fast_exp.h): with a load
+    // under `mr[k] ? ... :`, or a `?:` the compiler threads into a branch, the loop would stay scalar.
+    float acc[kCpuPack] = {0};
+    cpu_row_partials(len, [&](int j, int64_t k) {
+        const float dv = to_f32(dr[k]) * a.inv_keep, pv = to_f32(pr[k]);
+        acc[j] += select_f(mr[k] != 0, dv, 0.f) * pv;
+    });
+    const float dot = cpu_partials_total(acc);
+    const int end = causal_row_end(q, a.block, S);
+#pragma omp simd
+    for (int k = 0; k < end; k++) {
+        const float dv = to_f32(dr[k]) * a.inv_keep;
+        const float dp = select_f(mr[k] != 0, dv, 0.f);
+        const float v = to_f32(pr[k]) * (dp - dot) * a.scale;
+        const float ds = select_f(k <= q, v, 0.f);
+        dr[k] = from_f32<T>(ds);
+    }
+}
+
+template <class T>
+MM_CPU_LOOP static void softmax_dropout_backward_cpu(T* d, const T* probs, const uint8_t* mask, const SoftmaxBackArgs& a) {
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < a.rows; row++) softmax_dropout_backward_row_cpu(d, probs, mask, a, row);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -493,6 +504,8 @@ void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor p
     const DType dt = qkv.dtype;
     OpScope scope(ctx, "attention_backward", 4 * 2.0 * B * NH * (double)S * S * HD);  // four GEMMs
     const int blk = attention_causal_block(ctx, S);
+    {
+    OpScope part(ctx, "dv_dp_gemm", 2 * 2.0 * B * NH * (double)S * S * HD);  // the parts timed apart (op_timer.h)
     for (int r0 = 0; r0 < S; r0 += blk) {
         const int r1 = std::min(S, r0 + blk);
         // dV[keys r0 .. r1-1] = P_dᵀ · dO over the queries r0 .. S-1 (earlier queries do not see these keys)
@@ -503,6 +516,9 @@ void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor p
         gemm_batched(ctx, false, true, r1 - r0, r1, HD, 1.f, out_part(dout, r0 * RO, RO, NH, HD),
                      qkv_part(qkv, 2, 0, R, NH, HD), 0.f, ss_part(scratch, (int64_t)r0 * S, S, NH), dt, dt, B, NH);
     }
+    }
+    {
+    OpScope part(ctx, "softmax_dropout_backward");
     SoftmaxBackArgs a;
     a.rows = (int64_t)B * NH * S;
     a.S = S;
@@ -527,6 +543,8 @@ void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor p
             softmax_dropout_backward_cpu<T>(scratch.as<T>(), probs.as<T>(), mask.as<uint8_t>(), a);
         }
     });
+    }
+    OpScope part(ctx, "dq_dk_gemm", 2 * 2.0 * B * NH * (double)S * S * HD);
     for (int r0 = 0; r0 < S; r0 += blk) {
         const int r1 = std::min(S, r0 + blk);
         // dQ[queries r0 .. r1-1] = dS · K over the keys 0 .. r1-1
