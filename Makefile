@@ -104,7 +104,7 @@ define programs
 	    "$$(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' $(BUILD)/CMakeCache.txt))"; \
 	else archs='$(TRAIN_ARCHS)'; \
 	  echo "make $(or $(MAKECMDGOALS),$@): building $(1) for CUDA architecture $$archs only (this machine's GPU;" \
-	    "90 without one): a minute or two the first time"; \
+	    "90 without one): about 3 minutes on 2 cores the first time"; \
 	  $(CONFIGURE) $(NEW_FOLDER_GENERATOR) "-DCMAKE_CUDA_ARCHITECTURES=$$archs" >/dev/null || exit 1; fi
 	@cmake --build $(BUILD) -j $(JOBS) --target $(1)
 endef
