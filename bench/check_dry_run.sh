@@ -20,7 +20,7 @@ for part in "tests (budget" "bench (budget [0-9]* s): layer_bench --device cuda 
             "bench (budget [0-9]* s): e2e_bench --device cuda --dtype bf16 --layers 6" \
             "bench (budget [0-9]* s): layer_bench .*--attention flash" \
             "bench (budget [0-9]* s): e2e_bench .*--attention flash"; do
-  echo "$plan" | grep -q -- "$part" || { echo "FAIL: the dry run has no line matching '$part'"; status=1; }
+  grep -q -- "$part" <<<"$plan" || { echo "FAIL: the dry run has no line matching '$part'"; status=1; }
 done
 [ $status = 0 ] && echo "dry run lists all $(echo "$want" | wc -l) gpu tests of ctest -N -L gpu, and every part's budget"
 exit $status

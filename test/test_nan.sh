@@ -31,7 +31,7 @@ echo "stopped at step 3 naming attprojw (layer 1); checkpoint step 2 intact and 
 
 out=$($mpirun -np "$np" "$train" $common --inject-nan-at-step 3 --skip-bad-steps --log "$dir/skip.jsonl" 2>&1)
 echo "$out" | grep warning
-echo "$out" | grep -q "update skipped (--skip-bad-steps)"
+grep -q "update skipped (--skip-bad-steps)" <<<"$out"
 grep -q '"step":3,.*"skipped":true' "$dir/skip.jsonl"
 grep -q '"step":5,' "$dir/skip.jsonl"
 echo "--skip-bad-steps: step 3 skipped, training finished"
