@@ -505,44 +505,44 @@ void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor p
     OpScope scope(ctx, "attention_backward", 4 * 2.0 * B * NH * (double)S * S * HD);  // four GEMMs
     const int blk = attention_causal_block(ctx, S);
     {
-    OpScope part(ctx, "dv_dp_gemm", 2 * 2.0 * B * NH * (double)S * S * HD);  // the parts timed apart (op_timer.h)
-    for (int r0 = 0; r0 < S; r0 += blk) {
-        const int r1 = std::min(S, r0 + blk);
-        // dV[keys r0 .. r1-1] = P_dᵀ · dO over the queries r0 .. S-1 (earlier queries do not see these keys)
-        gemm_batched(ctx, true, false, r1 - r0, HD, S - r0, 1.f,
-                     ss_part(probs_drop, (int64_t)r0 * S + r0, S, NH), out_part(dout, r0 * RO, RO, NH, HD), 0.f,
-                     qkv_part(dqkv, 2, r0 * R, R, NH, HD), dt, dt, B, NH);
-        // dP_d[queries r0 .. r1-1] = dO · Vᵀ over the keys 0 .. r1-1  (into scratch)
-        gemm_batched(ctx, false, true, r1 - r0, r1, HD, 1.f, out_part(dout, r0 * RO, RO, NH, HD),
-                     qkv_part(qkv, 2, 0, R, NH, HD), 0.f, ss_part(scratch, (int64_t)r0 * S, S, NH), dt, dt, B, NH);
-    }
+        OpScope part(ctx, "dv_dp_gemm", 2 * 2.0 * B * NH * (double)S * S * HD);  // the parts timed apart (op_timer.h)
+        for (int r0 = 0; r0 < S; r0 += blk) {
+            const int r1 = std::min(S, r0 + blk);
+            // dV[keys r0 .. r1-1] = P_dᵀ · dO over the queries r0 .. S-1 (earlier queries do not see these keys)
+            gemm_batched(ctx, true, false, r1 - r0, HD, S - r0, 1.f,
+                         ss_part(probs_drop, (int64_t)r0 * S + r0, S, NH), out_part(dout, r0 * RO, RO, NH, HD), 0.f,
+                         qkv_part(dqkv, 2, r0 * R, R, NH, HD), dt, dt, B, NH);
+            // dP_d[queries r0 .. r1-1] = dO · Vᵀ over the keys 0 .. r1-1  (into scratch)
+            gemm_batched(ctx, false, true, r1 - r0, r1, HD, 1.f, out_part(dout, r0 * RO, RO, NH, HD),
+                         qkv_part(qkv, 2, 0, R, NH, HD), 0.f, ss_part(scratch, (int64_t)r0 * S, S, NH), dt, dt, B, NH);
+        }
     }
     {
-    OpScope part(ctx, "softmax_dropout_backward");
-    SoftmaxBackArgs a;
-    a.rows = (int64_t)B * NH * S;
-    a.S = S;
-    a.block = blk;
-    a.scale = 1.f / sqrtf((float)HD);
-    a.inv_keep = 1.f / (1.f - p);
-    MM_DISPATCH_ACT(dt, {
-        if (ctx.device == Device::CUDA) {
-            const bool vec = S % 8 == 0 && vec8_aligned(scratch.data) && vec8_aligned(probs.data) &&
-                             vec8_aligned(mask.data);
-            const unsigned blocks = row_blocks(a.rows), threads = 32 * kRowsPerBlock;
-            T* d = scratch.as<T>();
-            const T* pp = probs.as<T>();
-            const uint8_t* pm = mask.as<uint8_t>();
-            const bool launched = launch_by_slots(S, dt, [&](auto slots) {
-                softmax_dropout_backward_vec_kernel<T, decltype(slots)::value><<<blocks, threads, 0, ctx.stream>>>(
-                    d, pp, pm, a, vec);
-            });
-            if (!launched) softmax_dropout_backward_kernel<T><<<blocks, threads, 0, ctx.stream>>>(d, pp, pm, a);
-            CUDA_CHECK_LAST();
-        } else {
-            softmax_dropout_backward_cpu<T>(scratch.as<T>(), probs.as<T>(), mask.as<uint8_t>(), a);
-        }
-    });
+        OpScope part(ctx, "softmax_dropout_backward");
+        SoftmaxBackArgs a;
+        a.rows = (int64_t)B * NH * S;
+        a.S = S;
+        a.block = blk;
+        a.scale = 1.f / sqrtf((float)HD);
+        a.inv_keep = 1.f / (1.f - p);
+        MM_DISPATCH_ACT(dt, {
+            if (ctx.device == Device::CUDA) {
+                const bool vec = S % 8 == 0 && vec8_aligned(scratch.data) && vec8_aligned(probs.data) &&
+                                 vec8_aligned(mask.data);
+                const unsigned blocks = row_blocks(a.rows), threads = 32 * kRowsPerBlock;
+                T* d = scratch.as<T>();
+                const T* pp = probs.as<T>();
+                const uint8_t* pm = mask.as<uint8_t>();
+                const bool launched = launch_by_slots(S, dt, [&](auto slots) {
+                    softmax_dropout_backward_vec_kernel<T, decltype(slots)::value><<<blocks, threads, 0, ctx.stream>>>(
+                        d, pp, pm, a, vec);
+                });
+                if (!launched) softmax_dropout_backward_kernel<T><<<blocks, threads, 0, ctx.stream>>>(d, pp, pm, a);
+                CUDA_CHECK_LAST();
+            } else {
+                softmax_dropout_backward_cpu<T>(scratch.as<T>(), probs.as<T>(), mask.as<uint8_t>(), a);
+            }
+        });
     }
     OpScope part(ctx, "dq_dk_gemm", 2 * 2.0 * B * NH * (double)S * S * HD);
     for (int r0 = 0; r0 < S; r0 += blk) {
