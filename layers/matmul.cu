@@ -40,15 +40,31 @@ static bool blas_single_threaded() {
     return single;
 }
 
-// Tiles: every matrix of the batch is one task, cut along the longer side of its M×N output into pieces of
-// kGemmTile rows (or columns). The cut depends only on the shape, never on the thread count, so which
-// cblas_sgemm call computes an output element, and so its bits, are the same however many threads run the
-// tasks. The tiles are large enough that OpenBLAS's packing of the shared operand, repeated per tile, stays a
-// small fraction of the multiply, and small enough that a layer's smaller GEMMs still make several tasks: with
-// 256, the 768 × 256 weight gradient of the QKV linear at h = 256 was 3 tiles on 2 threads (one thread idle a
-// third of the time) and the projection's 256 × 256 one a single tile; with 128 they run at fc1's rate
-// (bench/PERF_NOTES.md, the layer call by call).
-constexpr int kGemmTile = 128;
+// Tiles: every matrix of the batch is one task, cut along the longer side of its M×N output into pieces. The
+// cut depends only on the shape, never on the thread count, so which cblas_sgemm call computes an output
+// element, and so its bits, are the same however many threads run the tasks. The pieces are as large as
+// kGemmTileMax rows (or columns), near-equal, a multiple of kGemmTileAlign, and of an even count: a linear
+// layer's products (M = 1024 tokens, N = 256-1024 at the CPU peer's shape) then make two or four equal tasks,
+// which two threads share evenly. Why large: each tile is one OpenBLAS call, which packs the operand the tiles
+// share (the weight, in a forward) again, and a small tile runs its kernel over fewer rows per packed panel.
+// With 128-row pieces (the tile until 2026-12-04) the peer layer's linears ran at 0.16-0.18 TFLOP/s, with
+// these at 0.18-0.19 (sgemm 0.20), and the 768 × 256 QKV weight gradient (6 pieces of 128 then) is now two of
+// 384 rather than 512 + 256 (bench/PERF_NOTES.md "GEMM tiles"). OpenBLAS's result for an element depends on K
+// and its kernels, not on the tile's M and N (checked: checkpoints byte-identical with 128-, 256- and 512-row
+// tiles), so the tile is a speed choice only.
+constexpr int kGemmTileMax = 512;
+constexpr int kGemmTileAlign = 16;
+
+struct GemmTiles {
+    int size, count;  // count pieces of `size` (the last one may be shorter)
+};
+static GemmTiles gemm_tiles(int L) {  // L: the output's longer side
+    int parts = (L + kGemmTileMax - 1) / kGemmTileMax;
+    if (parts % 2 == 1 && L >= 2 * kGemmTileAlign) parts++;
+    int size = (L + parts - 1) / parts;
+    size = (size + kGemmTileAlign - 1) / kGemmTileAlign * kGemmTileAlign;
+    return {size, (L + size - 1) / size};
+}
 
 // Per-thread fp32 scratch that only grows: no allocation per call once the sizes of a training step were
 // seen (docs/design.md "Performance direction": no per-step allocation).
@@ -71,7 +87,8 @@ static void gemm_cpu(bool transA, bool transB, int M, int N, int K, float alpha,
     const CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
     const CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
     const bool split_rows = M >= N;
-    const int tiles = ((split_rows ? M : N) + kGemmTile - 1) / kGemmTile;
+    const GemmTiles cut = gemm_tiles(split_rows ? M : N);
+    const int tiles = cut.count;
     const int64_t tasks = (int64_t)outer * inner * tiles;
     const bool parallel = tasks > 1 && blas_single_threaded();
 #pragma omp parallel for schedule(static) if (parallel)
@@ -80,9 +97,9 @@ static void gemm_cpu(bool transA, bool transB, int M, int N, int K, float alpha,
         const int64_t mat = task / tiles;
         const int tile = (int)(task % tiles);
         const int64_t o = mat / inner, i = mat % inner;  // matrix (o, i) of the batch
-        const int r0 = split_rows ? tile * kGemmTile : 0, c0 = split_rows ? 0 : tile * kGemmTile;
-        const int m = split_rows ? std::min(kGemmTile, M - r0) : M;
-        const int n = split_rows ? N : std::min(kGemmTile, N - c0);
+        const int r0 = split_rows ? tile * cut.size : 0, c0 = split_rows ? 0 : tile * cut.size;
+        const int m = split_rows ? std::min(cut.size, M - r0) : M;
+        const int n = split_rows ? N : std::min(cut.size, N - c0);
         // This tile's operands: rows r0.. of op(A) and columns c0.. of op(B), as element offsets into the
         // stored matrices (a row of op(A) is a column of a transposed A, and likewise for B).
         const int64_t a_off = o * A.outer_stride + i * A.stride + (transA ? r0 : (int64_t)r0 * A.ld);

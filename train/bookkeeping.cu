@@ -43,6 +43,8 @@ void begin_step(Run& run, Progress& p, int step) {
     run.alloc->reset_peak();
     run.alloc->keep_peak_snapshot(run.opt.memory_report && step == run.start_step);  // layers/activation_allocator.h
     p.cp0 = cp_stats();
+    p.op_times.on = run.opt.op_times;
+    op_times_begin_step(p.op_times, step, run.start_step, run.opt.steps);
     p.t0 = now_s();
 }
 
@@ -51,6 +53,7 @@ static void report_memory(Run& run, int step);
 void end_step(Run& run, Progress& p, int step, const StepStats& st) {
     ctx_sync(run.ctx);
     p.dt = now_s() - p.t0;
+    op_times_end_step(p.op_times, p.dt);
     const CpStats cp_step = cp_stats_since(p.cp0);
     if (step == run.start_step) p.cp_first = cp_step;
     p.train_peak = std::max(p.train_peak, run.alloc->peak_live_bytes());
@@ -449,5 +452,6 @@ void finish_run(Run& run, const Progress& p) {
     report_context_parallel(run, p);
     const std::string dp_line = distributed_optimizer_comm_line(run.model);  // parallel/distributed_optimizer.h
     if (!dp_line.empty()) LOG0("%s\n", dp_line.c_str());
+    if (p.op_times.steps > 0) LOG0("%s", op_times_table(p.op_times).c_str());
     LOG0("%s\n", summary_line(run, p, total).c_str());
 }

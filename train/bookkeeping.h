@@ -7,6 +7,7 @@
 #pragma once
 #include <cmath>
 #include "../parallel/context_parallel.h"
+#include "op_times.h"
 #include "run.h"
 
 // What the loop keeps from step to step, for the step lines and the final summary.
@@ -28,6 +29,7 @@ struct Progress {
     CpStats cp0;  // the counters at the start of the step in flight
     CpStats cp_first;
     double cp_compute_s = 0;
+    OpTimes op_times;  // --op-times (train/op_times.h)
 };
 
 // Learning rate at `step` (1-based): linear warmup, then constant or cosine decay to min_lr_frac · lr.

@@ -83,6 +83,8 @@ void print_train_usage() {
         "                              second step, after warm-up; on a GPU recorded steps run synchronized)\n"
         "  --memory-report             print measured vs formula activation and model-state memory (weights,\n"
         "                              gradients, master weights, moments) after the first step\n"
+        "  --op-times                  after the run, each op's milliseconds per step and matrix-product rate,\n"
+        "                              over the steps from the third on (rank 0's ops; on a GPU each op syncs)\n"
         "  --sample N                  generate N tokens after training (--prompt TEXT --temperature X --top-k K;\n"
         "                              --temperature 0: greedy, the most likely token each time)\n"
         "  --tokenizer FILE            llm.c's gpt2_tokenizer.bin, or a directory (or its vocab.json) with Hugging\n"
@@ -180,6 +182,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         if (switch_flag({"--sp", "--sequence-parallel"})) { o.sp = true; continue; }
         if (switch_flag({"--no-shuffle"})) { o.shuffle = false; continue; }
         if (switch_flag({"--memory-report"})) { o.memory_report = true; continue; }
+        if (switch_flag({"--op-times"})) { o.op_times = true; continue; }
         if (switch_flag({"--skip-bad-steps"})) { o.skip_bad_steps = true; continue; }
         if (switch_flag({"--use-distributed-optimizer"})) { o.distributed_optimizer = true; continue; }
         if (!has_inline && i + 1 >= argc) bad(print, "unknown flag or missing value: " + a);

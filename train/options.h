@@ -45,6 +45,7 @@ struct TrainOptions {
     int eval_every = 0;          // with --hellaswag: before step 1 and every K steps (0: only at the end)
     std::string save, log;
     bool memory_report = false;
+    bool op_times = false;  // --op-times: each op's time per step after the run (train/op_times.h)
     int sample = 0;
     float temperature = 1.0f;
     int top_k = 0;

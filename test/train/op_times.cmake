@@ -1,0 +1,5 @@
+# --op-times (train/op_times.h): the trainer's own steps taken apart op by op (test/train/op_times.sh).
+add_test(NAME train_op_times COMMAND bash ${CMAKE_SOURCE_DIR}/test/train/op_times.sh $<TARGET_FILE:train_gpt>
+         $<TARGET_FILE:prepare_data> ${CMAKE_SOURCE_DIR} "${MPIEXEC_EXECUTABLE}")
+set_tests_properties(train_op_times PROPERTIES LABELS mpi TIMEOUT 120
+                     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
