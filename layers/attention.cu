@@ -111,16 +111,18 @@ static inline void softmax_dropout_row_cpu(T* probs, uint8_t* mask, T* probs_dro
     const int len = q + 1;  // keys 0..q
     float acc[kCpuPack];
     for (int j = 0; j < kCpuPack; j++) acc[j] = -INFINITY;
-    cpu_row_partials(len, [&](int j, int64_t k) {
+    // The row's last, partial pack in the SIMD loops too (cpu_row_partials_padded, vec8.h): the keys after q
+    // read there are not the row's (raw scores of later keys, or never written) and are selected away.
+    cpu_row_partials_padded(len, S, [&](int j, int64_t k, bool in) {
         const float v = to_f32(x[k]) * a.scale;
-        acc[j] = select_f(v > acc[j], v, acc[j]);  // a bit-mask select: see fast_exp.h
+        acc[j] = select_f(in & (v > acc[j]), v, acc[j]);  // a bit-mask select: see fast_exp.h
     });
     float m = -INFINITY;
     for (int j = 0; j < kCpuPack; j++) m = acc[j] > m ? acc[j] : m;
     for (int j = 0; j < kCpuPack; j++) acc[j] = 0.f;
-    cpu_row_partials(len, [&](int j, int64_t k) {
-        e[k] = fast_exp(to_f32(x[k]) * a.scale - m);
-        acc[j] += e[k];
+    cpu_row_partials_padded(len, S, [&](int j, int64_t k, bool in) {
+        e[k] = fast_exp(to_f32(x[k]) * a.scale - m);  // past q: not used (the loops below take keys <= q)
+        acc[j] = select_f(in, acc[j] + e[k], acc[j]);
     });
     const float inv_sum = 1.f / cpu_partials_total(acc);
     uint8_t* mr = mask + row * S;
@@ -175,9 +177,9 @@ static inline void softmax_dropout_backward_row_cpu(T* d, const T* probs, const 
     // Every load is unconditional and the mask picks with a bit-mask select (fast_exp.h): with a load
     // under `mr[k] ? ... :`, or a `?:` the compiler threads into a branch, the loop would stay scalar.
     float acc[kCpuPack] = {0};
-    cpu_row_partials(len, [&](int j, int64_t k) {
+    cpu_row_partials_padded(len, S, [&](int j, int64_t k, bool in) {
         const float dv = to_f32(dr[k]) * a.inv_keep, pv = to_f32(pr[k]);
-        acc[j] += select_f(mr[k] != 0, dv, 0.f) * pv;
+        acc[j] = select_f(in, acc[j] + select_f(mr[k] != 0, dv, 0.f) * pv, acc[j]);
     });
     const float dot = cpu_partials_total(acc);
     const int end = causal_row_end(q, a.block, S);

@@ -120,6 +120,29 @@ inline void cpu_row_partials(int64_t n, Add&& add) {
     for (int64_t i = full; i < n; i++) add((int)(i - full), i);
 }
 
+// The same fold with the row's partial last pack in the SIMD loop too, where the row has room for a whole
+// pack there (elements up to i0 + kCpuPack exist in memory, though past n they are not the row's: `room`).
+// add(j, i, in) is called with in = (i < n) and must leave partial j as it was when !in, by a select, not a
+// branch: then every partial sees exactly cpu_row_partials's operations in its order, and the same bits.
+// Why: a causal softmax row has q + 1 keys, so its last pack is partial in 15 rows of 16, and in the scalar
+// loop those up to 15 keys (an exponential each) cost as much as the rest of a 128-key row together.
+template <class Add>
+inline void cpu_row_partials_padded(int64_t n, int64_t room, Add&& add) {
+    const int64_t full = n - n % kCpuPack;
+    for (int64_t i0 = 0; i0 < full; i0 += kCpuPack) {
+#pragma omp simd
+        for (int j = 0; j < kCpuPack; j++) add(j, i0 + j, true);
+    }
+    if (full == n) return;
+    if (full + kCpuPack <= room) {
+        const int rem = (int)(n - full);
+#pragma omp simd
+        for (int j = 0; j < kCpuPack; j++) add(j, full + j, j < rem);
+    } else {
+        for (int64_t i = full; i < n; i++) add((int)(i - full), i, true);
+    }
+}
+
 // The kCpuPack partial sums of a row added in their fixed order (partial 0 first).
 inline float cpu_partials_total(const float* acc) {
     float t = 0.0f;
