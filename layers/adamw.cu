@@ -60,20 +60,36 @@ MM_CPU_LOOP static void adamw_cpu(float* __restrict__ param, const G* __restrict
 }
 
 // Σ x² in double, in a fixed order independent of the number of OpenMP threads: fixed-size chunks, each
-// summed in index order, then the chunk sums added in chunk order.
+// summed in kSsqLanes partial sums (lane j takes the chunk's elements j, j + kSsqLanes, ...; the partials added
+// in lane order at the end), then the chunk sums added in chunk order. Why lanes: one running double sum per
+// chunk is a chain of dependent additions, each waiting for the one before (4 cycles apiece), and took
+// 1.6 ms of the CPU peer's step for its 3.45 M gradients; independent lanes run in SIMD registers. The
+// order differs from that single chain, so the norm moves within double rounding (~1e-16 relative), far
+// below the float it becomes for clipping.
+constexpr int kSsqLanes = 16;
 template <class T>
-static double sum_of_squares_cpu(const T* x, int64_t n) {
+MM_CPU_LOOP static double sum_of_squares_cpu(const T* x, int64_t n) {
     const int64_t kChunk = 1 << 16;
     const int64_t chunks = (n + kChunk - 1) / kChunk;
     std::vector<double> partial((size_t)chunks, 0.0);
 #pragma omp parallel for schedule(static)
     for (int64_t k = 0; k < chunks; k++) {
-        const int64_t i1 = (k + 1) * kChunk < n ? (k + 1) * kChunk : n;
-        double s = 0.0;
-        for (int64_t i = k * kChunk; i < i1; i++) {
-            double xi = to_f32(x[i]);
-            s += xi * xi;
+        const int64_t i0 = k * kChunk, i1 = (k + 1) * kChunk < n ? (k + 1) * kChunk : n;
+        const int64_t full = i0 + (i1 - i0) / kSsqLanes * kSsqLanes;
+        double acc[kSsqLanes] = {0.0};
+        for (int64_t i = i0; i < full; i += kSsqLanes) {
+#pragma omp simd
+            for (int j = 0; j < kSsqLanes; j++) {
+                const double xi = to_f32(x[i + j]);
+                acc[j] += xi * xi;
+            }
         }
+        for (int64_t i = full; i < i1; i++) {
+            const double xi = to_f32(x[i]);
+            acc[i - full] += xi * xi;
+        }
+        double s = 0.0;
+        for (int j = 0; j < kSsqLanes; j++) s += acc[j];
         partial[(size_t)k] = s;
     }
     double total = 0.0;
