@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 #include "fast_exp.h"
@@ -56,6 +57,51 @@ static inline GemmBatchOperand out_part(const Tensor& t, int64_t offset, int64_t
 static inline GemmBatchOperand ss_part(const Tensor& t, int64_t offset, int S, int NH) {
     const int64_t SS = (int64_t)S * S;
     return GemmBatchOperand{elem_ptr(t, offset), S, NH * SS, SS};
+}
+
+// The operands Q, K, V and dO as the products read them. In place, a (b, n) matrix has its rows R (or RO)
+// elements apart: 24 KB at the CPU peer's shape (h 256, 8 sequences), so every row of a 64 × 32 operand is a
+// cache line on a page of its own. On the CPU in fp32 each op first copies the operands it reads into compact
+// [B, NH, S, HD] buffers (rows HD apart), which made the per-(sequence, head) products 1.3-1.5× faster on one
+// core at that shape (QKᵀ 42 -> 59 GFLOP/s, P·V 54 -> 84, dV 56 -> 80; bench/PERF_NOTES.md "Attention's
+// operands, compact"). OpenBLAS computes an element the same way whatever the operands' strides, so the results
+// are bit for bit those of the operands in place (checkpoints byte-identical). What the products write (the
+// s×s tensors, dQ, dK, dV in dqkv) stays in place. bf16 operands are widened into compact fp32 tiles by
+// gemm() anyway, and the GPU reads them in place. The buffers are scratch, not activations (the allocator
+// does not count them), and only grow: one per operand, reused by every layer and call.
+struct HeadsOperand {
+    const char* base;  // the (0, 0) matrix's first element
+    size_t elem;       // bytes per element
+    int64_t ld, outer_stride, stride;  // as GemmBatchOperand
+    GemmBatchOperand rows(int64_t r0) const {  // the matrices from their row r0 on
+        return GemmBatchOperand{base + (size_t)(r0 * ld) * elem, ld, outer_stride, stride};
+    }
+};
+enum HeadsBuffer { kHeadsQ, kHeadsK, kHeadsV, kHeadsDout, kHeadsBuffers };
+static std::vector<float> g_compact_heads[kHeadsBuffers];
+
+// The operand whose (b, n) matrix starts at element col + b·outer_stride + n·HD of t, rows ld apart.
+static HeadsOperand heads(const Ctx& ctx, const Tensor& t, int64_t col, int64_t ld, int64_t outer_stride,
+                          const AttnShape& sh, HeadsBuffer which) {
+    const size_t es = dtype_size(t.dtype);
+    const char* src = static_cast<const char*>(t.data) + (size_t)col * es;
+    if (ctx.device != Device::CPU || t.dtype != DType::F32) return HeadsOperand{src, es, ld, outer_stride, sh.HD};
+    const int S = sh.S, NH = sh.NH, HD = sh.HD;
+    const int64_t pairs = (int64_t)sh.B * NH, m = (int64_t)S * HD;
+    std::vector<float>& buf = g_compact_heads[which];
+    if ((int64_t)buf.size() < pairs * m) buf.resize((size_t)(pairs * m));
+    float* dst = buf.data();
+    const float* from = reinterpret_cast<const float*>(src);
+#pragma omp parallel for schedule(static)
+    for (int64_t pair = 0; pair < pairs; pair++) {
+        const float* x = from + (pair / NH) * outer_stride + (pair % NH) * HD;
+        for (int s = 0; s < S; s++) memcpy(dst + pair * m + (int64_t)s * HD, x + s * ld, sizeof(float) * HD);
+    }
+    return HeadsOperand{reinterpret_cast<const char*>(dst), sizeof(float), HD, NH * m, m};
+}
+static HeadsOperand qkv_heads(const Ctx& ctx, const Tensor& qkv, int part, const AttnShape& sh) {
+    return heads(ctx, qkv, (int64_t)part * sh.NH * sh.HD, (int64_t)sh.B * 3 * sh.NH * sh.HD, 3 * (int64_t)sh.NH * sh.HD,
+                 sh, (HeadsBuffer)part);
 }
 
 // The end (exclusive) of the keys row q of the s×s tensors holds: the end of q's block of queries (see
@@ -424,18 +470,17 @@ void attention_probs_forward(Ctx& ctx, Tensor probs, Tensor mask, Tensor probs_d
     check_ss("attention_probs_forward", "mask", mask, sh, DType::U8);
     if (!(p >= 0.f && p < 1.f)) mm_fatal("attention_probs_forward: dropout p=%g outside [0, 1)", p);
     const int S = sh.S, B = sh.B, NH = sh.NH, HD = sh.HD;
-    const int64_t R = (int64_t)B * 3 * NH * HD;  // row stride of Q, K, V
     const double gemm_flops = 2.0 * B * NH * (double)S * S * HD;
     OpScope scope(ctx, "attention_probs_forward", gemm_flops);
     // scores[b, n] = Q[b, n] · K[b, n]ᵀ, written straight into probs (the kernel below works in place).
     const int blk = attention_causal_block(ctx, S);
     {
         OpScope part(ctx, "qk_gemm", gemm_flops);  // the GEMM and the softmax kernel are timed apart
+        const HeadsOperand Q = qkv_heads(ctx, qkv, 0, sh), K = qkv_heads(ctx, qkv, 1, sh);
         for (int r0 = 0; r0 < S; r0 += blk) {  // queries r0 .. r1-1 against keys 0 .. r1-1
             const int r1 = std::min(S, r0 + blk);
-            gemm_batched(ctx, false, true, r1 - r0, r1, HD, 1.f, qkv_part(qkv, 0, r0 * R, R, NH, HD),
-                         qkv_part(qkv, 1, 0, R, NH, HD), 0.f, ss_part(probs, (int64_t)r0 * S, S, NH), qkv.dtype,
-                         probs.dtype, B, NH);
+            gemm_batched(ctx, false, true, r1 - r0, r1, HD, 1.f, Q.rows(r0), K.rows(0), 0.f,
+                         ss_part(probs, (int64_t)r0 * S, S, NH), qkv.dtype, probs.dtype, B, NH);
         }
     }
     OpScope part(ctx, "softmax_dropout");
@@ -478,15 +523,15 @@ void attention_context_forward(Ctx& ctx, Tensor out, Tensor probs_drop, Tensor q
     const int S = sh.S, B = sh.B, NH = sh.NH, HD = sh.HD;
     if (out.n != (int64_t)S * B * NH * HD || out.dtype != qkv.dtype)
         mm_fatal("attention_context_forward: out must be [S*B, NH*HD] of the qkv dtype");
-    const int64_t R = (int64_t)B * 3 * NH * HD, RO = (int64_t)B * NH * HD;
+    const int64_t RO = (int64_t)B * NH * HD;
     OpScope scope(ctx, "attention_context_forward", 2.0 * B * NH * (double)S * S * HD);
     // out[b, n] = probs_drop[b, n] · V[b, n]; the heads of out sit side by side in its [S·B, NH·HD] rows.
     const int blk = attention_causal_block(ctx, S);
+    const HeadsOperand V = qkv_heads(ctx, qkv, 2, sh);
     for (int r0 = 0; r0 < S; r0 += blk) {  // rows r0 .. r1-1 of probs_drop are 0 beyond key r1-1
         const int r1 = std::min(S, r0 + blk);
-        gemm_batched(ctx, false, false, r1 - r0, HD, r1, 1.f, ss_part(probs_drop, (int64_t)r0 * S, S, NH),
-                     qkv_part(qkv, 2, 0, R, NH, HD), 0.f, out_part(out, r0 * RO, RO, NH, HD), qkv.dtype, out.dtype,
-                     B, NH);
+        gemm_batched(ctx, false, false, r1 - r0, HD, r1, 1.f, ss_part(probs_drop, (int64_t)r0 * S, S, NH), V.rows(0),
+                     0.f, out_part(out, r0 * RO, RO, NH, HD), qkv.dtype, out.dtype, B, NH);
     }
 }
 
@@ -508,15 +553,15 @@ void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor p
     const int blk = attention_causal_block(ctx, S);
     {
         OpScope part(ctx, "dv_dp_gemm", 2 * 2.0 * B * NH * (double)S * S * HD);  // the parts timed apart (op_timer.h)
+        const HeadsOperand dO = heads(ctx, dout, 0, RO, (int64_t)NH * HD, sh, kHeadsDout), V = qkv_heads(ctx, qkv, 2, sh);
         for (int r0 = 0; r0 < S; r0 += blk) {
             const int r1 = std::min(S, r0 + blk);
             // dV[keys r0 .. r1-1] = P_dᵀ · dO over the queries r0 .. S-1 (earlier queries do not see these keys)
-            gemm_batched(ctx, true, false, r1 - r0, HD, S - r0, 1.f,
-                         ss_part(probs_drop, (int64_t)r0 * S + r0, S, NH), out_part(dout, r0 * RO, RO, NH, HD), 0.f,
-                         qkv_part(dqkv, 2, r0 * R, R, NH, HD), dt, dt, B, NH);
+            gemm_batched(ctx, true, false, r1 - r0, HD, S - r0, 1.f, ss_part(probs_drop, (int64_t)r0 * S + r0, S, NH),
+                         dO.rows(r0), 0.f, qkv_part(dqkv, 2, r0 * R, R, NH, HD), dt, dt, B, NH);
             // dP_d[queries r0 .. r1-1] = dO · Vᵀ over the keys 0 .. r1-1  (into scratch)
-            gemm_batched(ctx, false, true, r1 - r0, r1, HD, 1.f, out_part(dout, r0 * RO, RO, NH, HD),
-                         qkv_part(qkv, 2, 0, R, NH, HD), 0.f, ss_part(scratch, (int64_t)r0 * S, S, NH), dt, dt, B, NH);
+            gemm_batched(ctx, false, true, r1 - r0, r1, HD, 1.f, dO.rows(r0), V.rows(0), 0.f,
+                         ss_part(scratch, (int64_t)r0 * S, S, NH), dt, dt, B, NH);
         }
     }
     {
@@ -547,14 +592,15 @@ void attention_backward(Ctx& ctx, Tensor dqkv, Tensor dout, Tensor qkv, Tensor p
         });
     }
     OpScope part(ctx, "dq_dk_gemm", 2 * 2.0 * B * NH * (double)S * S * HD);
+    const HeadsOperand Q = qkv_heads(ctx, qkv, 0, sh), K = qkv_heads(ctx, qkv, 1, sh);
     for (int r0 = 0; r0 < S; r0 += blk) {
         const int r1 = std::min(S, r0 + blk);
         // dQ[queries r0 .. r1-1] = dS · K over the keys 0 .. r1-1
-        gemm_batched(ctx, false, false, r1 - r0, HD, r1, 1.f, ss_part(scratch, (int64_t)r0 * S, S, NH),
-                     qkv_part(qkv, 1, 0, R, NH, HD), 0.f, qkv_part(dqkv, 0, r0 * R, R, NH, HD), dt, dt, B, NH);
+        gemm_batched(ctx, false, false, r1 - r0, HD, r1, 1.f, ss_part(scratch, (int64_t)r0 * S, S, NH), K.rows(0), 0.f,
+                     qkv_part(dqkv, 0, r0 * R, R, NH, HD), dt, dt, B, NH);
         // dK[keys r0 .. r1-1] = dSᵀ · Q over the queries r0 .. S-1
         gemm_batched(ctx, true, false, r1 - r0, HD, S - r0, 1.f, ss_part(scratch, (int64_t)r0 * S + r0, S, NH),
-                     qkv_part(qkv, 0, r0 * R, R, NH, HD), 0.f, qkv_part(dqkv, 1, r0 * R, R, NH, HD), dt, dt, B, NH);
+                     Q.rows(r0), 0.f, qkv_part(dqkv, 1, r0 * R, R, NH, HD), dt, dt, B, NH);
     }
 }
 
