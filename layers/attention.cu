@@ -63,8 +63,8 @@ static inline GemmBatchOperand ss_part(const Tensor& t, int64_t offset, int S, i
 // elements apart: 24 KB at the CPU peer's shape (h 256, 8 sequences), so every row of a 64 × 32 operand is a
 // cache line on a page of its own. On the CPU in fp32 each op first copies the operands it reads into compact
 // [B, NH, S, HD] buffers (rows HD apart), which made the per-(sequence, head) products 1.3-1.5× faster on one
-// core at that shape (QKᵀ 42 -> 59 GFLOP/s, P·V 54 -> 84, dV 56 -> 80; bench/PERF_NOTES.md "Attention's
-// operands, compact"). OpenBLAS computes an element the same way whatever the operands' strides, so the results
+// core at that shape (QKᵀ 42 -> 59 GFLOP/s, P·V 54 -> 84, dV 56 -> 80, alone; in the step, less: see
+// bench/PERF_NOTES.md "Attention's operands, compact"). OpenBLAS computes an element the same way whatever the operands' strides, so the results
 // are bit for bit those of the operands in place (checkpoints byte-identical). What the products write (the
 // s×s tensors, dQ, dK, dV in dqkv) stays in place. bf16 operands are widened into compact fp32 tiles by
 // gemm() anyway, and the GPU reads them in place. The buffers are scratch, not activations (the allocator
