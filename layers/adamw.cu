@@ -34,7 +34,7 @@ __host__ __device__ inline void adamw_element(float* __restrict__ param, float* 
 
 // ---- fast CPU path -------------------------------------------------------------------------------------
 
-// The loops vectorise (MM_CPU_LOOP, vec8.h: AVX2 where the CPU has it, never FMA): division and square root are
+// The loops vectorise (MM_CPU_LOOP, vec8.h: AVX-512 or AVX2 where the CPU has it, never FMA): division and square root are
 // exact IEEE operations in any register width, so every lane gives the scalar loop's bits. The four arrays are
 // distinct tensors (__restrict__), which lets the compiler keep m, v and param in registers.
 // Fused: the update, then the new weight rounded once into the compute copy (the rounding of tensor_convert).

@@ -44,7 +44,7 @@ __host__ __device__ inline float gelu_grad_f(float x) {
 
 // ---- fast CPU path -------------------------------------------------------------------------------------
 // One SIMD loop over the elements, split between the OpenMP threads: the element function has no library call
-// inside, so the compiler vectorises all of it (MM_CPU_LOOP, vec8.h: in AVX2 registers where the CPU has them).
+// inside, so the compiler vectorises all of it (MM_CPU_LOOP, vec8.h: in AVX-512 or AVX2 registers where the CPU has them).
 // The element function is made of IEEE operations only (no FMA is enabled, nothing is reassociated), so an
 // element gets the same bits in a vector lane or in the scalar loop that finishes the tail: the result does
 // not depend on the thread count, which moves the tails. (An earlier version copied packs of 16 through a

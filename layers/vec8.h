@@ -94,13 +94,18 @@ __device__ inline bool mask8_get(uint64_t bits, int k) { return ((bits >> (8 * k
 // into accesses of unequal widths, which defeats store-to-load forwarding.
 constexpr int kCpuPack = 16;
 
-// The CPU loops over packs are compiled twice, for AVX2 (8 floats per register) and for the x86-64 baseline
-// (SSE2, 4), and the program picks the AVX2 copy when it starts on a CPU that has it (GCC's target_clones,
-// resolved once by the dynamic loader). Neither copy enables FMA, so both run the same IEEE operations on
-// each element in the same order: the same bits on any x86-64 machine, only fewer instructions. The build
-// can turn this off (CMake option MM_CPU_CLONES).
+// The CPU loops over packs are compiled three times, for AVX-512 (16 floats per register), AVX2 (8) and the
+// x86-64 baseline (SSE2, 4), and the program picks the widest copy the CPU it starts on has (GCC's
+// target_clones, resolved once by the dynamic loader). No copy fuses a multiply and an add (the build sets
+// -ffp-contract=off: AVX-512 has FMA instructions, and GCC would otherwise use them), so every copy runs the
+// same IEEE operations on each element in the same order: the same bits on any x86-64 machine, only fewer
+// instructions. A pack of kCpuPack floats is one AVX-512 register. Why AVX-512 pays even where a core
+// executes it as two 256-bit halves (AMD Zen 4): an element's math is one long chain of dependent operations
+// (GeLU's is ~40), and a 16-lane register carries twice the elements down each chain; GeLU's forward took
+// 0.76 ms instead of 1.19 for 1 M elements on one Zen 4 core (bench/PERF_NOTES.md "AVX-512 copies"). The
+// build can turn the copies off (CMake option MM_CPU_CLONES).
 #if defined(MM_CPU_CLONES) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDA_ARCH__)
-#define MM_CPU_LOOP __attribute__((target_clones("avx2", "default")))
+#define MM_CPU_LOOP __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define MM_CPU_LOOP
 #endif
