@@ -147,7 +147,7 @@ struct SoftmaxBackArgs {
 // One row (b, n, q) of the softmax + dropout; e is the caller's row buffer of S floats. Inlined into the
 // vectorised loops below (their MM_CPU_LOOP copies), never called on its own.
 template <class T>
-static inline void softmax_dropout_row_cpu(T* probs, uint8_t* mask, T* probs_drop, const SoftmaxDropoutArgs& a,
+MM_CPU_INLINE static void softmax_dropout_row_cpu(T* probs, uint8_t* mask, T* probs_drop, const SoftmaxDropoutArgs& a,
                                            int64_t row, float* e) {
     const int S = a.S;
     const int q = (int)(row % S);
@@ -212,7 +212,7 @@ MM_CPU_LOOP static void softmax_dropout_cpu(T* probs, uint8_t* mask, T* probs_dr
 
 // One row of the softmax + dropout backward, inlined as softmax_dropout_row_cpu is.
 template <class T>
-static inline void softmax_dropout_backward_row_cpu(T* d, const T* probs, const uint8_t* mask, const SoftmaxBackArgs& a,
+MM_CPU_INLINE static void softmax_dropout_backward_row_cpu(T* d, const T* probs, const uint8_t* mask, const SoftmaxBackArgs& a,
                                                     int64_t row) {
     const int S = a.S;
     const int q = (int)(row % S);

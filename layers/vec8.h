@@ -109,6 +109,11 @@ constexpr int kCpuPack = 16;
 #else
 #define MM_CPU_LOOP
 #endif
+// A helper of the CPU loops (a row function, a reduction) must be inlined into the MM_CPU_LOOP function that
+// calls it: called instead, it runs as compiled for the x86-64 baseline, 4 lanes wide, whatever copy calls it.
+// GCC's inliner declined the softmax row (attention.cu) and cpu_pairwise_row_sums below, which then ran at
+// SSE2 width inside the AVX-512 and AVX2 copies (bench/PERF_NOTES.md "AVX-512 copies"). So they say so.
+#define MM_CPU_INLINE __attribute__((always_inline)) inline
 
 // A row reduction in the fixed order: add(j, i) folds element i of the row into partial j, for every i in
 // [0, n), with j = i mod kCpuPack. Full packs go through one SIMD loop (the partials are independent, so
@@ -116,7 +121,7 @@ constexpr int kCpuPack = 16;
 // way each partial sees its elements in increasing i. The caller starts the partials (0, or -inf for a
 // maximum) and combines them in a fixed order at the end (cpu_partials_total for a sum).
 template <class Add>
-inline void cpu_row_partials(int64_t n, Add&& add) {
+MM_CPU_INLINE void cpu_row_partials(int64_t n, Add&& add) {
     const int64_t full = n - n % kCpuPack;  // elements in full packs
     for (int64_t i0 = 0; i0 < full; i0 += kCpuPack) {
 #pragma omp simd
@@ -132,7 +137,7 @@ inline void cpu_row_partials(int64_t n, Add&& add) {
 // Why: a causal softmax row has q + 1 keys, so its last pack is partial in 15 rows of 16, and in the scalar
 // loop those up to 15 keys (an exponential each) cost as much as the rest of a 128-key row together.
 template <class Add>
-inline void cpu_row_partials_padded(int64_t n, int64_t room, Add&& add) {
+MM_CPU_INLINE void cpu_row_partials_padded(int64_t n, int64_t room, Add&& add) {
     const int64_t full = n - n % kCpuPack;
     for (int64_t i0 = 0; i0 < full; i0 += kCpuPack) {
 #pragma omp simd
@@ -166,7 +171,7 @@ inline float cpu_partials_total(const float* acc) {
 // add_row(acc, r) adds row r's terms for the strip into acc[0, kWidth); the column sums land in total[0, kWidth).
 constexpr int kSumLeafRows = 16;
 template <int kWidth, class AddRow>
-inline void cpu_pairwise_row_sums(int64_t N, float* total, AddRow&& add_row) {
+MM_CPU_INLINE void cpu_pairwise_row_sums(int64_t N, float* total, AddRow&& add_row) {
     constexpr int kLevels = 40;  // 2^40 leaves: any row count an int64 index reaches here
     float level[kLevels][kWidth];
     int64_t leaves = 0;
