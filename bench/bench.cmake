@@ -71,7 +71,7 @@ find_library(MM_BLIS_LIB NAMES blis PATHS /usr/lib/x86_64-linux-gnu/blis-openmp 
 find_path(MM_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
 find_library(MM_DNNL_LIB NAMES dnnl)
 if(MM_BLIS_INCLUDE_DIR AND MM_BLIS_LIB AND MM_DNNL_INCLUDE_DIR AND MM_DNNL_LIB)
-  mm_executable(gemm_compare SOURCES ${CMAKE_SOURCE_DIR}/bench/gemm_compare.cu MODULES runtime)
+  mm_executable(gemm_compare SOURCES ${CMAKE_SOURCE_DIR}/bench/gemm_compare.cu MODULES runtime matmul)
   # blis.h by its full path: BLIS's folder also has a cblas.h, which on the include path would hide OpenBLAS's.
   target_compile_definitions(gemm_compare PRIVATE "MM_BLIS_HEADER=\"${MM_BLIS_INCLUDE_DIR}/blis.h\"")
   target_include_directories(gemm_compare PRIVATE ${MM_DNNL_INCLUDE_DIR})

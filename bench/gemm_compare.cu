@@ -12,15 +12,18 @@
 //    change the trainer's results at all;
 //  - the error against a float64 product on sampled rows: max |c − r| / rms(r) over the checked elements.
 // The candidates:
-//  - tiles/openblas: the project's scheme until 2026-12-03 (matmul.cu): every matrix of a batch is a task,
-//    cut along the longer side of its output into 128-row (or column) tiles, OpenMP threads run the tasks,
-//    each tile one single-threaded OpenBLAS call;
+//  - tiles/openblas: the project's scheme (matmul.cu): every matrix of a batch is a task, cut along the
+//    longer side of its output into tiles (cpu_gemm_tiles: an even number of near-equal pieces of at most 512
+//    rows or columns), OpenMP threads run the tasks, each tile one single-threaded OpenBLAS call;
+//  - tiles128/openblas: the same with the 128-row (or column) tiles of the project until 2026-12-04;
 //  - mt/openblas: one cblas_sgemm per matrix, OpenBLAS's own threads (openblas_set_num_threads);
 //  - mt/blis: one bli_sgemm_ex per matrix, BLIS's own threads (the rntm_t of the call);
 //  - tiles/blis: the tiles above, each one single-threaded BLIS call;
 //  - onednn: one oneDNN matmul primitive per gemm_batched call (a 4-D [outer, inner, M, K] problem with the
 //    call's strides; made once per shape before timing, as a primitive cache would), OpenMP threads.
 // Times are medians of repeated runs of one call's whole work (all its blocks for attention).
+#include "../layers/matmul.h"
+
 #include <cblas.h>
 #include <dlfcn.h>
 #include <omp.h>
@@ -66,22 +69,24 @@ static double now_ms() {
 
 // ---- the candidates ----------------------------------------------------------------------------------------
 
-constexpr int kTile = 128;  // matmul.cu's kGemmTile until 2026-12-03
+constexpr int kTile128 = 128;  // matmul.cu's tile until 2026-12-04
 
 // The tile scheme with a per-tile single-threaded product `f` (OpenBLAS or BLIS).
 using TileGemm = std::function<void(bool ta, bool tb, int m, int n, int k, const float* a, int64_t lda,
                                     const float* b, int64_t ldb, float* c, int64_t ldc)>;
-static void run_tiles(const Call& c, const TileGemm& f) {
+static void run_tiles(const Call& c, const TileGemm& f, bool tiles128 = false) {
     const bool split_rows = c.M >= c.N;
-    const int tiles = ((split_rows ? c.M : c.N) + kTile - 1) / kTile;
+    const int L = split_rows ? c.M : c.N;
+    const GemmTiles cut = tiles128 ? GemmTiles{kTile128, (L + kTile128 - 1) / kTile128} : cpu_gemm_tiles(L);
+    const int tiles = cut.count;
     const int64_t tasks = (int64_t)c.outer * c.inner * tiles;
 #pragma omp parallel for schedule(static) if (tasks > 1)
     for (int64_t t = 0; t < tasks; t++) {
         const int64_t mat = t / tiles, o = mat / c.inner, i = mat % c.inner;
         const int tile = (int)(t % tiles);
-        const int r0 = split_rows ? tile * kTile : 0, c0 = split_rows ? 0 : tile * kTile;
-        const int m = split_rows ? std::min(kTile, c.M - r0) : c.M;
-        const int n = split_rows ? c.N : std::min(kTile, c.N - c0);
+        const int r0 = split_rows ? tile * cut.size : 0, c0 = split_rows ? 0 : tile * cut.size;
+        const int m = split_rows ? std::min(cut.size, c.M - r0) : c.M;
+        const int n = split_rows ? c.N : std::min(cut.size, c.N - c0);
         const float* a = c.A.ptr + o * c.A.outer + i * c.A.stride + (c.ta ? r0 : (int64_t)r0 * c.A.ld);
         const float* b = c.B.ptr + o * c.B.outer + i * c.B.stride + (c.tb ? (int64_t)c0 * c.B.ld : c0);
         float* cc = c.C.ptr + o * c.C.outer + i * c.C.stride + (int64_t)r0 * c.C.ld + c0;
@@ -154,6 +159,13 @@ static std::vector<Candidate> candidates(OneDnn& dnn) {
                      openblas_set_num_threads(1);
                      omp_set_num_threads(threads);
                      for (const Call& c : w.calls) run_tiles(c, openblas_one);
+                 },
+                 nullptr});
+    v.push_back({"tiles128/openblas", nullptr,
+                 [](const Work& w, int threads) {
+                     openblas_set_num_threads(1);
+                     omp_set_num_threads(threads);
+                     for (const Call& c : w.calls) run_tiles(c, openblas_one, true);
                  },
                  nullptr});
     v.push_back({"mt/openblas", nullptr,

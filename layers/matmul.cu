@@ -55,10 +55,7 @@ static bool blas_single_threaded() {
 constexpr int kGemmTileMax = 512;
 constexpr int kGemmTileAlign = 16;
 
-struct GemmTiles {
-    int size, count;  // count pieces of `size` (the last one may be shorter)
-};
-static GemmTiles gemm_tiles(int L) {  // L: the output's longer side
+GemmTiles cpu_gemm_tiles(int L) {  // L: the output's longer side
     int parts = (L + kGemmTileMax - 1) / kGemmTileMax;
     if (parts % 2 == 1 && L >= 2 * kGemmTileAlign) parts++;
     int size = (L + parts - 1) / parts;
@@ -87,7 +84,7 @@ static void gemm_cpu(bool transA, bool transB, int M, int N, int K, float alpha,
     const CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
     const CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
     const bool split_rows = M >= N;
-    const GemmTiles cut = gemm_tiles(split_rows ? M : N);
+    const GemmTiles cut = cpu_gemm_tiles(split_rows ? M : N);
     const int tiles = cut.count;
     const int64_t tasks = (int64_t)outer * inner * tiles;
     const bool parallel = tasks > 1 && blas_single_threaded();

@@ -42,6 +42,14 @@ void gemm_batched(Ctx& ctx, bool transA, bool transB, int M, int N, int K, float
 // arrays): the model reserves them before its first step, so the scratch never grows inside a step.
 size_t gemm_batched_scratch_bytes(int64_t outer, int64_t inner);
 
+// CPU only: how gemm() cuts an output among its OpenMP tasks (matmul.cu says why): the longer side L into
+// `count` tiles of `size` rows or columns, the last one possibly shorter. Public for bench/gemm_compare, which
+// times the same cut with other libraries.
+struct GemmTiles {
+    int size, count;
+};
+GemmTiles cpu_gemm_tiles(int L);
+
 // CPU only: one fp32 product of compact row-major operands on the calling thread, for an op that cuts its own
 // work into OpenMP tasks (flash attention's tiles). cpu_gemm_single_threaded() says whether OpenBLAS runs
 // single-threaded (the default; OPENBLAS_NUM_THREADS, when set, wins): only then may the caller's tasks run
