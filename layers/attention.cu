@@ -21,7 +21,8 @@
 // element b·3·NH·HD + n·HD with row stride R = B·3·NH·HD (consecutive s are B rows apart); K and V are the
 // same, shifted by NH·HD and 2·NH·HD columns: heads HD elements apart, sequences 3·NH·HD apart. So one
 // two-level batched GEMM (gemm_batched, matmul.h) per block of queries covers all heads of all sequences
-// ("Causal blocking" below) and no transpose of Q, K or V is ever materialized. probs etc. are [B, NH, S, S].
+// ("Causal blocking" below) and no transpose of Q, K or V is ever materialized (on the CPU in fp32 the
+// products read compact copies of them, same orientation: "The operands" below). probs etc. are [B, NH, S, S].
 //
 // Precision (as Megatron's fused softmax): the scores GEMM writes the activation dtype (bf16 in a bf16 run),
 // the softmax reads it and does all its math in fp32.
@@ -64,8 +65,9 @@ static inline GemmBatchOperand ss_part(const Tensor& t, int64_t offset, int S, i
 // cache line on a page of its own. On the CPU in fp32 each op first copies the operands it reads into compact
 // [B, NH, S, HD] buffers (rows HD apart), which made the per-(sequence, head) products 1.3-1.5× faster on one
 // core at that shape (QKᵀ 42 -> 59 GFLOP/s, P·V 54 -> 84, dV 56 -> 80, alone; in the step, less: see
-// bench/PERF_NOTES.md "Attention's operands, compact"). OpenBLAS computes an element the same way whatever the operands' strides, so the results
-// are bit for bit those of the operands in place (checkpoints byte-identical). What the products write (the
+// bench/PERF_NOTES.md "Attention's operands, compact"). OpenBLAS computes an element the same way whatever
+// the operands' strides, so the results are bit for bit those of the operands in place (checkpoints
+// byte-identical). What the products write (the
 // s×s tensors, dQ, dK, dV in dqkv) stays in place. bf16 operands are widened into compact fp32 tiles by
 // gemm() anyway, and the GPU reads them in place. The buffers are scratch, not activations (the allocator
 // does not count them), and only grow: one per operand, reused by every layer and call.

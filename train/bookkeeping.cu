@@ -43,8 +43,7 @@ void begin_step(Run& run, Progress& p, int step) {
     run.alloc->reset_peak();
     run.alloc->keep_peak_snapshot(run.opt.memory_report && step == run.start_step);  // layers/activation_allocator.h
     p.cp0 = cp_stats();
-    p.op_times.on = run.opt.op_times;
-    op_times_begin_step(p.op_times, step, run.start_step, run.opt.steps);
+    op_times_begin_step(p.op_times, run.opt.op_times, step, run.start_step, run.opt.steps);
     p.t0 = now_s();
 }
 

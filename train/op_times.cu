@@ -4,14 +4,15 @@
 #include <algorithm>
 #include <cstdio>
 
-void op_times_begin_step(OpTimes& t, int step, int start_step, int last_step) {
-    if (!t.on) return;
+void op_times_begin_step(OpTimes& t, bool enabled, int step, int start_step, int last_step) {
+    if (!enabled) return;
     if (t.first == 0) t.first = std::min(start_step + 2, last_step);
-    if (step >= t.first) op_timer_start();
+    t.timing = step >= t.first;
+    if (t.timing) op_timer_start();
 }
 
 void op_times_end_step(OpTimes& t, double step_seconds) {
-    if (!t.on || !op_timer_detail::state.on) return;
+    if (!t.timing) return;
     for (const OpTime& o : op_timer_collect()) {
         auto it = std::find_if(t.totals.begin(), t.totals.end(), [&](const OpTime& x) { return x.name == o.name; });
         if (it == t.totals.end()) {
@@ -21,6 +22,7 @@ void op_times_end_step(OpTimes& t, double step_seconds) {
         }
     }
     op_timer_stop();
+    t.timing = false;
     t.steps++;
     t.step_ms += step_seconds * 1e3;
 }

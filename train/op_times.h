@@ -15,15 +15,16 @@
 #include "../layers/op_timer.h"
 
 struct OpTimes {
-    bool on = false;      // --op-times
-    int first = 0;        // the first timed step
+    int first = 0;        // the first timed step (0: not known yet)
+    bool timing = false;  // the step in flight started the timer
     int steps = 0;        // steps timed so far
     double step_ms = 0;   // their wall time, summed
     std::vector<OpTime> totals;  // summed over the timed steps, in order of first call
 };
 
-// Before a step: the timer starts at the first timed step (the run's third, or its last when shorter).
-void op_times_begin_step(OpTimes& t, int step, int start_step, int last_step);
+// Before a step of a run with --op-times (`enabled`): the timer starts at the first timed step (the run's
+// third, or its last when shorter).
+void op_times_begin_step(OpTimes& t, bool enabled, int step, int start_step, int last_step);
 // After a step (the device synchronized): its ops' times and its wall time join the totals; the timer stops
 // until the next step, so validation and checkpoints between steps are not counted.
 void op_times_end_step(OpTimes& t, double step_seconds);

@@ -73,8 +73,8 @@ static void test_gemm(Ctx& ctx, int M, int N, int K, double f32_tol) {
     printf("gemm %dx%dx%d: %d cases checked\n", M, N, K, cases);
 }
 
-// The CPU GEMM cuts each output into tiles of rows or columns fixed by its shape (gemm_tiles, matmul.cu) and runs them on OpenMP
-// threads: the same bits with 1, 2 and 3 threads, for a cut along the rows and one along the columns, each
+// The CPU GEMM cuts each output into tiles of rows or columns fixed by its shape (cpu_gemm_tiles, matmul.cu)
+// and runs them on OpenMP threads: the same bits with 1, 2 and 3 threads, for a cut along the rows and one along the columns, each
 // with a partial last tile, batched, f32 and bf16.
 static void test_gemm_threads(Ctx& ctx) {
     const int shapes[][3] = {{600, 70, 33}, {40, 530, 17}};
