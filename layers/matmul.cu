@@ -56,6 +56,7 @@ constexpr int kGemmTileMax = 512;
 constexpr int kGemmTileAlign = 16;
 
 GemmTiles cpu_gemm_tiles(int L) {  // L: the output's longer side
+    if (L <= 0) return {1, 0};  // an empty output: no tiles
     int parts = (L + kGemmTileMax - 1) / kGemmTileMax;
     if (parts % 2 == 1 && L >= 2 * kGemmTileAlign) parts++;
     int size = (L + parts - 1) / parts;
