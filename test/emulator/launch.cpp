@@ -85,6 +85,7 @@ constexpr size_t kStackBytes = 256 * 1024;
 constexpr size_t kStaticSharedLimit = 48 * 1024;
 constexpr size_t kDynamicSharedDefault = 48 * 1024;
 constexpr size_t kDynamicSharedOptin = 232448;  // 227 KB, sm_90 (sm_80: 163 KB)
+constexpr size_t kMaxPayload = 128;             // warp_gather: bytes per lane
 
 enum State { kReady, kBlocked, kDone };
 
@@ -108,6 +109,9 @@ struct Warp {
     const char* what = nullptr;
     uint64_t gen = 0;
     uint64_t slots[2][32];
+    // warp_gather's payloads, one per lane and parity of gen (kMaxPayload bytes each), and their size.
+    unsigned char payload[2][32][kMaxPayload];
+    size_t payload_bytes[2];
     char sync[2];  // ThreadSanitizer sync objects, one per parity of gen
 };
 
@@ -307,8 +311,12 @@ void syncthreads() {
     EMU_ACQUIRE(&r.bar_sync[parity]);
 }
 
-uint64_t warp_collective(unsigned mask, uint64_t value, int kind, int arg, int width, const char* what) {
-    Runner& r = runner();
+
+namespace {
+// The meeting of a warp collective: every lane named in `mask` arrives (with `value`, and for warp_gather a
+// payload of `bytes` at `in`); the last to arrive wakes the others. Returns the parity of the slots to read.
+uint64_t warp_meet(Runner& r, unsigned mask, uint64_t value, const void* in, size_t bytes, int kind, int width,
+                   const char* what) {
     Fiber& f = *r.cur;
     Warp& w = r.warps[f.linear / 32];
     const unsigned lane = f.linear % 32, bit = 1u << lane;
@@ -326,7 +334,8 @@ uint64_t warp_collective(unsigned mask, uint64_t value, int kind, int arg, int w
         w.want = mask;
         w.kind = kind;
         w.what = what;
-    } else if (w.want != mask || w.kind != kind) {
+        w.payload_bytes[w.gen & 1] = bytes;
+    } else if (w.want != mask || w.kind != kind || w.payload_bytes[w.gen & 1] != bytes) {
         fatal("kernel %s, block (%u,%u,%u), warp %u: lane %u calls %s with mask 0x%08x while lanes 0x%08x wait in %s "
               "with mask 0x%08x: CUDA requires every lane named in a mask to call the same collective with the same "
               "mask (and this emulator runs one warp collective at a time per warp)", r.kernel, blockIdx.x,
@@ -334,6 +343,7 @@ uint64_t warp_collective(unsigned mask, uint64_t value, int kind, int arg, int w
     }
     const uint64_t p = w.gen & 1;
     w.slots[p][lane] = value;
+    if (bytes) memcpy(w.payload[p][lane], in, bytes);
     w.arrived |= bit;
     const bool last = w.arrived == w.want;
     EMU_IGNORE_END();
@@ -356,6 +366,16 @@ uint64_t warp_collective(unsigned mask, uint64_t value, int kind, int arg, int w
         switch_to_scheduler(r, f);
     }
     EMU_ACQUIRE(&w.sync[p]);
+    return p;
+}
+}  // namespace
+
+uint64_t warp_collective(unsigned mask, uint64_t value, int kind, int arg, int width, const char* what) {
+    Runner& r = runner();
+    const uint64_t p = warp_meet(r, mask, value, nullptr, 0, kind, width, what);
+    Fiber& f = *r.cur;
+    Warp& w = r.warps[f.linear / 32];
+    const unsigned lane = f.linear % 32;
     EMU_IGNORE_BEGIN();
     const unsigned seg = lane & ~(unsigned)(width - 1);
     int src = (int)lane;
@@ -378,6 +398,24 @@ uint64_t warp_collective(unsigned mask, uint64_t value, int kind, int arg, int w
     EMU_IGNORE_END();
     return out;
 }
+
+void warp_gather(unsigned mask, const void* in, size_t bytes, void* all, const char* what) {
+    Runner& r = runner();
+    if (bytes == 0 || bytes > kMaxPayload)
+        fatal("kernel %s: %s gathers %zu bytes per lane: 1 to %zu allowed", r.kernel, what, bytes, kMaxPayload);
+    const uint64_t p = warp_meet(r, mask, 0, in, bytes, 6, 32, what);
+    Fiber& f = *r.cur;
+    Warp& w = r.warps[f.linear / 32];
+    EMU_IGNORE_BEGIN();
+    // Lanes outside the mask read as the NaN pattern.
+    for (unsigned l = 0; l < 32; l++) {
+        unsigned char* dst = static_cast<unsigned char*>(all) + l * bytes;
+        if ((mask >> l) & 1) memcpy(dst, w.payload[p][l], bytes);
+        else memset(dst, 0xff, bytes);
+    }
+    EMU_IGNORE_END();
+}
+
 
 void shared_static(void* p, size_t bytes, const char* name) {
     Runner& r = runner();

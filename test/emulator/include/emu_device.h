@@ -34,6 +34,11 @@ void syncthreads();
 // (arg = srcLane), 2 __shfl_xor_sync (arg = laneMask), 3 __shfl_down_sync (arg = delta), 4 __shfl_up_sync,
 // 5 __ballot_sync (returns the mask of lanes whose value is non-zero). Width as CUDA's.
 uint64_t warp_collective(unsigned mask, uint64_t value, int kind, int arg, int width, const char* what);
+// A warp collective that moves a payload (the emulated tensor-core operations are built on it): every lane
+// named in `mask` arrives with `bytes` bytes (1..128) at `in`; when all have arrived, each of them finds lane
+// l's payload at all + l * bytes (the NaN pattern for a lane outside the mask). Like a shuffle, it orders no
+// memory: only the values handed over are exchanged.
+void warp_gather(unsigned mask, const void* in, size_t bytes, void* all, const char* what);
 
 // ---- shared memory (launch.cpp) -----------------------------------------------------------------------------
 // A static __shared__ array (made `static thread_local` by the transform): counted against the 48 KB limit

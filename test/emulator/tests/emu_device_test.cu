@@ -1,7 +1,7 @@
 // The emulated device's own semantics and limits (test/emulator), one mode per run:
-//   --semantics        warp shuffles with masks and widths, __ballot_sync, __syncwarp, __syncthreads across
-//                      warps, static and dynamic shared memory, atomics, the NaN fill, two streams ordered by an
-//                      event; exits 0 when every check holds
+//   --semantics        warp shuffles with masks and widths, __ballot_sync, __syncwarp, emu::warp_gather,
+//                      __syncthreads across warps, static and dynamic shared memory, atomics, the NaN fill, two
+//                      streams ordered by an event; exits 0 when every check holds
 //   --smem-attr        a launch with 64 KB of dynamic shared memory after cudaFuncSetAttribute: runs
 //   --smem-no-attr     the same launch without the attribute: refused (negative control, exits 1)
 //   --threads-1025     a block of 1025 threads: refused (exits 1)
@@ -48,6 +48,23 @@ __global__ void warp_kernel(int* out) {
     o[6] = (int)__shfl_xor_sync(0xffffffffu, f, 1);        // a float through the shuffle
     __syncwarp();
     o[7] = __shfl_xor_sync(0x0000ffffu | 0xffff0000u, lane, 16);
+}
+
+// emu::warp_gather (the emulator's own collective under the tensor-core operations): lane l hands over
+// {l, 100 + l, 200 + l} and reads every lane's; with mask 0x0000ffff only the low half takes part.
+__global__ void gather_kernel(int* out) {
+    const int lane = threadIdx.x % 32;
+    int mine[3] = {lane, 100 + lane, 200 + lane}, all[32 * 3];
+    emu::warp_gather(0xffffffffu, mine, sizeof mine, all, "gather_kernel");
+    int sum = 0;
+    for (int l = 0; l < 32; l++) sum += all[l * 3] + all[l * 3 + 1] + all[l * 3 + 2];
+    out[threadIdx.x * 2] = sum;  // 3 * 496 + 32 * 300 = 11088
+    int half = -1;
+    if (lane < 16) {
+        emu::warp_gather(0x0000ffffu, mine, sizeof mine, all, "gather_kernel (half)");
+        half = all[15 * 3 + 2] + (all[16 * 3] == -1 ? 1 : 0);  // lane 15's third value; lane 16: NaN pattern
+    }
+    out[threadIdx.x * 2 + 1] = half;
 }
 
 // Thread t writes shared[t], then (after __syncthreads) reads its neighbour's across the warps.
@@ -114,6 +131,16 @@ static int semantics() {
         expect((unsigned)o[5] == 0xaaaaaaaau, "__ballot_sync");
         expect(o[6] == (lane ^ 1), "__shfl_xor_sync of a float");
         expect(o[7] == (lane ^ 16), "__shfl_xor_sync across the half warps");
+    }
+    int* d_gather;
+    CHECK_CUDA(cudaMalloc(&d_gather, 64 * 2 * sizeof(int)));
+    gather_kernel<<<1, 64>>>(d_gather);
+    CHECK_CUDA(cudaGetLastError());
+    std::vector<int> g(64 * 2);
+    CHECK_CUDA(cudaMemcpy(g.data(), d_gather, g.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    for (int t = 0; t < 64; t++) {
+        expect(g[t * 2] == 11088, "emu::warp_gather: every lane's payload");
+        expect(g[t * 2 + 1] == (t % 32 < 16 ? 216 : -1), "emu::warp_gather with a half mask");
     }
     float *d_blk, *d_probe;
     int* d_count;
