@@ -1,6 +1,6 @@
 // gpt.cu — the model on one rank: weights, initialization, and the forward / backward of a step.
 #include "gpt.h"
-#include "test_hooks.h"
+#include "../layers/test_hooks.h"
 
 #include <algorithm>
 #include <cmath>

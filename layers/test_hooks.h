@@ -1,7 +1,9 @@
 // test_hooks.h — faults and switches that only tests turn on; production code never sets them, and with the
 // defaults they do nothing. They live here, in one struct, so that no production interface carries a
-// test-only argument (model/gpt.cu, model/train_step.cu and model/pipeline_step.cu read them; the trainer sets the NaN step
-// and the stopped stage from its hidden flags).
+// test-only argument. On the ground floor (layers/), so that every part of the trainer may read them without
+// including what lies above it: model/gpt.cu, model/train_step.cu, model/pipeline_step.cu and
+// parallel/context_parallel.cu read them; the trainer sets the NaN step and the stopped stage from its hidden
+// flags (train/run.cu).
 #pragma once
 
 struct TestHooks {
