@@ -14,7 +14,8 @@ const char* model_state_name(int kind) {
 }
 
 Tensor ModelStateMemory::alloc(Device device, DType dtype, int64_t n, int kind) {
-    Tensor t = tensor_zeros(device, dtype, n);
+    const std::string what = std::string("the model state '") + model_state_name(kind) + "'";
+    Tensor t = tensor_zeros(device, dtype, n, what.c_str());
     bytes[kind] += (int64_t)t.bytes();
     elements[kind] += n;
     return t;
