@@ -13,11 +13,14 @@
 #include "../model/pipeline_step.h"
 #include "../parallel/zero_bubble_schedule.h"
 #include "../parallel/comm.h"
-// Learning rate at `step` (1-based): linear warmup, then constant or cosine decay to min_lr_frac · lr.
+#include "../recompute/other_reports.h"
+// Learning rate at `step` (1-based): linear warmup, then constant or cosine decay to min_lr_frac · lr over
+// steps 1..lr_decay_steps (0: --steps), and min_lr_frac · lr after them.
 float learning_rate(const TrainOptions& o, int step) {
     if (o.warmup > 0 && step <= o.warmup) return o.lr * step / o.warmup;
-    if (o.lr_schedule == "constant" || o.steps <= o.warmup) return o.lr;
-    float progress = (float)(step - o.warmup) / (float)(o.steps - o.warmup);
+    const int decay = o.lr_decay_steps > 0 ? o.lr_decay_steps : o.steps;
+    if (o.lr_schedule == "constant" || decay <= o.warmup) return o.lr;
+    float progress = std::min(1.0f, (float)(step - o.warmup) / (float)(decay - o.warmup));
     float min_lr = o.lr * o.min_lr_frac;
     return min_lr + 0.5f * (o.lr - min_lr) * (1.0f + std::cos((float)M_PI * progress));
 }
@@ -106,20 +109,10 @@ static void report_context_parallel(const Run& run, const Progress& p) {
 }
 
 
-// Pipeline parallelism: the ideal bubble of the schedule next to what each stage measured, the share of its
-// forward-backward time spent blocked in exchanges (collective; rank 0 prints). The first stage waits at the
-// start of its cool-down, the last stage at the start of the step: the paper's bubble (§2).
-double ideal_bubble_rate(const Run& run, std::string* formula) {
-    const int p = run.grid.pp, M = run.micro_batches;
-    if (!is_zero_bubble(run.schedule)) {
-        *formula = "(p-1)/(m*M)";
-        return pipe_ideal_bubble(p, M, run.chunks);
-    }
-    *formula = M >= p ? "(p-1)/(3M) at T_F = T_B = T_W" : "(2p-1-M)/(3M) at T_F = T_B = T_W";
-    const BubbleSchedule s = run.schedule == PipeSchedule::ZeroBubbleH1 ? BubbleSchedule::ZeroBubbleH1 : BubbleSchedule::ZeroBubbleH2;
-    return pipeline_bubble_rate(s, p, M, 1, 1, 1);
-}
-
+// Pipeline parallelism: the ideal bubble of the schedule (ideal_bubble_rate, train/run.h) next to what each
+// stage measured, the share of its forward-backward time spent blocked in exchanges (collective; rank 0
+// prints). The first stage waits at the start of its cool-down, the last stage at the start of the step: the
+// paper's bubble (§2).
 static void report_bubble(const Run& run, const Progress& p) {
     const ProcessGrid& g = run.grid;
     if (g.pp == 1) return;
