@@ -1,6 +1,7 @@
 # mini-megatron — the front door.
-#   make train   build the trainer (the first time: train_gpt and prepare_data only, for this machine's GPU),
-#                prepare the default data, train a small GPT with TP 2 + SP + selective recompute under mpirun
+#   make train   build the trainer and the tools the README uses next (the first time: train_gpt, prepare_data,
+#                generate and draw_pipeline only, for this machine's GPU), prepare the default data, train a small
+#                GPT with TP 2 + SP + selective recompute under mpirun
 #   make test    build everything and run every CTest test (unit, mpi; gpu tests skip without a GPU)
 #   make bench   layer and end-to-end benchmarks (tiny shapes on CPU, and the CPU peer against PyTorch when it
 #                is installed; the paper's shapes on a GPU)
@@ -12,8 +13,8 @@
 #   (train, paper, memory and pictures build only the programs they run; test and bench build everything)
 #   make deps-train  install the missing Debian packages training needs (as root; else print the command);
 #                make train runs it
-#   make deps    the same and what the tests need: PyTorch (Debian) and transformers (PyPI, for /usr/bin/python3);
-#                make test, bench and accuracy run it
+#   make deps    the same and what the tests need: PyTorch (Debian) and transformers (PyPI), for $(PYTHON), the
+#                interpreter the README's Python lines use; make test, bench and accuracy run it
 #   make test-emulated  every gpu test on an emulated CUDA device, no GPU needed (build-emulated/, test/emulator/)
 #   make clean
 BUILD ?= build
@@ -36,7 +37,9 @@ DEB_TRAIN_PACKAGES = cmake g++ make ccache ninja-build openmpi-bin libopenmpi-de
                      libpcre2-dev nlohmann-json3-dev
 DEB_TEST_PACKAGES = python3 python3-torch python3-pip
 # PyPI packages the transformers tests need (test/model/hf_gpt2.py, test/data/hf_tokenizer_agrees.py), for
-# /usr/bin/python3, where Debian's python3-torch is (another python3 first on PATH would not see it).
+# PYTHON, /usr/bin/python3, where Debian's python3-torch is (another python3 first on PATH would not see it): the
+# README's Python lines name it.
+PYTHON = /usr/bin/python3
 # transformers 4.44.2 with tokenizers < 0.20: its generate() runs on Debian's torch 1.13 under Python 3.11
 # (4.46's imports torch.distributed.fsdp, which fails to import in that torch under Python 3.11).
 TRANSFORMERS_VERSION = 4.44.2
@@ -75,15 +78,17 @@ deps-train:
 
 deps:
 	$(call install_debian,$(DEB_TRAIN_PACKAGES) $(DEB_TEST_PACKAGES))
-	@if /usr/bin/python3 -c "import transformers, safetensors, torch; assert transformers.__version__ == '$(TRANSFORMERS_VERSION)'" 2>/dev/null; then \
-	  echo "deps: transformers $(TRANSFORMERS_VERSION) and safetensors present for /usr/bin/python3"; \
-	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing $(PIP_PACKAGES) for /usr/bin/python3"; \
-	  /usr/bin/python3 -m pip install -q --break-system-packages $(PIP_PACKAGES) || exit 1; \
-	else echo "deps: missing $(PIP_PACKAGES) for /usr/bin/python3; run: sudo /usr/bin/python3 -m pip install --break-system-packages $(PIP_PACKAGES)"; exit 1; fi
+	@if $(PYTHON) -c "import transformers, safetensors, torch; assert transformers.__version__ == '$(TRANSFORMERS_VERSION)'" 2>/dev/null; then \
+	  echo "deps: PyTorch, transformers $(TRANSFORMERS_VERSION) and safetensors present for $(PYTHON)"; \
+	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing $(PIP_PACKAGES) for $(PYTHON)"; \
+	  $(PYTHON) -m pip install -q --break-system-packages $(PIP_PACKAGES) || exit 1; \
+	else echo "deps: missing $(PIP_PACKAGES) for $(PYTHON); run: sudo $(PYTHON) -m pip install --break-system-packages $(PIP_PACKAGES)"; exit 1; fi
+	@echo "deps: run the README's Python lines with $(PYTHON) (another python3 on PATH may not see these packages)"
 
 # ---- the build folder -----------------------------------------------------------------------------------
 # There is one, $(BUILD), so that make pictures finds the log of the last make train, and nothing is built
-# twice. make train builds only the two programs it runs. When it finds no configured build folder, it
+# twice. make train builds only the programs it runs and the two tools the README uses next (generate,
+# draw_pipeline: seconds, they link the same objects). When it finds no configured build folder, it
 # configures one for this machine's GPU only (TRAIN_ARCHS): the first make train compiles the core library
 # once, for one architecture, instead of 21 programs for two. A folder that is already configured (by an
 # earlier make test, say) is reused as it is, so make train never recompiles what is there. The full
@@ -109,9 +114,10 @@ define programs
 	@cmake --build $(BUILD) -j $(JOBS) --target $(1)
 endef
 
-# train_gpt and prepare_data only.
+# train_gpt and prepare_data, and the tools the README uses after make train: generate and draw_pipeline.
+TRAIN_PROGRAMS = train_gpt prepare_data generate draw_pipeline
 trainer: deps-train
-	$(call programs,train_gpt prepare_data)
+	$(call programs,$(TRAIN_PROGRAMS))
 
 # The default corpus is the project's own text (docs and sources): no network needed.
 data: trainer
