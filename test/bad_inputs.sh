@@ -162,8 +162,7 @@ case "$case" in
   path_val_missing) run2 "--val .*typo.bin: No such file or directory" --train "$w/train.bin" --val "$w/typo.bin" ;;
   path_train_is_directory) run2 "--train .*/ck is a directory, expected a file" --train "$w/ck" ;;
   path_train_pattern_directory) mkdir -p "$w/d/p_1.bin"; run2 "token shard .*/d/p_1.bin is a directory, expected a file" --train "$w/d/p_*.bin" ;;
-  path_init_is_directory) mkdir "$w/notes"; echo hi > "$w/notes/notes.txt"
-                          run2 "--init .*/notes is a directory, expected a file" --train "$w/train.bin" --init "$w/notes" ;;
+  path_init_is_directory) mkdir "$w/notes"; echo hi > "$w/notes/notes.txt"; run2 "--init .*/notes is a directory, expected a file" --train "$w/train.bin" --init "$w/notes" ;;
   path_tokenizer_missing) run2 "--tokenizer .*nope.bin: No such file or directory" --train "$w/train.bin" --tokenizer "$w/nope.bin" ;;
   path_hellaswag_is_directory) run2 "--hellaswag .*/ck is a directory, expected a file" --train "$w/train.bin" --hellaswag "$w/ck" ;;
   # ---- a shape flag against the checkpoint's shape (check_shape_flags)
@@ -174,15 +173,11 @@ case "$case" in
   flag_log_over_input) run2 "--log .*train.bin is the --train file: the run would overwrite its input" --train "$w/train.bin" --log "$w/train.bin" ;;
   flag_switch_with_value) run2 "--sp takes no value, got '--sp=1'" --train "$w/train.bin" --sp=1 ;;
   # ---- a file of another format where an llm.c file is expected: named as such, with the command that makes one
-  init_text_file) run1 "checkpoint .*text.txt has magic [0-9]+, expected 20240326; .*text.txt is a text file, not an llm.c model checkpoint: train_gpt --save FILE" \
-                    --train "$w/train.bin" --init "$fix/text.txt" ;;
-  train_text_file) run1 "token shard .*text.txt has magic [0-9]+, expected 20240520; .*text.txt is a text file, not an llm.c token shard: build/prepare_data --out-dir DIR" \
-                     --train "$fix/text.txt" ;;
+  init_text_file) run1 "checkpoint .*text.txt has magic [0-9]+, expected 20240326; .*text.txt is a text file, not an llm.c model checkpoint: train_gpt --save FILE" --train "$w/train.bin" --init "$fix/text.txt" ;;
+  train_text_file) run1 "token shard .*text.txt has magic [0-9]+, expected 20240520; .*text.txt is a text file, not an llm.c token shard: build/prepare_data --out-dir DIR" --train "$fix/text.txt" ;;
   init_shard_file) run1 "train.bin is an llm.c token shard, not an llm.c model checkpoint: train_gpt --save FILE" --train "$w/train.bin" --init "$w/train.bin" ;;
-  tokenizer_text_file) run1 "text.txt: not a tokenizer file .magic [0-9]+, expected 20240328.; .*text.txt is a text file, not an llm.c tokenizer file: llm.c's train_gpt2.py" \
-                         --train "$w/train.bin" --tokenizer "$fix/text.txt" ;;
+  tokenizer_text_file) run1 "text.txt: not a tokenizer file .magic [0-9]+, expected 20240328.; .*text.txt is a text file, not an llm.c tokenizer file: llm.c's train_gpt2.py" --train "$w/train.bin" --tokenizer "$fix/text.txt" ;;
   # ---- an allocation that cannot fit (the address space capped at 4 GB): the buffer named, its size in GiB
-  oom_names_buffer) ulimit -v 4000000; run1 "out of host memory: the model state '[a-z_]+' .[0-9]+ f32. needs [0-9.]+ GiB" \
-                      --train "$w/train.bin" --layers 64 --hidden 8192 --heads 64 ;;
+  oom_names_buffer) ulimit -v 4000000; run1 "out of host memory: the model state '[a-z_]+' .[0-9]+ f32. needs [0-9.]+ GiB" --train "$w/train.bin" --layers 64 --hidden 8192 --heads 64 ;;
   *) echo "unknown case $case"; exit 2 ;;
 esac
