@@ -26,7 +26,7 @@ fi
 w=$(mktemp -d); trap 'rm -rf "$w"' EXIT
 cp "$fix/train.bin" "$w/train.bin"; cp -r "$fix/ck" "$w/ck"
 model="$w/ck/step_00000002/model.bin"; state="$w/ck/step_00000002/state.bin"
-cp "$model" "$w/model.bin"
+cp "$model" "$w/model.bin"; cp "$fix/text.txt" "$w/text.txt"
 cp -r "$fix/hf" "$w/hf"
 # put FILE OFFSET STRUCT-FORMAT VALUE: overwrite bytes in place (little-endian)
 put() { python3 -c "import struct,sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); f.write(struct.pack(sys.argv[3], int(sys.argv[4])))" "$@"; }
@@ -58,6 +58,8 @@ run1() { exec bash "$here/expect_error.sh" --exit '1|2' "$1" $mpirun -np 1 "$tra
 # run2 REGEX FLAGS...: on 2 ranks, and refused before the first step (the paths and flags checked at start).
 run2() { exec bash "$here/expect_error.sh" --before-first-step --exit '1|2' "$1" $mpirun -np 2 "$train" $T "${@:2}"; }
 init() { run1 "$1" --train "$w/train.bin" --init "$w/model.bin"; }
+# capped REGEX FLAGS...: run1 with the address space capped at 4 GB (an allocation beyond it cannot succeed).
+capped() { ulimit -v 4000000; run1 "$@"; }
 init_hf() { run1 "$1" --train "$w/train.bin" --init "$w/hf"; }
 shard() { run1 "$1" --train "$w/train.bin"; }
 resume() { run1 "$1" --train "$w/train.bin" --resume "$w/ck" "${@:2}"; }
@@ -173,11 +175,11 @@ case "$case" in
   flag_log_over_input) run2 "--log .*train.bin is the --train file: the run would overwrite its input" --train "$w/train.bin" --log "$w/train.bin" ;;
   flag_switch_with_value) run2 "--sp takes no value, got '--sp=1'" --train "$w/train.bin" --sp=1 ;;
   # ---- a file of another format where an llm.c file is expected: named as such, with the command that makes one
-  init_text_file) run1 "checkpoint .*text.txt has magic [0-9]+, expected 20240326; .*text.txt is a text file, not an llm.c model checkpoint: train_gpt --save FILE" --train "$w/train.bin" --init "$fix/text.txt" ;;
-  train_text_file) run1 "token shard .*text.txt has magic [0-9]+, expected 20240520; .*text.txt is a text file, not an llm.c token shard: build/prepare_data --out-dir DIR" --train "$fix/text.txt" ;;
+  init_text_file) run1 "checkpoint .*text.txt has magic [0-9]+, expected 20240326; .*text.txt is a text file, not an llm.c model checkpoint: train_gpt --save FILE" --train "$w/train.bin" --init "$w/text.txt" ;;
+  train_text_file) run1 "token shard .*text.txt has magic [0-9]+, expected 20240520; .*text.txt is a text file, not an llm.c token shard: build/prepare_data --out-dir DIR" --train "$w/text.txt" ;;
   init_shard_file) run1 "train.bin is an llm.c token shard, not an llm.c model checkpoint: train_gpt --save FILE" --train "$w/train.bin" --init "$w/train.bin" ;;
-  tokenizer_text_file) run1 "text.txt: not a tokenizer file .magic [0-9]+, expected 20240328.; .*text.txt is a text file, not an llm.c tokenizer file: llm.c's train_gpt2.py" --train "$w/train.bin" --tokenizer "$fix/text.txt" ;;
+  tokenizer_text_file) run1 "text.txt: not a tokenizer file .magic [0-9]+, expected 20240328.; .*text.txt is a text file, not an llm.c tokenizer file: llm.c's train_gpt2.py" --train "$w/train.bin" --tokenizer "$w/text.txt" ;;
   # ---- an allocation that cannot fit (the address space capped at 4 GB): the buffer named, its size in GiB
-  oom_names_buffer) ulimit -v 4000000; run1 "out of host memory: the model state '[a-z_]+' .[0-9]+ f32. needs [0-9.]+ GiB" --train "$w/train.bin" --layers 64 --hidden 8192 --heads 64 ;;
+  oom_names_buffer) capped "out of host memory: the model state '[a-z_]+' .[0-9]+ f32. needs [0-9.]+ GiB" --train "$w/train.bin" --layers 64 --hidden 8192 --heads 64 ;;
   *) echo "unknown case $case"; exit 2 ;;
 esac
