@@ -197,6 +197,9 @@ clean:
 ASAN_BUILD ?= build-asan
 ASAN_ARCHS ?= 90
 ASAN_TESTS ?= ^(cli_|bad_|resume_|crash_during_save_|nan_stops_|test_recompute_tp2_sp|test_equivalence_sp_tp2$$|test_distributed_optimizer_dp2_odd$$|test_distributed_optimizer_memory_dp4$$|test_equivalence_pp2_interleaved$$|test_equivalence_sp_tp2_pp2$$|test_pipeline_memory_tp2_pp2$$|test_comm$$|test_context_parallel_np2$$|test_equivalence_cp2_sp_tp2$$|test_equivalence_sp_tp2_pp2_zbh1$$|trace_check$$)
+# Left out under the sanitizers: the out-of-memory message's case caps the address space, which AddressSanitizer's
+# shadow memory does not fit in (and its allocator reports a huge allocation itself).
+ASAN_SKIP ?= ^bad_oom_names_buffer$$
 # Reports also go to files under $(ASAN_BUILD)/sanitizer-reports, so that one from a test that expects a
 # failure (the bad-input table) cannot hide behind the expected non-zero exit: any report fails the target.
 ASAN_REPORTS = $(CURDIR)/$(ASAN_BUILD)/sanitizer-reports
@@ -222,7 +225,7 @@ test-asan: deps
 	@cmake --build $(ASAN_BUILD) -j $(JOBS)
 	@rm -rf $(ASAN_REPORTS) && mkdir -p $(ASAN_REPORTS)
 	cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) --timeout 900 -L unit
-	cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) --timeout 900 -R '$(ASAN_TESTS)'
+	cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure -j $(JOBS) --timeout 900 -R '$(ASAN_TESTS)' -E '$(ASAN_SKIP)'
 	@if ls $(ASAN_REPORTS) | grep -q .; then echo "sanitizer reports:"; head -40 $(ASAN_REPORTS)/*; exit 1; fi
 	@echo "test-asan: no AddressSanitizer / UndefinedBehaviorSanitizer reports"
 
