@@ -15,6 +15,7 @@
 #include "../layers/trace.h"
 #include "../parallel/zero_bubble_schedule.h"
 #include "../model/model_file.h"
+#include "../model/zero_model.h"
 #include "../parallel/comm.h"
 
 // Refuse a bad input on every rank together (run.h). Collective: every rank calls it at the same point, with ""
@@ -306,11 +307,18 @@ void make_model(Run& run) {
     const TrainOptions& opt = run.opt;
     run.alloc = std::make_unique<ActivationAllocator>(run.device);
     gpt_create(run.model, run.cfg, run.grid, run.ctx, *run.alloc, run.dtype, run.recompute, opt.dropout, opt.seed, run.chunks,
-               opt.distributed_optimizer);  // parallel/distributed_optimizer.h
+               opt.zero_stage);  // parallel/distributed_optimizer.h, parallel/zero_sharding.h
     run.model.schedule = run.schedule;
     run.model.attention = run.attention;
-    if (opt.distributed_optimizer && weight_ranks(run.grid) == 1)
-        LOG0("note: --use-distributed-optimizer with data-parallel size 1 changes nothing (one rank holds every optimizer state)\n");
+    if (opt.zero_stage > 0 && weight_ranks(run.grid) == 1)
+        LOG0("note: %s with data-parallel size 1 changes nothing (one rank holds every optimizer state)\n",
+             opt.zero_stage == 1 ? "--use-distributed-optimizer" : ("--zero " + std::to_string(opt.zero_stage)).c_str());
+    if (zero_sharded(run.model))  // model/zero_model.h
+        LOG0("ZeRO-%d: each of %d %s ranks keeps its piece of every unit (%zu layers%s): %lld of %lld local parameters' %s "
+             "(units padded by %lld)\n", opt.zero_stage, weight_ranks(run.grid), run.grid.cp > 1 ? "data- and context-parallel" : "data-parallel",
+             run.model.stage.layers.size(), run.model.sharded.edges >= 0 ? " and the edges" : "", (long long)run.model.sharded.shard,
+             (long long)run.model.n_params, opt.zero_stage == 2 ? "gradients and optimizer states" : "weights, gradients and optimizer states",
+             (long long)(run.model.sharded.padded - run.model.n_params));
     if (run.model.zero.on)
         LOG0("distributed optimizer: each of %d %s ranks keeps the optimizer states of %lld of %lld local parameters "
              "(padded by %lld)\n", weight_ranks(run.grid), run.grid.cp > 1 ? "data- and context-parallel" : "data-parallel",

@@ -26,6 +26,7 @@ struct ModelSpec {
     float dropout = 0.1f;
     uint64_t seed = 42;
     bool distributed_optimizer = false;  // ZeRO-1 over the DP group (parallel/distributed_optimizer.h)
+    int zero = 0;                        // the ZeRO stage (2, 3: parallel/zero_sharding.h); 1 = distributed_optimizer
 };
 
 inline GPTConfig tiny_config(int layers = 2, int heads = 4, int hidden = 32, int vocab = 61, int padded = 64, int max_seq = 32) {
@@ -54,7 +55,8 @@ struct ModelHarness {
         ctx = ctx_create(s.device, gpu);
         alloc.reset(new ActivationAllocator(s.device));
         grid = grid_create(comm, s.tp, s.sp, s.backend, ctx, s.pp, s.rules, s.cp);
-        gpt_create(model, s.cfg, grid, ctx, *alloc, s.dtype, s.rc, s.dropout, s.seed, s.chunks, s.distributed_optimizer);
+        gpt_create(model, s.cfg, grid, ctx, *alloc, s.dtype, s.rc, s.dropout, s.seed, s.chunks,
+                   std::max(s.zero, s.distributed_optimizer ? 1 : 0));
         model.schedule = s.schedule;
         model.attention = s.attention;
         gpt_init_random(model, s.seed);
