@@ -1,6 +1,7 @@
 // gpt.cu — the model on one rank: weights, initialization, and the forward / backward of a step.
 #include "gpt.h"
 #include "test_hooks.h"
+#include "offload_model.h"
 #include "zero_model.h"
 
 #include <algorithm>
@@ -418,6 +419,7 @@ Tensor gpt_forward_chunk(GPT& m, int j, int chunk, Tensor x, float* loss, std::v
         const char* tag = !end ? "ln1_in" : last ? "lnf_in" : "tmp:stage_out";
         Tensor out = A.alloc(m.dtype, (int64_t)f.shape.N_shard * m.cfg.channels, level, tag);
         layer_forward(run, saved, out, m.recompute);
+        offload_after_forward(m, j, chunk, l, saved);  // --offload-activations: to the host (model/offload_model.h)
         x = out;
     }
     if (!last) return x;
@@ -486,6 +488,7 @@ Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
     const bool split = is_zero_bubble(m.schedule) && st.pp > 1;  // B now, the layers' W later
     for (int l = e - 1; l >= b; l--) {
         ZeroLayerScope zero(m, j, chunk, l, ZeroPass::Backward);  // ZeRO-2/3: its gradient bucket; ZeRO-3: weights
+        reload_before_backward(m, j, chunk, l, f.saved);         // offloaded activations back, the next one issued
         LayerContext run = gpt_layer_context(m, l, f.shape);
         run.grads = stale || zero.fresh_bucket() ? GradWrite::Overwrite : GradWrite::Accumulate;
         WeightGradDeferral defer(split ? &m.weight_grads : nullptr, *m.ctx, *m.alloc, j, chunk, l);

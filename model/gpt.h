@@ -19,6 +19,7 @@
 #include "../parallel/context_parallel.h"
 #include "../parallel/process_grid.h"
 #include "../recompute/model_state_memory.h"
+#include "../recompute/activation_offload.h"
 
 // The shapes of the step in flight, computed once per forward pass (gpt_step_shape in gpt.cu) and read by
 // the forward, the backward and every layer's context.
@@ -82,6 +83,8 @@ struct GPT {
     // in bf16) are this rank's shard of every unit, and so are the weights under ZeRO-3; gpt_param / gpt_grad
     // then view the gathered units and the open gradient buckets.
     ZeroSharding sharded;
+    // Activation offloading (recompute/activation_offload.h, model/offload_model.h): off unless configured.
+    OffloadState offload;
     ModelStateMemory state_memory;  // the model states' tagged account (recompute/model_state_memory.h)
 
     // ---- activations of the step in flight -----------------------------------------------------------

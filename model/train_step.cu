@@ -2,6 +2,7 @@
 #include "train_step.h"
 #include "pipeline_ops.h"
 #include "pipeline_step.h"
+#include "offload_model.h"
 #include "zero_model.h"
 
 #include <climits>
@@ -71,6 +72,7 @@ static float accumulate_micro_batches(GPT& m, const int32_t* inputs, const int32
 }
 
 float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches) {
+    OffloadStep offload(m, micro_batches);  // --offload-activations: this step's plan (model/offload_model.h)
     if (m.stage.pp > 1) return pipeline_forward_backward(m, inputs, targets, B_local, S, micro_batches);
     return accumulate_micro_batches(m, inputs, targets, B_local, S, micro_batches);
 }

@@ -12,6 +12,7 @@
 #include "../model/model_file.h"
 #include "../model/pipeline_step.h"
 #include "../parallel/zero_bubble_schedule.h"
+#include "../model/offload_model.h"
 #include "../model/zero_model.h"
 #include "../parallel/comm.h"
 // Learning rate at `step` (1-based): linear warmup, then constant or cosine decay to min_lr_frac · lr.
@@ -175,7 +176,9 @@ static void report_memory(Run& run, int step) {
     if (!run.alloc->has_peak_snapshot()) mm_fatal("--memory-report: the step marked no peak (ActivationAllocator::mark_peak)");
     // What the stage holds at its schedule's peak (model/pipeline_step.h).
     const PipelineStage& st = run.model.stage;
-    MemoryReport r = build_memory_report(run.alloc->peak_snapshot(), run.shape, pipeline_in_flight(run.model, run.micro_batches));
+    // (Offloading: the device keeps what was not moved to the host, model/offload_model.h.)
+    MemoryReport r = build_memory_report(run.alloc->peak_snapshot(), run.shape,
+                                         offload_resident(run.model, run.micro_batches, pipeline_in_flight(run.model, run.micro_batches)));
     r.pp = st.pp;
     r.pp_rank = st.rank;
     r.microbatches = run.micro_batches;
@@ -190,6 +193,7 @@ static void report_memory(Run& run, int step) {
     print_memory_report(f, r);
     print_weight_inputs(f, run, r, w_inputs);
     print_zero_report(f, run.model, run.micro_batches);  // ZeRO-1/2/3's buffers and bytes (model/zero_model.h)
+    print_offload_report(f, run.model, run.micro_batches, run.shape);  // host bytes, copies (model/offload_model.h)
     fclose(f);
     const std::string memory_text = text;
     free(text);

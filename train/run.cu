@@ -15,6 +15,7 @@
 #include "../layers/trace.h"
 #include "../parallel/zero_bubble_schedule.h"
 #include "../model/model_file.h"
+#include "../model/offload_model.h"
 #include "../model/zero_model.h"
 #include "../parallel/comm.h"
 
@@ -323,6 +324,21 @@ void make_model(Run& run) {
         LOG0("distributed optimizer: each of %d %s ranks keeps the optimizer states of %lld of %lld local parameters "
              "(padded by %lld)\n", weight_ranks(run.grid), run.grid.cp > 1 ? "data- and context-parallel" : "data-parallel",
              (long long)run.model.zero.shard, (long long)run.model.n_params, (long long)(run.model.zero.padded - run.model.n_params));
+    if (!opt.offload.empty()) {  // activation offloading (model/offload_model.h)
+        OffloadPolicy policy;
+        policy.kind = opt.offload == "layers" ? OffloadPolicy::Layers : OffloadPolicy::InFlight;
+        policy.layers = opt.offload_layers, policy.beyond = opt.offload_beyond;
+        refuse_if(policy.kind == OffloadPolicy::Layers && policy.layers > run.model.stage.layers_per_chunk
+                      ? "--cpu-offloading-num-layers " + std::to_string(policy.layers) + " exceeds the " +
+                            std::to_string(run.model.stage.layers_per_chunk) + " layers of a model chunk (L / pp / chunks)"
+                      : "");
+        offload_configure(run.model, policy);
+        if (policy.kind == OffloadPolicy::InFlight && policy.beyond < 0 && run.grid.pp == 1)
+            LOG0("note: --offload-beyond-in-flight last-stage with one pipeline stage moves nothing (it is the last stage)\n");
+        if (policy.kind == OffloadPolicy::Layers && (policy.layers == 0 || (policy.layers < 0 && run.model.stage.layers_per_chunk == 1)))
+            LOG0("note: activation offloading moves no layer (a model chunk of %d layer%s, %d offloaded)\n", run.model.stage.layers_per_chunk,
+                 run.model.stage.layers_per_chunk == 1 ? "" : "s", policy.layers < 0 ? 0 : policy.layers);
+    }
     if (run.init_params.empty()) gpt_init_random(run.model, opt.seed);
     else gpt_load_full(run.model, run.init_params.data());
     run.init_params.clear();
