@@ -3,6 +3,7 @@
 #include "test_hooks.h"
 
 #include <algorithm>
+#include "../parallel/offload_schedule.h"
 #include "../parallel/zero_bubble_schedule.h"
 
 void offload_configure(GPT& m, const OffloadPolicy& policy) {
@@ -15,37 +16,13 @@ void offload_configure(GPT& m, const OffloadPolicy& policy) {
     m.offload.mover->skip_produced_wait = g_test_hooks.skip_offload_wait;  // a negative control (tests only)
 }
 
-// The ops this stage runs in a step of M micro-batches: its pipeline schedule, or at pp 1 the accumulation loop
-// (forward j, backward j: 1F1B at one stage).
-static std::vector<PipeOp> stage_ops(const GPT& m, int M) {
-    const PipelineStage& st = m.stage;
-    if (st.pp > 1) return pipe_schedule(m.schedule, st.pp, st.rank, M, st.chunks);
-    std::vector<PipeOp> ops;
-    for (int j = 0; j < M; j++) ops.push_back({PipeOp::Forward, j, 0}), ops.push_back({PipeOp::Backward, j, 0});
-    return ops;
-}
-
-// InFlight: micro-batch j of chunk c moves when, at its forward, the stage already keeps `K_c` of that chunk's
-// micro-batches on the device. K_c: the policy's, or the last stage's count at its peak (its schedule's own).
+// InFlight: micro-batch j of chunk c moves when, at its forward, the stage already keeps K_c of that chunk's
+// micro-batches on the device (parallel/offload_schedule.h). K_c: the policy's, or the last stage's count.
 static std::vector<std::vector<bool>> in_flight_plan(const GPT& m, int M) {
     const PipelineStage& st = m.stage;
-    std::vector<int> keep((size_t)st.chunks, m.offload.policy.beyond);
-    if (m.offload.policy.beyond < 0) {
-        const std::vector<PipeOp> last = st.pp > 1 ? pipe_schedule(m.schedule, st.pp, st.pp - 1, M, st.chunks) : stage_ops(m, M);
-        keep = pipe_in_flight_at_peak(last, st.chunks);
-    }
-    std::vector<std::vector<bool>> plan((size_t)M, std::vector<bool>((size_t)st.chunks, false));
-    std::vector<int> resident((size_t)st.chunks, 0);
-    for (const PipeOp& op : stage_ops(m, M)) {
-        const size_t c = (size_t)op.chunk;
-        if (op.kind == PipeOp::Forward) {
-            if (resident[c] >= keep[c]) plan[(size_t)op.microbatch][c] = true;
-            else resident[c]++;
-        } else if (op.kind == PipeOp::Backward && !plan[(size_t)op.microbatch][c]) {
-            resident[c]--;
-        }
-    }
-    return plan;
+    const std::vector<int> keep = m.offload.policy.beyond >= 0 ? std::vector<int>((size_t)st.chunks, m.offload.policy.beyond)
+                                                               : offload_last_stage_keep(m.schedule, st.pp, M, st.chunks);
+    return offload_in_flight_plan(offload_stage_ops(m.schedule, st.pp, st.rank, M, st.chunks), M, st.chunks, keep);
 }
 
 static bool chooses(const GPT& m, const std::vector<std::vector<bool>>& plan, int j, int chunk, int layer) {
@@ -86,45 +63,21 @@ void reload_before_backward(GPT& m, int j, int chunk, int layer, std::vector<Sav
 // ---- measured next to the formula ------------------------------------------------------------------------------------
 OffloadCounts offload_counts(const GPT& m, int M) {
     const PipelineStage& st = m.stage;
+    // The plan of a step of M micro-batches (what OffloadStep computes), counted over the stage's ops.
+    const std::vector<std::vector<bool>> plan = m.offload.policy.kind == OffloadPolicy::InFlight ? in_flight_plan(m, M)
+                                                                                               : std::vector<std::vector<bool>>();
+    const OffloadScheduleCounts c = offload_schedule_counts(
+        offload_stage_ops(m.schedule, st.pp, st.rank, M, st.chunks), st.pp > 1 && is_zero_bubble(m.schedule), st.chunks,
+        st.layers_per_chunk, [&](int j, int chunk, int i) { return chooses(m, plan, j, chunk, st.chunk_begin(chunk) + i); });
     OffloadCounts out;
     out.device.assign((size_t)m.cfg.layers, 0);
     out.host.assign((size_t)m.cfg.layers, 0);
-    // The plan of a step of M micro-batches (what OffloadStep computes).
-    const std::vector<std::vector<bool>> plan = m.offload.policy.kind == OffloadPolicy::InFlight ? in_flight_plan(m, M)
-                                                                                               : std::vector<std::vector<bool>>();
-    // The executor's moment (model/pipeline_step.cu): the first forward that brings the stage to its peak, F to B
-    // (to W under a zero-bubble schedule); at pp 1 the first forward.
-    const std::vector<PipeOp> ops = stage_ops(m, M);
-    const bool zb = st.pp > 1 && is_zero_bubble(m.schedule);
-    const int peak = st.pp == 1 ? 1 : zb ? zero_bubble_peak(ops).held : pipe_peak_in_flight(ops);
-    std::vector<std::pair<int, int>> held;  // (micro-batch, chunk): forward run, backward not
-    int in_flight = 0, on_host = 0;
-    bool marked = false;
-    auto moved_layers = [&](int j, int c) {
-        int n = 0;
-        for (int l = st.chunk_begin(c); l < st.chunk_end(c); l++) n += chooses(m, plan, j, c, l) ? 1 : 0;
-        return n;
-    };
-    for (const PipeOp& op : ops) {
-        if (op.kind == PipeOp::Forward) {
-            held.push_back({op.microbatch, op.chunk});
-            on_host += moved_layers(op.microbatch, op.chunk);
-            out.moved += moved_layers(op.microbatch, op.chunk);
-            out.host_peak = std::max(out.host_peak, on_host);
-            if (++in_flight == peak && !marked) {
-                marked = true;
-                for (const auto& jc : held)
-                    for (int l = st.chunk_begin(jc.second); l < st.chunk_end(jc.second); l++)
-                        (chooses(m, plan, jc.first, jc.second, l) ? out.host : out.device)[(size_t)l] += 1;
-            }
-        } else if (op.kind == PipeOp::Backward) {
-            held.erase(std::find(held.begin(), held.end(), std::make_pair(op.microbatch, op.chunk)));
-            on_host -= moved_layers(op.microbatch, op.chunk);
-            if (!zb) in_flight--;
-        } else {
-            in_flight--;
+    for (int chunk = 0; chunk < st.chunks; chunk++)
+        for (int i = 0; i < st.layers_per_chunk; i++) {
+            out.device[(size_t)(st.chunk_begin(chunk) + i)] = c.device[(size_t)chunk][(size_t)i];
+            out.host[(size_t)(st.chunk_begin(chunk) + i)] = c.host[(size_t)chunk][(size_t)i];
         }
-    }
+    out.host_peak = c.host_peak, out.moved = c.moved;
     return out;
 }
 

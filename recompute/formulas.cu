@@ -73,16 +73,20 @@ double model_state_bytes_per_param(bool bf16_training, int dp, bool distributed_
     return zero_bytes_per_param(distributed_optimizer ? 1 : 0, bf16_training, dp);
 }
 
+ZeroStateKinds zero_state_kinds(int stage, bool bf16_training) {
+    ZeroStateKinds k = {{bf16_training ? 2.0 : 0.0, 4, 4, 4, 4}, {}};
+    k.sharded[0] = stage >= 3;                          // weights
+    k.sharded[1] = stage >= 2;                          // gradients
+    k.sharded[2] = bf16_training ? stage >= 1 : stage >= 3;  // master (in fp32 it is the weights)
+    k.sharded[3] = k.sharded[4] = stage >= 1;           // AdamW m, v
+    return k;
+}
+
 double zero_bytes_per_param(int stage, bool bf16_training, int d) {
-    const double n = d > 1 ? d : 1;
-    if (d <= 1) stage = 0;
-    // bf16: weight 2, gradient 4, master 4, m 4, v 4; fp32: weight (= master) 4, gradient 4, m 4, v 4. Each
-    // stage divides one more kind by d: ZeRO-1 the optimizer's, ZeRO-2 the gradients, ZeRO-3 the weights.
-    const double weight = bf16_training ? 2 : 4, optimizer = bf16_training ? 12 : 8;
-    if (stage == 0) return weight + 4 + optimizer;
-    if (stage == 1) return weight + 4 + optimizer / n;  // fp32: the master is the weight, only m and v shard
-    if (stage == 2) return weight + (4 + optimizer) / n;
-    return (weight + 4 + optimizer) / n;
+    const ZeroStateKinds k = zero_state_kinds(d > 1 ? stage : 0, bf16_training);
+    double total = 0;
+    for (int i = 0; i < 5; i++) total += k.bytes[i] / (k.sharded[i] ? d : 1);
+    return total;
 }
 
 const char* zero_bytes_per_param_text(int stage, bool bf16_training) {

@@ -51,18 +51,15 @@ ModelStateFormula model_state_formula_zero(int stage, int64_t n, int64_t padded,
     f.bf16 = bf16;
     f.padded = f.distributed ? padded : n;
     const int64_t P = f.padded, shard = f.distributed ? P / f.d : n;
-    // Which kinds are this rank's shard (the tables in the header): ZeRO-1 the optimizer's (the master in bf16,
-    // the moments), ZeRO-2 the gradients too (and the fp32 master stays whole: it is the weights), ZeRO-3 all.
-    const bool z1 = f.stage >= 1, z2 = f.stage >= 2, z3 = f.stage >= 3;
-    f.sharded[kStateWeights] = z3;
-    f.sharded[kStateGrads] = z2;
-    f.sharded[kStateMaster] = bf16 ? z1 : z3;
-    f.sharded[kStateMomentM] = f.sharded[kStateMomentV] = z1;
-    // Whole buffers: ZeRO-1 pads every flat buffer to P (the collectives see d equal blocks in place); ZeRO-2's
-    // whole weights are the llm.c-layout buffer of n elements.
+    // Which kinds are this rank's shard, and each kind's bytes per parameter (formulas.h, the tables in the
+    // header). Whole buffers: ZeRO-1 pads every flat buffer to P (the collectives see d equal blocks in place);
+    // ZeRO-2's whole weights are the llm.c-layout buffer of n elements.
+    const ZeroStateKinds kinds = zero_state_kinds(f.stage, bf16);
     const int64_t whole = f.stage == 1 ? P : n;
-    const int64_t each[kNumStateKinds] = {bf16 ? 2 : 0, 4, 4, 4, 4};  // fp32: the master IS the weights
-    for (int k = 0; k < kNumStateKinds; k++) f.bytes[k] = each[k] * (f.sharded[k] ? shard : whole);
+    for (int k = 0; k < kNumStateKinds; k++) {
+        f.sharded[k] = kinds.sharded[k];
+        f.bytes[k] = (int64_t)kinds.bytes[k] * (f.sharded[k] ? shard : whole);
+    }
     for (int k = 0; k < kNumStateKinds; k++) f.total += f.bytes[k];
     f.optimizer = f.bytes[kStateMomentM] + f.bytes[kStateMomentV] + (bf16 ? f.bytes[kStateMaster] : 0);
     f.per_param = zero_bytes_per_param(f.stage, bf16, f.d);  // 18 / 16, 6 + 12/d / 8 + 8/d, ... (formulas.h)
