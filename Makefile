@@ -8,6 +8,8 @@
 #                from a float64 PyTorch run (needs PyTorch: apt-get install python3-torch)
 #   make paper   the paper-scale calculator: Table 2, Figure 7 (docs/figure7.png), memory totals, MFU/HFU
 #   make memory  the Table 2 grid measured on a small model on CPU, next to the formulas
+#   make beyond  one measured row per technique beyond the paper (ZeRO-1/2/3, activation offloading), each figure
+#                next to the formula the calculator's table uses (docs/paper.md "Beyond the paper")
 #   make pictures  build/pictures/{loss,memory}.png from the last make train's log
 #   (train, paper, memory and pictures build only the programs they run; test and bench build everything)
 #   make deps-train  install the missing Debian packages training needs (as root; else print the command);
@@ -52,7 +54,7 @@ TRAIN_ARGS ?= --tp 2 --sp --recompute selective --memory-report --layers 4 --hea
               --batch 16 --steps 600 --lr 2e-3 --warmup 50 --dropout 0.0 --val-every 200 --log-every 50 \
               --sample 400 --temperature 0.7 --top-k 20 --save $(BUILD)/model.bin --log $(BUILD)/train.jsonl
 
-.PHONY: all build trainer train test bench accuracy paper memory pictures deps deps-train data clean
+.PHONY: all build trainer train test bench accuracy paper memory beyond pictures deps deps-train data clean
 # One cmake --build at a time in the build folder, whatever -j says.
 .NOTPARALLEL:
 
@@ -144,7 +146,8 @@ accuracy: deps
 
 paper: deps
 	$(call programs,memory_calculator)
-	@mkdir -p docs && $(BUILD)/memory_calculator --chart docs/figure7.png && echo "chart: docs/figure7.png"
+	@mkdir -p docs && $(BUILD)/memory_calculator --chart docs/figure7.png --beyond-chart docs/beyond_paper.png && \
+	  echo "charts: docs/figure7.png docs/beyond_paper.png"
 
 # One line per layout (unfused and flash attention) and kind of memory, in bytes on one rank: a layer's saved
 # activations, the whole model's, and the model states (weights, gradients, master weights, AdamW moments),
@@ -170,6 +173,10 @@ memory: trainer data
 	        "activations / layer", $$2, $$3, $$4 } \
 	    $$1 == "model" && $$2 ~ /^[0-9]+$$/ { printf "%-30s %-22s %14s %14s %10s\n", layout, "activations, model", $$2, $$3, $$4 }'; \
 	done; done
+
+# One measured row per technique beyond the paper, on CPU ranks (tools/beyond_paper_measured.sh).
+beyond: trainer
+	@bash tools/beyond_paper_measured.sh $(BUILD) "$(MPIRUN)"
 
 # Pictures of the last make train: the loss curve and the measured-vs-formula memory breakdown. Only the
 # plotting tool is built, in the folder make train used, whatever its architectures.
