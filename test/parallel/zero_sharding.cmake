@@ -42,3 +42,9 @@ add_test(NAME cli_zero_stage4 COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh "
          ${MM_MPIRUN} -np 1 $<TARGET_FILE:train_gpt> --device cpu --steps 1 --zero 4)
 set_tests_properties(cli_zero_strategy_contradiction cli_zero_stage4 PROPERTIES LABELS mpi
                      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
+# GPU (and the emulated one, make test-emulated): NCCL, one GPU per rank, ZeRO-3's prefetch on the communication
+# stream; dp 2 with full recompute, and pp 2 x dp 2 under ZB-H1 (the buckets reduce-scattered after each W).
+mm_test(test_gpu_equivalence_zero3_dp2_nccl EXE test_equivalence LABELS gpu NP 2 TIMEOUT 300
+        ARGS --tp 1 --device cuda --comm nccl --no-order-check --zero 3 --recompute full --steps 2)
+mm_test(test_gpu_equivalence_zero3_pp2_dp2_zbh1_nccl EXE test_equivalence LABELS gpu NP 4 TIMEOUT 300
+        ARGS --tp 1 --pp 2 --schedule zb-h1 --micro 2 --device cuda --comm nccl --zero 3 --steps 2)
