@@ -26,9 +26,9 @@ rows=(
   "offload k=3|1|--cpu-offloading-num-layers 3"
   "offload 1st|2|--pp 2 --micro-batch-size 1 --offload-beyond-in-flight last-stage"
 )
-printf "%-16s %-60s %-16s %-16s %-16s %-16s %-16s %-16s\n" technique layout "activations" "model states" "ZeRO buffers" \
+printf "%-16s %-72s %-16s %-16s %-16s %-16s %-16s %-16s\n" technique layout "activations" "model states" "ZeRO buffers" \
        "DP bytes/step" "host peak" "host link/step"
-printf "%-16s %-60s %-16s %-16s %-16s %-16s %-16s %-16s\n" "" "" "measured=formula" "measured=formula" "measured=formula" \
+printf "%-16s %-72s %-16s %-16s %-16s %-16s %-16s %-16s\n" "" "" "measured=formula" "measured=formula" "measured=formula" \
        "measured=formula" "measured=formula" "measured=formula"
 for row in "${rows[@]}"; do
   IFS='|' read -r name np flags <<< "$row"
@@ -49,7 +49,7 @@ for row in "${rows[@]}"; do
   dp=$(check "$(pick "data-parallel bytes, total" "ZeRO-")")
   host=$(check "$(pick "host memory, peak" "Activation offloading")")
   link=$(check "$(pick "copied to the host" "Activation offloading")")
-  printf "%-16s %-60s %-16s %-16s %-16s %-16s %-16s %-16s\n" "$name" "np $np $flags" "$acts" "$states" "${zero_buf:--}" "${dp:--}" \
+  printf "%-16s %-72s %-16s %-16s %-16s %-16s %-16s %-16s\n" "$name" "np $np $flags" "$acts" "$states" "${zero_buf:--}" "${dp:--}" \
          "${host:--}" "${link:--}"
 done
 echo "(each cell: bytes measured = bytes by the formula; a mismatch stops the script. ZeRO buffers: ZeRO-2 its gradient"
