@@ -2,6 +2,7 @@
 // parallel-vs-single-rank tests. Every test compares against a single-rank run of the same model on the
 // same global batch (the reference runs on MPI_COMM_SELF inside the same program).
 #pragma once
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -119,4 +120,31 @@ inline std::vector<float> loss_curve(ModelHarness& h, int B, int S, int steps, i
         losses.push_back(train_step(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, 1e-3f, micro).loss);
     }
     return losses;
+}
+
+// Bit-for-bit equality of two float vectors (0.0 and -0.0 differ; so do two NaNs with other bits).
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// `steps` optimizer steps on one batch again and again (dropout masks still change with the step, so the loss
+// must fall), M micro-batches each: every step's loss and gradient norm, then the gathered parameters and AdamW
+// moments. The comparisons of one optimizer layout with another (test_distributed_optimizer,
+// test_zero_sharding).
+struct Trained {
+    std::vector<float> losses, norms, params, adam_m, adam_v;
+};
+inline Trained train_repeated_batch(const ModelSpec& spec, int steps, int B, int S, int micro, const OptimConfig& oc, float lr) {
+    ModelHarness h(spec, MPI_COMM_WORLD);
+    Trained t;
+    for (int st = 1; st <= steps; st++) {
+        Batch b = make_batch(h.model.cfg, B, S, 1, h.grid.dp, h.grid.dp_rank);
+        StepStats s = train_step(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, lr, micro);
+        CHECK(s.applied, "step %d not applied", st);
+        t.losses.push_back(s.loss);
+        t.norms.push_back(s.grad_norm);
+    }
+    gpt_gather_full(h.model, t.params);
+    gpt_gather_full_optimizer(h.model, t.adam_m, t.adam_v);
+    return t;
 }

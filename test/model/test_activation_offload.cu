@@ -23,10 +23,6 @@
 
 static int g_rank = 0;
 
-static bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 struct Run {
     float loss = 0;
     std::vector<float> grads, curve, params;

@@ -22,10 +22,6 @@
 
 static int g_rank = 0;
 
-static bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 // A model with an odd parameter count (C = 33, 3 heads, 3 layers): the shards of dp 2 need one padding
 // element and several tensors lie across the shard boundary.
 static GPTConfig odd_config() { return tiny_config(3, 3, 33, 61, 64, 32); }
@@ -39,30 +35,11 @@ static ModelSpec spec_of(const GPTConfig& cfg) {
     return s;
 }
 
-struct Trained {
-    std::vector<float> losses, norms, params, adam_m, adam_v;
-};
-
 static Trained train(ModelSpec spec, int steps, float clip) {
-    ModelHarness h(spec, MPI_COMM_WORLD);
     OptimConfig oc;
     oc.weight_decay = 0.01f;
     oc.grad_clip = clip;
-    const int B = 4, S = 16;
-    Trained t;
-    for (int st = 1; st <= steps; st++) {
-        // One batch again and again (dropout masks still change with the step): the loss must fall, so the
-        // comparison is between runs that really train.
-        Batch b = make_batch(h.model.cfg, B, S, 1, h.grid.dp, h.grid.dp_rank);
-        StepStats s = train_step(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, 3e-3f,
-                                 spec.pp > 1 ? 2 : 1);
-        CHECK(s.applied, "step %d not applied", st);
-        t.losses.push_back(s.loss);
-        t.norms.push_back(s.grad_norm);
-    }
-    gpt_gather_full(h.model, t.params);
-    gpt_gather_full_optimizer(h.model, t.adam_m, t.adam_v);
-    return t;
+    return train_repeated_batch(spec, steps, 4, 16, spec.pp > 1 ? 2 : 1, oc, 3e-3f);
 }
 
 static void compare(ModelSpec spec, int steps, float clip, double tolerance) {

@@ -27,32 +27,11 @@
 
 static int g_rank = 0;
 
-static bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-struct Trained {
-    std::vector<float> losses, norms, params, adam_m, adam_v;
-};
-
 static Trained train(ModelSpec spec, int steps, int B, int micro) {
-    ModelHarness h(spec, MPI_COMM_WORLD);
     OptimConfig oc;
     oc.weight_decay = 0.01f;
     oc.grad_clip = 1e6f;  // not triggered: the norm's summation order (ZeRO-1's shards vs units) is not compared
-    const int S = 16;
-    Trained t;
-    for (int st = 1; st <= steps; st++) {
-        // One batch again and again (dropout masks still change with the step): the loss must fall.
-        Batch b = make_batch(h.model.cfg, B, S, 1, h.grid.dp, h.grid.dp_rank);
-        StepStats s = train_step(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, 3e-3f, micro);
-        CHECK(s.applied, "step %d not applied", st);
-        t.losses.push_back(s.loss);
-        t.norms.push_back(s.grad_norm);
-    }
-    gpt_gather_full(h.model, t.params);
-    gpt_gather_full_optimizer(h.model, t.adam_m, t.adam_v);
-    return t;
+    return train_repeated_batch(spec, steps, B, 16, micro, oc, 3e-3f);
 }
 
 static double worst_rel(const std::vector<float>& a, const std::vector<float>& b) {
