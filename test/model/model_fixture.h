@@ -148,3 +148,25 @@ inline Trained train_repeated_batch(const ModelSpec& spec, int steps, int B, int
     gpt_gather_full_optimizer(h.model, t.adam_m, t.adam_v);
     return t;
 }
+
+// One step with a NaN injected into a gradient (model/test_hooks.h): whether it was applied, its gradient norm,
+// the first non-finite gradient the trainer names, and whether the weights stayed as they were.
+struct StepWithNaN {
+    bool applied = false, weights_kept = false;
+    float grad_norm = 0;
+    std::string first_nonfinite;
+};
+inline StepWithNaN step_with_nan(const ModelSpec& spec) {
+    ModelHarness h(spec, MPI_COMM_WORLD);
+    std::vector<float> before, after;
+    gpt_gather_full(h.model, before);
+    Batch b = make_batch(h.model.cfg, 4, 16, 1, h.grid.dp, h.grid.dp_rank);
+    g_test_hooks.inject_nan_at_step = 1;
+    StepStats st = train_step(h.model, b.inputs.data(), b.targets.data(), 4 / h.grid.dp, 16, OptimConfig(), 1, 1e-3f);
+    g_test_hooks.inject_nan_at_step = 0;
+    StepWithNaN r;
+    r.first_nonfinite = first_nonfinite_gradient(h.model);
+    gpt_gather_full(h.model, after);
+    r.applied = st.applied, r.grad_norm = st.grad_norm, r.weights_kept = same_bits(before, after);
+    return r;
+}
