@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include "parallel/offload_schedule.h"
 #include "recompute/formulas.h"
 #include "recompute/memory_techniques.h"
@@ -194,10 +195,15 @@ void print_beyond_paper(const std::vector<BeyondModel>& models, double gpu_bytes
         }
         std::stable_sort(fit.begin(), fit.end(), [](const Outcome& a, const Outcome& b) { return a.cost_s() < b.cost_s(); });
         printf("  %zu combination%s fit in %.0f GiB%s", fit.size(), fit.size() == 1 ? "" : "s", gpu_bytes / GiB,
-               fit.empty() ? "\n" : "; the cheapest (cost = recompute + DP beyond the all-reduce + exposed host link, per step):\n");
-        for (size_t i = 0; i < fit.size() && i < 5; i++)
-            printf("    %-28s %6.1f GiB  cost %.3f s (%.1f%% of the step)\n", fit[i].name.c_str(), fit[i].device() / GiB,
-                   fit[i].cost_s(), 100 * fit[i].cost_s() / m.iter_seconds);
+               fit.empty() ? "\n" : ", cheapest first (GiB, cost = recompute + DP beyond the all-reduce + exposed host link, s per step):\n");
+        std::string line = "   ";
+        for (const Outcome& o : fit) {
+            char item[96];
+            snprintf(item, sizeof item, " %s (%.1f, %.3f);", o.name.c_str(), o.device() / GiB, o.cost_s());
+            if (line.size() + strlen(item) > 116) printf("%s\n", line.c_str()), line = "   ";
+            line += item;
+        }
+        if (!fit.empty()) printf("%s\n", line.c_str());
         if (fit.empty()) continue;
         // The verdict: the cheapest, and how far the cheapest of another kind is behind it (without selective
         // recompute when the cheapest has it, else with it).
