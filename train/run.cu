@@ -213,6 +213,10 @@ static void pipeline_layout(Run& run) {
                                         std::to_string(per_stage) + " layers of a stage)"
                                   : " (set --num-microbatches or --micro-batch-size so that M = --batch / (b · dp) is a multiple of --pp)";
     refuse_if(problem);
+    // Activation offloading by layer (model/offload_model.h) counts a model chunk's layers.
+    const int chunk = per_stage / run.chunks;
+    refuse_if(opt.offload_layers <= chunk ? "" : "--cpu-offloading-num-layers " + std::to_string(opt.offload_layers) + " exceeds the " +
+              std::to_string(chunk) + " layers of a model chunk (L / pp / chunks)");
 }
 
 // The configuration a training state records (model/train_state.h): what must match to continue exactly.
@@ -327,11 +331,7 @@ void make_model(Run& run) {
     if (!opt.offload.empty()) {  // activation offloading (model/offload_model.h)
         OffloadPolicy policy;
         policy.kind = opt.offload == "layers" ? OffloadPolicy::Layers : OffloadPolicy::InFlight;
-        policy.layers = opt.offload_layers, policy.beyond = opt.offload_beyond;
-        refuse_if(policy.kind == OffloadPolicy::Layers && policy.layers > run.model.stage.layers_per_chunk
-                      ? "--cpu-offloading-num-layers " + std::to_string(policy.layers) + " exceeds the " +
-                            std::to_string(run.model.stage.layers_per_chunk) + " layers of a model chunk (L / pp / chunks)"
-                      : "");
+        policy.layers = opt.offload_layers, policy.beyond = opt.offload_beyond;  // (the count checked: pipeline_layout)
         offload_configure(run.model, policy);
         if (policy.kind == OffloadPolicy::InFlight && policy.beyond < 0 && run.grid.pp == 1)
             LOG0("note: --offload-beyond-in-flight last-stage with one pipeline stage moves nothing (it is the last stage)\n");
