@@ -197,7 +197,7 @@ clean:
 # the fuzzers, which run without MPI). Out-of-bounds, use-after-free and undefined behaviour stay fatal.
 ASAN_BUILD ?= build-asan
 ASAN_ARCHS ?= 90
-ASAN_TESTS ?= ^(cli_|bad_|resume_|crash_during_save_|nan_stops_|test_recompute_tp2_sp|test_equivalence_sp_tp2$$|test_distributed_optimizer_dp2_odd$$|test_distributed_optimizer_memory_dp4$$|test_equivalence_pp2_interleaved$$|test_equivalence_sp_tp2_pp2$$|test_pipeline_memory_tp2_pp2$$|test_comm$$|test_context_parallel_np2$$|test_equivalence_cp2_sp_tp2$$|test_equivalence_sp_tp2_pp2_zbh1$$|trace_check$$)
+ASAN_TESTS ?= ^(cli_|bad_|resume_|crash_during_save_|nan_stops_|test_recompute_tp2_sp|test_equivalence_sp_tp2$$|test_distributed_optimizer_dp2_odd$$|test_distributed_optimizer_memory_dp4$$|test_equivalence_pp2_interleaved$$|test_equivalence_sp_tp2_pp2$$|test_pipeline_memory_tp2_pp2$$|test_comm$$|test_context_parallel_np2$$|test_equivalence_cp2_sp_tp2$$|test_equivalence_sp_tp2_pp2_zbh1$$|trace_check$$|test_zero_sharding_memory_pp2_dp2_zbh1$$|test_activation_offload_first_stage_pp2_zbh1_zero3$$)
 # Reports also go to files under $(ASAN_BUILD)/sanitizer-reports, so that one from a test that expects a
 # failure (the bad-input table) cannot hide behind the expected non-zero exit: any report fails the target.
 ASAN_REPORTS = $(CURDIR)/$(ASAN_BUILD)/sanitizer-reports
