@@ -9,6 +9,8 @@
 #                from a float64 PyTorch run (needs PyTorch: apt-get install python3-torch)
 #   make paper   the paper-scale calculator: Table 2, Figure 7 (docs/figure7.png), memory totals, MFU/HFU
 #   make memory  the Table 2 grid measured on a small model on CPU, next to the formulas
+#   make beyond  one measured row per technique beyond the paper (ZeRO-1/2/3, activation offloading), each figure
+#                next to the formula the calculator's table uses (docs/paper.md "Beyond the paper")
 #   make pictures  build/pictures/{loss,memory}.png from the last make train's log
 #   (train, paper, memory and pictures build only the programs they run; test and bench build everything)
 #   make deps-train  install the missing Debian packages training needs (as root; else print the command);
@@ -55,7 +57,7 @@ TRAIN_ARGS ?= --tp 2 --sp --recompute selective --memory-report --layers 4 --hea
               --batch 16 --steps 600 --lr 2e-3 --warmup 50 --dropout 0.0 --val-every 200 --log-every 50 \
               --sample 400 --temperature 0.7 --top-k 20 --save $(BUILD)/model.bin --log $(BUILD)/train.jsonl
 
-.PHONY: all build trainer train test bench accuracy paper memory pictures deps deps-train data clean
+.PHONY: all build trainer train test bench accuracy paper memory beyond pictures deps deps-train data clean
 # One cmake --build at a time in the build folder, whatever -j says.
 .NOTPARALLEL:
 
@@ -150,7 +152,8 @@ accuracy: deps
 
 paper: deps
 	$(call programs,memory_calculator)
-	@mkdir -p docs && $(BUILD)/memory_calculator --chart docs/figure7.png && echo "chart: docs/figure7.png"
+	@mkdir -p docs && $(BUILD)/memory_calculator --chart docs/figure7.png --beyond-chart docs/beyond_paper.png && \
+	  echo "charts: docs/figure7.png docs/beyond_paper.png"
 
 # One line per layout (unfused and flash attention) and kind of memory, in bytes on one rank: a layer's saved
 # activations, the whole model's, and the model states (weights, gradients, master weights, AdamW moments),
@@ -177,6 +180,10 @@ memory: trainer data
 	    $$1 == "model" && $$2 ~ /^[0-9]+$$/ { printf "%-30s %-22s %14s %14s %10s\n", layout, "activations, model", $$2, $$3, $$4 }'; \
 	done; done
 
+# One measured row per technique beyond the paper, on CPU ranks (tools/beyond_paper_measured.sh).
+beyond: trainer
+	@bash tools/beyond_paper_measured.sh $(BUILD) "$(MPIRUN)"
+
 # Pictures of the last make train: the loss curve and the measured-vs-formula memory breakdown. Only the
 # plotting tool is built, in the folder make train used, whatever its architectures.
 pictures:
@@ -196,7 +203,7 @@ clean:
 # the fuzzers, which run without MPI). Out-of-bounds, use-after-free and undefined behaviour stay fatal.
 ASAN_BUILD ?= build-asan
 ASAN_ARCHS ?= 90
-ASAN_TESTS ?= ^(cli_|bad_|resume_|crash_during_save_|nan_stops_|test_recompute_tp2_sp|test_equivalence_sp_tp2$$|test_distributed_optimizer_dp2_odd$$|test_distributed_optimizer_memory_dp4$$|test_equivalence_pp2_interleaved$$|test_equivalence_sp_tp2_pp2$$|test_pipeline_memory_tp2_pp2$$|test_comm$$|test_context_parallel_np2$$|test_equivalence_cp2_sp_tp2$$|test_equivalence_sp_tp2_pp2_zbh1$$|trace_check$$)
+ASAN_TESTS ?= ^(cli_|bad_|resume_|crash_during_save_|nan_stops_|test_recompute_tp2_sp|test_equivalence_sp_tp2$$|test_distributed_optimizer_dp2_odd$$|test_distributed_optimizer_memory_dp4$$|test_equivalence_pp2_interleaved$$|test_equivalence_sp_tp2_pp2$$|test_pipeline_memory_tp2_pp2$$|test_comm$$|test_context_parallel_np2$$|test_equivalence_cp2_sp_tp2$$|test_equivalence_sp_tp2_pp2_zbh1$$|trace_check$$|test_zero_sharding_memory_pp2_dp2_zbh1$$|test_activation_offload_first_stage_pp2_zbh1_zero3$$)
 # Left out under the sanitizers: the out-of-memory message's case caps the address space, which AddressSanitizer's
 # shadow memory does not fit in (and its allocator reports a huge allocation itself).
 ASAN_SKIP ?= ^bad_oom_names_buffer$$

@@ -159,6 +159,11 @@ __global__ void scale_kernel(float* x, float s, int64_t n) {
         x[i] *= s;
 }
 
+__global__ void add_kernel(float* acc, const float* x, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        acc[i] += x[i];
+}
+
 // ---- dispatch ------------------------------------------------------------------------------------------
 
 static unsigned grid_for(int64_t n, int threads) {
@@ -286,6 +291,22 @@ void scale_inplace(Ctx& ctx, Tensor x, float s) {
         for (int64_t i = 0; i < x.n; i++) p[i] *= s;
     } else {
         scale_kernel<<<grid_for(x.n, 256), 256, 0, ctx.stream>>>(x.as<float>(), s, x.n);
+        CUDA_CHECK_LAST();
+    }
+}
+
+void add_inplace(Ctx& ctx, Tensor acc, Tensor x) {
+    OpScope scope(ctx, "add_inplace");
+    check_tensor(ctx, acc, DType::F32, x.n, "add_inplace", "acc");
+    check_tensor(ctx, x, DType::F32, acc.n, "add_inplace", "x");
+    if (x.n == 0) return;
+    if (ctx.device == Device::CPU) {
+        float* a = acc.as<float>();
+        const float* b = x.as<float>();
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < x.n; i++) a[i] += b[i];
+    } else {
+        add_kernel<<<grid_for(x.n, 256), 256, 0, ctx.stream>>>(acc.as<float>(), x.as<float>(), x.n);
         CUDA_CHECK_LAST();
     }
 }

@@ -20,18 +20,25 @@ static void print_model_state(FILE* f, const MemoryReport& r) {
     // Under CP the ranks that hold the same weights are the data- and the context-parallel ones (dp x cp).
     const char* group = r.shape.c > 1 ? "data- and context-parallel" : "data-parallel";
     if (F.distributed)
-        fprintf(f, "  %lld local parameters; distributed optimizer over %d %s ranks: buffers padded to %lld (+%lld),\n"
-                   "  shards of %lld; formula %s bytes/parameter x %lld\n",
-                (long long)F.n, F.d, group, (long long)F.padded, (long long)(F.padded - F.n), (long long)(F.padded / F.d),
-                F.bf16 ? "6 + 12/d" : "8 + 8/d", (long long)F.padded);
+        fprintf(f, "  %lld local parameters; %s over %d %s ranks: buffers padded to %lld (+%lld),\n"
+                   "  shards of %lld; formula %s bytes/parameter x %lld\n", (long long)F.n,
+                F.stage == 1 ? "distributed optimizer" : F.stage == 2 ? "ZeRO-2" : "ZeRO-3", F.d, group,
+                (long long)F.padded, (long long)(F.padded - F.n), (long long)(F.padded / F.d), F.per_param_text,
+                (long long)F.padded);
     else
         fprintf(f, "  %lld local parameters, every optimizer state whole on this rank (%d %s rank%s); formula %s\n"
                    "  bytes/parameter x %lld\n",
-                (long long)F.n, F.d, group, F.d == 1 ? "" : "s", F.bf16 ? "18" : "16", (long long)F.n);
+                (long long)F.n, F.d, group, F.d == 1 ? "" : "s", F.per_param_text, (long long)F.n);
     fprintf(f, "  %-16s %14s %14s %10s %12s\n", "state", "measured", "formula", "diff", "bytes/param");
-    const char* note[kNumStateKinds] = {F.bf16 ? "bf16 compute copy" : "none: the fp32 master weights are the compute weights",
-                                        "fp32", F.bf16 ? (F.distributed ? "fp32, this rank's shard" : "fp32") : "fp32 (the weights)",
-                                        F.distributed ? "fp32, this rank's shard" : "fp32", F.distributed ? "fp32, this rank's shard" : "fp32"};
+    // What each kind is, and whether this rank holds only its shard (ZeRO-1: master and moments; ZeRO-2: and the
+    // gradients; ZeRO-3: and the weights).
+    const char* sh = "fp32, this rank's shard";
+    const char* note[kNumStateKinds] = {
+        F.bf16 ? (F.sharded[0] ? "bf16, this rank's shard" : "bf16 compute copy")
+               : "none: the fp32 master weights are the compute weights",
+        F.sharded[1] ? sh : "fp32",
+        F.bf16 ? (F.sharded[2] ? sh : "fp32") : F.sharded[2] ? "fp32 (the weights), this rank's shard" : "fp32 (the weights)",
+        F.sharded[3] ? sh : "fp32", F.sharded[4] ? sh : "fp32"};
     for (int k = 0; k < kNumStateKinds; k++)
         fprintf(f, "  %-16s %14lld %14lld %10lld %12.4g   %s\n", model_state_name(k), (long long)m.bytes[k], (long long)F.bytes[k],
                 (long long)(m.bytes[k] - F.bytes[k]), (double)F.bytes[k] / (double)F.padded, note[k]);

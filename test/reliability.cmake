@@ -21,6 +21,10 @@ mm_reliability_test(resume_bitwise_zero_dp2 test_resume.sh 2 --tp 1 --zero 1)
 mm_reliability_test(resume_bitwise_cp2 test_resume.sh 2 --cp 2 --attention flash)
 mm_reliability_test(resume_zero_crossed_dp2 test_resume_zero.sh 2)
 mm_reliability_test(resume_zero_crossed_tp2_dp2_sp_bf16 test_resume_zero.sh 4 --tp 2 --sp --dtype bf16)
+# ZeRO-2 and ZeRO-3 (parallel/zero_sharding.h): the same layout resumes bitwise, and at one rank (equivalent);
+# checkpoints cross every stage at dp 2 bitwise (the format does not change).
+mm_reliability_test(resume_bitwise_zero3_dp2 test_resume.sh 2 --tp 1 --zero 3)
+mm_reliability_test(resume_zero_crossed_stages_dp2 test_resume_zero.sh 2 --stages "3:1 2:3 0:2" --dtype bf16)
 # The same over a pattern of shards of 10 batches each: the resumed run crosses shard boundaries bitwise.
 mm_reliability_test(resume_bitwise_shards test_resume.sh 1 --shards)
 # Extending a finished cosine run on purpose (--override-opt_param-scheduler) at another layout: the loss continues

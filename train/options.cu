@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 #include <cctype>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -62,6 +63,19 @@ static const char* train_usage() {
         "  --use-distributed-optimizer fp32 master weights and AdamW moments sharded over the data-parallel ranks\n"
         "                              (default off; ZeRO-1; Megatron's name; --zero 1 is the same): gradients\n"
         "                              reduce-scattered, updated weights all-gathered; nothing changes at dp 1\n"
+        "  --zero 0|1|2|3              what is sharded over the data- (and context-) parallel ranks (default 0):\n"
+        "                              nothing, the optimizer states (1), the gradients too (2: reduce-scattered per\n"
+        "                              layer as the backward produces them), the weights too (3: gathered per layer,\n"
+        "                              the next one prefetched); Megatron's --data-parallel-sharding-strategy\n"
+        "                              no_shard|optim|optim_grads|optim_grads_params is the same\n"
+        "  --offload-activations       saved activations to host memory after a layer's forward, back before its\n"
+        "                              backward (default off; Megatron's --cpu-offloading): each model chunk's layers\n"
+        "                              but the last\n"
+        "  --cpu-offloading-num-layers N   only each model chunk's first N layers (alias --offload-layers; default:\n"
+        "                              all but the last)\n"
+        "  --offload-beyond-in-flight K|last-stage   instead (default off): every layer of the micro-batches a stage\n"
+        "                              holds in flight beyond K; last-stage: beyond the last stage's count (1 under\n"
+        "                              1F1B), so the first stage keeps on the GPU what the last one keeps\n"
         "Data\n"
         "  --train FILE --val FILE     llm.c token shards (default: data/generated/default/{train,val}.bin; a file\n"
         "                              given must exist; --val none: no validation); build/prepare_data makes them\n"
@@ -231,6 +245,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         if (switch_flag({"--use-distributed-optimizer"})) { o.distributed_optimizer = true; continue; }
         if (switch_flag({"--override-opt_param-scheduler"})) { o.override_schedule = true; continue; }
         if (switch_flag({"--use-checkpoint-opt_param-scheduler"})) { o.checkpoint_schedule = true; continue; }
+        if (switch_flag({"--offload-activations", "--cpu-offloading"})) { o.offload = o.offload.empty() ? "layers" : o.offload; continue; }
         if (!has_inline && i + 1 >= argc)
             bad(print, shown_flag(a) ? a + " needs a value" : "unknown flag " + a + did_you_mean(a, train_usage()));
         const char* v = has_inline ? inline_value.c_str() : argv[++i];
@@ -303,11 +318,24 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--save-every"})) o.save_every = (int)to_int(print, f, v, 1, big);
         else if (flag({"--resume"})) o.resume = v;
         else if (flag({"--exit-interval"})) o.exit_interval = (int)to_int(print, f, v, 1, big);
+        // ---- ZeRO stages and activation offloading (parallel/zero_sharding.h, recompute/activation_offload.h) ----
         else if (flag({"--zero"})) {
-            const long long z = to_int(print, f, v, 0, 3);
-            if (z > 1) bad(print, "--zero " + std::string(v) + ": only stage 1 exists (the optimizer states sharded); ZeRO-2/3 "
-                                  "(gradients, weights) are not implemented; use --zero 1");
-            zero_stage = (int)z;
+            const int z = (int)to_int(print, f, v, 0, 3);
+            if (zero_stage >= 0 && z != zero_stage) bad(print, "--zero " + std::string(v) + " contradicts --zero " + std::to_string(zero_stage) +
+                                                                " (or --data-parallel-sharding-strategy): give one stage");
+            zero_stage = z;
+        } else if (flag({"--data-parallel-sharding-strategy"})) {  // Megatron-FSDP's names for the same stages
+            const std::string k = one_of(print, f, v, {"no_shard", "optim", "optim_grads", "optim_grads_params"});
+            const int z = k == "no_shard" ? 0 : k == "optim" ? 1 : k == "optim_grads" ? 2 : 3;
+            if (zero_stage >= 0 && z != zero_stage) bad(print, a + " " + k + " (ZeRO-" + std::to_string(z) + ") contradicts --zero " +
+                                                                std::to_string(zero_stage) + ": give one stage");
+            zero_stage = z;
+        } else if (flag({"--cpu-offloading-num-layers", "--offload-layers"})) {
+            o.offload_layers = (int)to_int(print, f, v, 0, 4096);
+            o.offload = "layers";
+        } else if (flag({"--offload-beyond-in-flight"})) {
+            o.offload_beyond = strcmp(v, "last-stage") ? (int)to_int(print, f, v, 0, big) : -1;
+            o.offload = "in-flight";
         }
         else if (flag({"--inject-nan-at-step"})) o.inject_nan_at_step = (int)to_int(print, f, v, 1, big);
         else if (flag({"--stop-stage-at"})) {  // tests (hidden): S:N, layers/test_hooks.h
@@ -325,6 +353,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
     if (zero_stage == 0 && o.distributed_optimizer)
         bad(print, "--zero 0 contradicts --use-distributed-optimizer (the same as --zero 1): give one of them");
     if (zero_stage == 1) o.distributed_optimizer = true;
+    o.zero_stage = std::max(zero_stage, o.distributed_optimizer ? 1 : 0);  // ZeRO-2/3 shard the optimizer too
     // Whose learning-rate schedule a resumed run follows (Megatron-LM's two flags; train/run.cu applies them).
     if (o.override_schedule && o.checkpoint_schedule)
         bad(print, "--override-opt_param-scheduler (this run's schedule) contradicts --use-checkpoint-opt_param-scheduler "
@@ -332,6 +361,8 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
     if ((o.override_schedule || o.checkpoint_schedule) && o.resume.empty())
         bad(print, std::string(o.override_schedule ? "--override-opt_param-scheduler" : "--use-checkpoint-opt_param-scheduler") +
                    " goes with --resume DIR: it says whose learning-rate schedule a resumed run follows");
+    if (o.was_given("--cpu-offloading-num-layers") && o.was_given("--offload-beyond-in-flight"))
+        bad(print, "--cpu-offloading-num-layers and --offload-beyond-in-flight are two offloading policies: give one");
     if (o.resume == "auto" && o.checkpoint_dir.empty())
         bad(print, "--resume auto needs --checkpoint-dir DIR (where to look for a checkpoint and to save)");
     if (o.resume != "auto" && !o.resume.empty() && !o.checkpoint_dir.empty() && o.checkpoint_dir != o.resume && !o.init.empty())

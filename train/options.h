@@ -26,6 +26,13 @@ struct TrainOptions {
     std::string recompute = "none";  // none | selective | full
     std::string attention = "unfused";  // unfused | flash (layers/attention.h, layers/flash_attention.h)
     bool distributed_optimizer = false;  // ZeRO-1: optimizer states sharded over DP (parallel/distributed_optimizer.h)
+    int zero_stage = 0;                  // 0..3: what is sharded over DP × CP (1: = distributed_optimizer;
+                                         // 2, 3: parallel/zero_sharding.h)
+    // Activation offloading (recompute/activation_offload.h): "" off, "layers" (each model chunk's first
+    // offload_layers layers, -1: all but its last), "in-flight" (the micro-batches a stage holds beyond
+    // offload_beyond, -1: beyond the last stage's count).
+    std::string offload;
+    int offload_layers = -1, offload_beyond = -1;
     // data
     std::string train_file = "data/generated/default/train.bin", val_file = "data/generated/default/val.bin";
     int batch = 8, seq = 64;          // global batch (sequences per step), sequence length

@@ -14,6 +14,8 @@
 #include "../layers/trace.h"
 #include "../parallel/zero_bubble_schedule.h"
 #include "../model/model_file.h"
+#include "../model/offload_model.h"
+#include "../model/zero_model.h"
 #include "../parallel/comm.h"
 
 // Refuse a bad input on every rank together (run.h). Collective: every rank calls it at the same point, with ""
@@ -214,6 +216,10 @@ static void pipeline_layout(Run& run) {
                                         std::to_string(per_stage) + " layers of a stage)"
                                   : " (set --num-microbatches or --micro-batch-size so that M = --batch / (b · dp) is a multiple of --pp)";
     refuse_if(problem);
+    // Activation offloading by layer (model/offload_model.h) counts a model chunk's layers.
+    const int chunk = per_stage / run.chunks;
+    refuse_if(opt.offload_layers <= chunk ? "" : "--cpu-offloading-num-layers " + std::to_string(opt.offload_layers) + " exceeds the " +
+              std::to_string(chunk) + " layers of a model chunk (L / pp / chunks)");
 }
 
 // The configuration a training state records (model/train_state.h): what must match to continue exactly.
@@ -330,15 +336,33 @@ void make_model(Run& run) {
     const TrainOptions& opt = run.opt;
     run.alloc = std::make_unique<ActivationAllocator>(run.device);
     gpt_create(run.model, run.cfg, run.grid, run.ctx, *run.alloc, run.dtype, run.recompute, opt.dropout, opt.seed, run.chunks,
-               opt.distributed_optimizer);  // parallel/distributed_optimizer.h
+               opt.zero_stage);  // parallel/distributed_optimizer.h, parallel/zero_sharding.h
     run.model.schedule = run.schedule;
     run.model.attention = run.attention;
-    if (opt.distributed_optimizer && weight_ranks(run.grid) == 1)
-        LOG0("note: --use-distributed-optimizer with data-parallel size 1 changes nothing (one rank holds every optimizer state)\n");
+    if (opt.zero_stage > 0 && weight_ranks(run.grid) == 1)
+        LOG0("note: %s with data-parallel size 1 changes nothing (one rank holds every optimizer state)\n",
+             opt.zero_stage == 1 ? "--use-distributed-optimizer" : ("--zero " + std::to_string(opt.zero_stage)).c_str());
+    if (zero_sharded(run.model))  // model/zero_model.h
+        LOG0("ZeRO-%d: each of %d %s ranks keeps its piece of every unit (%zu layers%s): %lld of %lld local parameters' %s "
+             "(units padded by %lld)\n", opt.zero_stage, weight_ranks(run.grid), run.grid.cp > 1 ? "data- and context-parallel" : "data-parallel",
+             run.model.stage.layers.size(), run.model.sharded.edges >= 0 ? " and the edges" : "", (long long)run.model.sharded.shard,
+             (long long)run.model.n_params, opt.zero_stage == 2 ? "gradients and optimizer states" : "weights, gradients and optimizer states",
+             (long long)(run.model.sharded.padded - run.model.n_params));
     if (run.model.zero.on)
         LOG0("distributed optimizer: each of %d %s ranks keeps the optimizer states of %lld of %lld local parameters "
              "(padded by %lld)\n", weight_ranks(run.grid), run.grid.cp > 1 ? "data- and context-parallel" : "data-parallel",
              (long long)run.model.zero.shard, (long long)run.model.n_params, (long long)(run.model.zero.padded - run.model.n_params));
+    if (!opt.offload.empty()) {  // activation offloading (model/offload_model.h)
+        OffloadPolicy policy;
+        policy.kind = opt.offload == "layers" ? OffloadPolicy::Layers : OffloadPolicy::InFlight;
+        policy.layers = opt.offload_layers, policy.beyond = opt.offload_beyond;  // (the count checked: pipeline_layout)
+        offload_configure(run.model, policy);
+        if (policy.kind == OffloadPolicy::InFlight && policy.beyond < 0 && run.grid.pp == 1)
+            LOG0("note: --offload-beyond-in-flight last-stage with one pipeline stage moves nothing (it is the last stage)\n");
+        if (policy.kind == OffloadPolicy::Layers && (policy.layers == 0 || (policy.layers < 0 && run.model.stage.layers_per_chunk == 1)))
+            LOG0("note: activation offloading moves no layer (a model chunk of %d layer%s, %d offloaded)\n", run.model.stage.layers_per_chunk,
+                 run.model.stage.layers_per_chunk == 1 ? "" : "s", policy.layers < 0 ? 0 : policy.layers);
+    }
     if (run.init_params.empty()) gpt_init_random(run.model, opt.seed);
     else gpt_load_full(run.model, run.init_params.data());
     run.init_params.clear();

@@ -44,6 +44,8 @@ emu_trainer_test(emu_trainer_pp2_interleaved 2 fp32 --pp 2 --pipeline-schedule i
 emu_trainer_test(emu_trainer_pp2_zbh1 2 fp32 --pp 2 --pipeline-schedule zb-h1 --micro-batch-size 1)
 emu_trainer_test(emu_trainer_cp2 2 fp32 --cp 2)
 emu_trainer_test(emu_trainer_dp2_distributed_optimizer 2 fp32 --use-distributed-optimizer)
+emu_trainer_test(emu_trainer_pp2_zero3_offload_first_stage 4 bf16 --pp 2 --zero 3 --micro-batch-size 1
+                 --offload-beyond-in-flight last-stage)
 
 # Negative control: ring attention without its event wait fails the CP equivalence (trainer_cp_without_wait.sh).
 add_test(NAME emu_cp_ring_without_wait_fails COMMAND bash ${EMU_DIR}/trainer_cp_without_wait.sh "${MPIEXEC_EXECUTABLE}"

@@ -5,12 +5,13 @@
 // CPU checks: AdamW against the reference (its state in double) for 3 steps, with f32 and bf16 gradients (a
 // zero gradient on the first step: only weight decay moves it); sum_of_squares against the reference's
 // double sum over several of the CPU's fixed chunks and a ragged end, the batched sums_of_squares giving the
-// same bits as one call per tensor, scale_inplace; sum_of_squares gives the same bits with 1 and 3 OpenMP
+// same bits as one call per tensor, scale_inplace, add_inplace (bitwise the reference); sum_of_squares gives the same bits with 1 and 3 OpenMP
 // threads (so the gradient clipping of a run does not depend on the machine).
 // The fused update (adamw_update_fused: AdamW plus the bf16 compute copy in one pass) against adamw_update
 // followed by tensor_convert, bitwise, on the CPU and on the GPU (where it is also checked against the CPU).
 // GPU checks, f32 and bf16 gradients: 3 AdamW steps and sum_of_squares (fp64 accumulation, bitwise
-// reproducible; single and batched) against the CPU and the reference, scale_inplace against the CPU.
+// reproducible; single and batched) against the CPU and the reference, scale_inplace against the CPU, add_inplace
+// bitwise the CPU.
 #include <omp.h>
 #include <cstdint>
 #include "layers/adamw.h"
@@ -69,6 +70,13 @@ static void test_sum_of_squares_and_scale(std::mt19937& rng) {
     for (int64_t i = 0; i < n; i++)
         if (s[i] != x[i] * 0.25f) bad++;
     CHECK(bad == 0, "scale_inplace: %d wrong", bad);
+    // add_inplace: one float addition per element, bitwise the reference's.
+    vf addend = random_vec(n, rng, -3.f, 3.f), want_sum = s;
+    ref_add(want_sum.data(), addend.data(), n);
+    Tensor u = cpu_tensor(DType::F32, addend);
+    add_inplace(g_cpu, t, u);
+    CHECK(memcmp(to_host(t).data(), want_sum.data(), n * sizeof(float)) == 0, "add_inplace differs from the reference");
+    tensor_free(u);
     tensor_free(t);
     Tensor e = tensor_alloc(Device::CPU, DType::F32, 0);
     CHECK(sum_of_squares(g_cpu, e) == 0.0, "sum_of_squares of an empty tensor");
@@ -204,6 +212,10 @@ static void test_adamw_and_reductions(DType grad_dt, int64_t n, std::mt19937& rn
     scale_inplace(g_cpu, p.c, 0.3f);
     scale_inplace(g_gpu, p.g, 0.3f);
     check_close(to_host(p.g), to_host(p.c), 1e-5, 1e-6, "scale_inplace", "f32", (int)n, 1);
+    // add_inplace (ZeRO-2's accumulation of gradient pieces): the same float additions, bitwise.
+    add_inplace(g_cpu, p.c, p.c);
+    add_inplace(g_gpu, p.g, p.g);
+    CHECK(to_host(p.g) == to_host(p.c), "add_inplace [n=%lld]: the GPU's sums differ from the CPU's", (long long)n);
     free_all({&p, &m, &v, &x});
 }
 
