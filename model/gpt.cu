@@ -1,8 +1,8 @@
 // gpt.cu — the model on one rank: weights, initialization, and the forward / backward of a step.
 #include "gpt.h"
 #include "../layers/test_hooks.h"
-#include "offload_model.h"
-#include "zero_model.h"
+#include "offload_layers.h"           // activation offloading in the layer loops
+#include "../parallel/zero_scopes.h"  // ZeRO-2/3 in the chunk and layer loops
 
 #include <algorithm>
 #include <cmath>
@@ -40,9 +40,11 @@ void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, Activ
     // The distributed optimizer shards over every rank that holds these weights: DP's and CP's.
     m.zero = optimizer_shard_layout(m.n_params, m.offsets, m.sizes, weight_ranks(grid), weight_rank(grid),
                                     zero_stage == 1);
-    zero_model_create(m, zero_stage, dtype);  // ZeRO-2/3 (model/zero_model.h): the unit layout and its states
-    if (zero_sharded(m)) return;
-    const ModelStates s = model_states_allocate(m.state_memory, m.zero, ctx.device, dtype);
+    // ZeRO-2/3 (parallel/zero_sharding.h): the unit layout, and the states as shards.
+    zero_layout(m.sharded, zero_stage, m.n_params, m.offsets, m.sizes, m.stage.layers, weight_ranks(grid),
+                weight_rank(grid), dtype, ctx.device);
+    const ModelStates s = m.sharded.on() ? zero_states_allocate(m.state_memory, m.sharded, ctx.device, dtype)
+                                         : model_states_allocate(m.state_memory, m.zero, ctx.device, dtype);
     m.master = s.master, m.weights = s.weights, m.grads = s.grads, m.adam_m = s.adam_m, m.adam_v = s.adam_v;
 }
 
@@ -108,7 +110,7 @@ void gpt_init_full(const GPTConfig& cfg, uint64_t seed, std::vector<float>& full
 void gpt_refresh_compute_weights(GPT& m) {
     // With the distributed optimizer the master is sharded: a collective over DP.
     if (m.zero.on) return refresh_weights_from_shards(weight_comm(*m.grid), *m.ctx, m.zero, gpt_model_states(m));
-    if (zero_sharded(m)) return zero_refresh_weights(weight_comm(*m.grid), *m.ctx, m.sharded, gpt_model_states(m));
+    if (m.sharded.on()) return zero_refresh_weights(weight_comm(*m.grid), *m.ctx, m.sharded, gpt_model_states(m));
     if (m.weights.data != m.master.data) tensor_convert(*m.ctx, m.weights, m.master);
 }
 
@@ -122,11 +124,11 @@ static std::vector<float> local_part(const GPT& m, const float* full) {
 
 // A state buffer from this rank's whole local values, keeping its shard under any ZeRO stage; and back.
 static void load_local(GPT& m, Tensor state, const float* local) {
-    if (zero_sharded(m)) zero_load_local_values(m.sharded, state, local);
+    if (m.sharded.on()) zero_load_local_values(m.sharded, state, local);
     else load_local_values(m.zero, state, local);
 }
 static std::vector<float> local_of(GPT& m, Tensor state) {
-    if (zero_sharded(m)) return zero_local_values(weight_comm(*m.grid), m.sharded, state);
+    if (m.sharded.on()) return zero_local_values(weight_comm(*m.grid), m.sharded, state);
     return local_values(weight_comm(*m.grid), m.zero, gpt_model_states(m), state);
 }
 
@@ -189,7 +191,7 @@ void gpt_zero_grad(GPT& m) {
     // optimizer. The embeddings' gradients need zeros (a scatter-add writes them, and the tied wte gets two
     // uses); the final LayerNorm's and the padding are small.
     m.layer_grads_stale.assign((size_t)m.stage.chunks, true);
-    if (zero_sharded(m)) return zero_begin_step(m.sharded, *m.ctx);  // ZeRO-2/3: the edges' bucket, fresh pieces
+    if (m.sharded.on()) return zero_begin_step(m.sharded, *m.ctx);  // ZeRO-2/3: the edges' bucket, fresh pieces
     const int64_t layers_begin = m.offsets[P_LN1W], layers_end = m.offsets[P_LNFW];
     tensor_zero(*m.ctx, m.grads.slice(0, layers_begin));
     tensor_zero(*m.ctx, m.grads.slice(layers_end, m.grads.n - layers_end));
@@ -309,7 +311,7 @@ static void reserve_step_scratch(GPT& m, const StepShape& sh) {
         for (int cols : {C, 3 * C / t, 4 * C / t}) bytes = std::max(bytes, bias_backward_scratch_bytes(rows, cols));
     }
     std::vector<int64_t> norm_parts(m.sizes, m.sizes + NUM_PARAM_TENSORS);  // the gradient norm's tensors
-    if (zero_sharded(m)) norm_parts.clear();                              // (ZeRO-2/3: the owned pieces)
+    if (m.sharded.on()) norm_parts.clear();                                // (ZeRO-2/3: the owned pieces)
     for (const ZeroSegment& o : m.sharded.owned) norm_parts.push_back(o.n);
     bytes = std::max(bytes, sums_of_squares_scratch_bytes(norm_parts));
     if (m.attention == Attention::Flash)  // the backward's D = rowsum(dO ⊙ O)
@@ -400,16 +402,21 @@ static float head_forward(GPT& m, MicroBatchState& f, Tensor x, std::vector<floa
     return loss;
 }
 
+// What ZeRO's scopes in the loops below read of the model (parallel/zero_scopes.h).
+static ZeroLoop zero_loop(GPT& m) {
+    return {m.sharded, *m.ctx, *m.grid, m.stage, gpt_model_states(m), m.recompute == Recompute::Full, m.schedule};
+}
+
 Tensor gpt_forward_chunk(GPT& m, int j, int chunk, Tensor x, float* loss, std::vector<float>* token_losses) {
     MicroBatchState& f = m.flight[(size_t)j];
     ActivationAllocator& A = *m.alloc;
     const PipelineStage& st = m.stage;
     const int v = st.virtual_stage(chunk), b = st.chunk_begin(chunk), e = st.chunk_end(chunk);
     const bool first = v == 0, last = v == st.num_virtual() - 1;
-    ZeroChunkScope zero_chunk(m, chunk, ZeroPass::Forward);  // ZeRO-3: the edges gathered (model/zero_model.h)
+    ZeroChunkScope zero_chunk(zero_loop(m), chunk, ZeroPass::Forward);  // ZeRO-3: the edges gathered
     if (first) x = embed_forward(m, f, b, last && b == e);
     for (int l = b; l < e; l++) {
-        ZeroLayerScope zero(m, j, chunk, l, ZeroPass::Forward);  // ZeRO-3: this layer's weights gathered
+        ZeroLayerScope zero(zero_loop(m), j, chunk, l, ZeroPass::Forward);  // ZeRO-3: this layer's weights gathered
         LayerContext run = gpt_layer_context(m, l, f.shape);
         SavedLayer& saved = f.saved[(size_t)st.local_layer(l)];
         saved.ln1_in = x;
@@ -419,7 +426,7 @@ Tensor gpt_forward_chunk(GPT& m, int j, int chunk, Tensor x, float* loss, std::v
         const char* tag = !end ? "ln1_in" : last ? "lnf_in" : "tmp:stage_out";
         Tensor out = A.alloc(m.dtype, (int64_t)f.shape.N_shard * m.cfg.channels, level, tag);
         layer_forward(run, saved, out, m.recompute);
-        offload_after_forward(m, j, chunk, l, saved);  // --offload-activations: to the host (model/offload_model.h)
+        offload_after_forward(m.offload, st, j, chunk, l, saved);  // --offload-activations: to the host
         x = out;
     }
     if (!last) return x;
@@ -481,14 +488,14 @@ Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
     const PipelineStage& st = m.stage;
     const int v = st.virtual_stage(chunk), b = st.chunk_begin(chunk), e = st.chunk_end(chunk);
     const bool first = v == 0, last = v == st.num_virtual() - 1;
-    ZeroChunkScope zero_chunk(m, chunk, ZeroPass::Backward);  // ZeRO-3: the edges gathered for the head
+    ZeroChunkScope zero_chunk(zero_loop(m), chunk, ZeroPass::Backward);  // ZeRO-3: the edges gathered for the head
     Tensor dresid = last ? head_backward(m, f) : dout;  // updated in place, layer by layer, down to the input
     // The chunk's first backward of the step overwrites its layers' gradients; later micro-batches add.
     const bool stale = chunk < (int)m.layer_grads_stale.size() && m.layer_grads_stale[(size_t)chunk];
     const bool split = is_zero_bubble(m.schedule) && st.pp > 1;  // B now, the layers' W later
     for (int l = e - 1; l >= b; l--) {
-        ZeroLayerScope zero(m, j, chunk, l, ZeroPass::Backward);  // ZeRO-2/3: its gradient bucket; ZeRO-3: weights
-        reload_before_backward(m, j, chunk, l, f.saved);         // offloaded activations back, the next one issued
+        ZeroLayerScope zero(zero_loop(m), j, chunk, l, ZeroPass::Backward);  // ZeRO-2/3: its bucket; ZeRO-3: weights
+        reload_before_backward(m.offload, st, j, chunk, l, f.saved);  // offloaded activations back, the next one issued
         LayerContext run = gpt_layer_context(m, l, f.shape);
         run.grads = stale || zero.fresh_bucket() ? GradWrite::Overwrite : GradWrite::Accumulate;
         WeightGradDeferral defer(split ? &m.weight_grads : nullptr, *m.ctx, *m.alloc, j, chunk, l);
@@ -504,7 +511,7 @@ Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
 void gpt_weight_gradients(GPT& m, int j, int chunk) {
     if (g_test_hooks.drop_first_weight_pass && j == 0) return m.weight_grads.discard(j, chunk);  // negative control
     m.weight_grads.run(*m.ctx, j, chunk);
-    zero_after_weight_pass(m, j, chunk);  // ZeRO-2/3: the chunk's layers' gradients are complete now
+    zero_after_weight_pass(zero_loop(m), j, chunk);  // ZeRO-2/3: the chunk's layers' gradients are complete now
 }
 
 // ---- the forward and backward of a whole batch on one stage ----------------------------------------------

@@ -79,11 +79,13 @@ struct GPT {
     // The distributed optimizer (parallel/distributed_optimizer.h): with it, adam_m / adam_v (and master in
     // bf16) hold this DP rank's shard only, and weights / grads are padded to a multiple of dp.
     OptimizerShard zero;
-    // ZeRO-2 / ZeRO-3 (parallel/zero_sharding.h, model/zero_model.h): with it, grads, adam_m, adam_v (and master
-    // in bf16) are this rank's shard of every unit, and so are the weights under ZeRO-3; gpt_param / gpt_grad
-    // then view the gathered units and the open gradient buckets.
+    // ZeRO-2 / ZeRO-3 (parallel/zero_sharding.h; the loops' scopes parallel/zero_scopes.h, the step's
+    // model/zero_model.h): with it, grads, adam_m, adam_v (and master in bf16) are this rank's shard of every
+    // unit, and so are the weights under ZeRO-3; gpt_param / gpt_grad then view the gathered units and the
+    // open gradient buckets.
     ZeroSharding sharded;
-    // Activation offloading (recompute/activation_offload.h, model/offload_model.h): off unless configured.
+    // Activation offloading (recompute/activation_offload.h; the loops' calls model/offload_layers.h, the
+    // step's model/offload_model.h): off unless configured.
     OffloadState offload;
     ModelStateMemory state_memory;  // the model states' tagged account (recompute/model_state_memory.h)
 

@@ -1,9 +1,9 @@
 // offload_model.cu — activation offloading in the model (see the header).
 #include "offload_model.h"
-#include "gpt.h"
 #include "../layers/test_hooks.h"
 
 #include <algorithm>
+#include "offload_layers.h"
 #include "../parallel/offload_schedule.h"
 #include "../parallel/zero_bubble_schedule.h"
 
@@ -28,18 +28,6 @@ static std::vector<std::vector<bool>> in_flight_plan(const GPT& m, int M) {
     return offload_in_flight_plan(offload_stage_ops(m.schedule, st.pp, st.rank, M, st.chunks), M, st.chunks, keep);
 }
 
-static bool chooses(const GPT& m, const std::vector<std::vector<bool>>& plan, int j, int chunk, int layer) {
-    const OffloadPolicy& p = m.offload.policy;
-    if (p.kind == OffloadPolicy::Layers) {
-        const int n = p.layers < 0 ? m.stage.layers_per_chunk - 1 : p.layers;
-        return layer - m.stage.chunk_begin(chunk) < n;
-    }
-    if (p.kind == OffloadPolicy::InFlight) return j < (int)plan.size() && plan[(size_t)j][(size_t)chunk];
-    return false;
-}
-
-bool offload_chooses(const GPT& m, int j, int chunk, int layer) { return chooses(m, m.offload.plan, j, chunk, layer); }
-
 OffloadStep::OffloadStep(GPT& m, int micro_batches) : m_(m) {
     if (!offload_on(m)) return;
     if (m.offload.policy.kind == OffloadPolicy::InFlight) m.offload.plan = in_flight_plan(m, micro_batches);
@@ -49,29 +37,18 @@ OffloadStep::OffloadStep(GPT& m, int micro_batches) : m_(m) {
 
 OffloadStep::~OffloadStep() { m_.offload.in_step = false; }
 
-void offload_after_forward(GPT& m, int j, int chunk, int layer, SavedLayer& s) {
-    if (!m.offload.in_step) return;
-    if (offload_chooses(m, j, chunk, layer)) m.offload.mover->offload(j, layer, s);
-    if (layer + 1 == m.stage.chunk_end(chunk)) m.offload.mover->flush();  // the forward ends with them off the device
-}
-
-void reload_before_backward(GPT& m, int j, int chunk, int layer, std::vector<SavedLayer>& saved) {
-    if (!m.offload.in_step) return;
-    ActivationOffload& mover = *m.offload.mover;
-    const PipelineStage& st = m.stage;
-    mover.wait(j, layer, saved[(size_t)st.local_layer(layer)]);  // issued one layer ahead, or now (the chunk's last)
-    if (layer - 1 >= st.chunk_begin(chunk)) mover.reload(j, layer - 1, saved[(size_t)st.local_layer(layer - 1)]);
-}
-
 // ---- measured next to the formula ------------------------------------------------------------------------------------
 OffloadCounts offload_counts(const GPT& m, int M) {
     const PipelineStage& st = m.stage;
     // The plan of a step of M micro-batches (what OffloadStep computes), counted over the stage's ops.
     const std::vector<std::vector<bool>> plan = m.offload.policy.kind == OffloadPolicy::InFlight ? in_flight_plan(m, M)
                                                                                                : std::vector<std::vector<bool>>();
+    auto moved = [&](int j, int chunk, int i) {
+        return offload_chooses(m.offload.policy, plan, st, j, chunk, st.chunk_begin(chunk) + i);
+    };
     const OffloadScheduleCounts c = offload_schedule_counts(
         offload_stage_ops(m.schedule, st.pp, st.rank, M, st.chunks), st.pp > 1 && is_zero_bubble(m.schedule), st.chunks,
-        st.layers_per_chunk, [&](int j, int chunk, int i) { return chooses(m, plan, j, chunk, st.chunk_begin(chunk) + i); });
+        st.layers_per_chunk, moved);
     OffloadCounts out;
     out.device.assign((size_t)m.cfg.layers, 0);
     out.host.assign((size_t)m.cfg.layers, 0);

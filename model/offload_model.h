@@ -1,32 +1,22 @@
-// offload_model.h — activation offloading in the model (recompute/activation_offload.h moves the bytes): which
-// layers and micro-batches go to host memory, the two calls model/gpt.cu's layer loops make, the step's scope,
-// and what the memory report compares. Beyond the paper; the layer does not know about it.
+// offload_model.h — activation offloading in the model: what needs the whole model (recompute/activation_offload.h
+// moves the bytes, model/offload_layers.h holds the policy and the two calls model/gpt.cu's layer loops make):
+// the configuration, the step's scope (its plan), and what the memory report compares. Beyond the paper.
+// model/gpt.cu does not include this header: its loops need less than the whole model.
 //
-// The policies (OffloadPolicy):
-//   Layers    each model chunk's first N layers of every micro-batch (Megatron's --cpu-offloading-num-layers;
-//             by default all but the chunk's last, whose backward comes first).
-//   InFlight  every layer of the micro-batches a pipeline stage holds in flight beyond K, decided at each
-//             forward from the stage's own schedule. With K the last stage's count (1 under 1F1B) this is
-//             the paper's future work on the first stage's pressure (§4.3: under 1F1B stage r holds p − r
-//             micro-batches): every stage then keeps on the device what the last one keeps.
-// In the backward the layers come back one ahead: the reload of layer i−1 is issued before layer i's backward
-// runs. Offloading never changes a bit: the tensors come back as they left (test_activation_offload).
+// The in-flight policy with K the last stage's count (1 under 1F1B) is the paper's future work on the first
+// stage's pressure (§4.3: under 1F1B stage r holds p − r micro-batches): every stage then keeps on the device
+// what the last one keeps.
 #pragma once
 #include <cstdio>
 #include <vector>
-#include "../recompute/activation_offload.h"
+#include "gpt.h"
 #include "../recompute/memory_report.h"
 #include "../recompute/memory_techniques.h"
-#include "../recompute/saved_layer.h"
-
-struct GPT;  // model/gpt.h (which includes this header: its layer loops call the functions below)
 
 // Whether any saved activation of this model moves to the host.
 bool offload_on(const GPT& m);
 // After gpt_create: offload by `policy` from now on (Off: never). Refuses a layer count beyond a chunk's.
 void offload_configure(GPT& m, const OffloadPolicy& policy);
-// Whether micro-batch j's layer `layer` (of model chunk `chunk`) goes to the host in the step in flight.
-bool offload_chooses(const GPT& m, int j, int chunk, int layer);
 
 // A training step's forwards and backwards (forward_backward, model/train_step.cu): the plan for its M
 // micro-batches, the counters reset; outside it (validation, sampling) nothing moves.
@@ -40,13 +30,6 @@ public:
 private:
     GPT& m_;
 };
-
-// gpt_forward_chunk, after a layer's forward: its saved tensors to the host when chosen; at the chunk's last
-// layer the copies are waited for and the device blocks given back.
-void offload_after_forward(GPT& m, int j, int chunk, int layer, SavedLayer& s);
-// gpt_backward_chunk, before a layer's backward: its tensors back on the device (waited for), and the reload
-// of the layer below issued to run meanwhile. saved: the micro-batch's layers, by local layer.
-void reload_before_backward(GPT& m, int j, int chunk, int layer, std::vector<SavedLayer>& saved);
 
 // ---- measured next to the formula --------------------------------------------------------------------------------
 // At the moment the memory report is taken (the schedule's peak), each layer's micro-batches on the device and on

@@ -1,81 +1,13 @@
 // zero_model.cu — the model under ZeRO-2 and ZeRO-3 (see the header).
 #include "zero_model.h"
-#include "gpt.h"
 #include "../layers/test_hooks.h"
 
 #include <algorithm>
 #include "../parallel/sequence_parallel.h"
 #include "../parallel/zero_bubble_schedule.h"
+#include "../parallel/zero_scopes.h"  // zero_chunk_reads_edges: the gathers the formula counts
 
 bool zero_sharded(const GPT& m) { return m.sharded.on(); }
-
-void zero_model_create(GPT& m, int stage, DType dtype) {
-    zero_layout(m.sharded, stage, m.n_params, m.offsets, m.sizes, m.stage.layers, weight_ranks(*m.grid),
-                weight_rank(*m.grid), dtype, m.ctx->device);
-    if (!m.sharded.on()) return;
-    const ModelStates s = zero_states_allocate(m.state_memory, m.sharded, m.ctx->device, dtype);
-    m.master = s.master, m.weights = s.weights, m.grads = s.grads, m.adam_m = s.adam_m, m.adam_v = s.adam_v;
-}
-
-// ---- the scopes of gpt.cu's loops ------------------------------------------------------------------------------
-// The edges are read by the embeddings' forward (the first virtual stage) and by the head, forward and backward
-// (the last); the embeddings' backward scatter-adds into the gradient and reads no weight.
-static bool chunk_reads_edges(const GPT& m, int chunk, ZeroPass pass) {
-    const int v = m.stage.virtual_stage(chunk);
-    const bool first = v == 0, last = v == m.stage.num_virtual() - 1;
-    return pass == ZeroPass::Forward ? first || last : last;
-}
-
-ZeroChunkScope::ZeroChunkScope(GPT& m, int chunk, ZeroPass pass) : m_(m) {
-    ZeroSharding& z = m.sharded;
-    if (z.stage != 3) return;
-    Comm& c = weight_comm(*m.grid);
-    edges_ = z.edges >= 0 && chunk_reads_edges(m, chunk, pass);
-    if (edges_) zero_gather(c, *m.ctx, z, gpt_model_states(m), z.edges, pass);
-    // The chunk's first layer (in this pass's order) gathers while the embeddings or the head run.
-    const int first = pass == ZeroPass::Forward ? m.stage.chunk_begin(chunk) : m.stage.chunk_end(chunk) - 1;
-    zero_prefetch(c, *m.ctx, z, gpt_model_states(m), z.unit(first), pass);
-}
-
-ZeroChunkScope::~ZeroChunkScope() {
-    if (edges_) zero_release_gathered(m_.sharded, m_.sharded.edges);
-}
-
-ZeroLayerScope::ZeroLayerScope(GPT& m, int j, int chunk, int layer, ZeroPass pass) : m_(m), j_(j), pass_(pass) {
-    ZeroSharding& z = m.sharded;
-    if (!z.on()) return;
-    unit_ = z.unit(layer);
-    if (z.stage == 3) {
-        Comm& c = weight_comm(*m.grid);
-        // Under full recompute the backward reruns the layer's forward first, on these weights (counted).
-        zero_gather(c, *m.ctx, z, gpt_model_states(m), unit_, pass, pass == ZeroPass::Backward && m.recompute == Recompute::Full);
-        const int next = pass == ZeroPass::Forward ? layer + 1 : layer - 1;
-        if (next >= m.stage.chunk_begin(chunk) && next < m.stage.chunk_end(chunk))
-            zero_prefetch(c, *m.ctx, z, gpt_model_states(m), z.unit(next), pass);
-    }
-    if (pass == ZeroPass::Backward) {
-        zero_open_bucket(z, *m.ctx, j, unit_);
-        deferred_ = is_zero_bubble(m.schedule) && m.stage.pp > 1;  // gpt_backward_chunk's split: W comes later
-    }
-}
-
-ZeroLayerScope::~ZeroLayerScope() {
-    if (unit_ < 0) return;
-    ZeroSharding& z = m_.sharded;
-    zero_release_gathered(z, unit_);
-    if (pass_ != ZeroPass::Backward) return;
-    z.open_grads[(size_t)unit_] = Tensor();  // no more views into it (a deferred W holds its own)
-    if (!deferred_)
-        zero_reduce_bucket(weight_comm(*m_.grid), m_.grid->tp_comm, m_.grid->sp && !g_test_hooks.skip_sequence_parallel_sum,
-                           *m_.ctx, z, m_.grads, j_, unit_);
-}
-
-void zero_after_weight_pass(GPT& m, int j, int chunk) {
-    if (!m.sharded.on()) return;
-    for (int l = m.stage.chunk_begin(chunk); l < m.stage.chunk_end(chunk); l++)
-        zero_reduce_bucket(weight_comm(*m.grid), m.grid->tp_comm, m.grid->sp && !g_test_hooks.skip_sequence_parallel_sum,
-                           *m.ctx, m.sharded, m.grads, j, m.sharded.unit(l));
-}
 
 // ---- the step's pieces -----------------------------------------------------------------------------------------
 void zero_sync_gradients(GPT& m) {
@@ -132,8 +64,8 @@ ZeroStepInput zero_step_input(const GPT& m, int micro_batches) {
     u.layer = u.layers > 0 ? (double)z.units[0].padded : 0;
     u.edges = z.edges >= 0 ? (double)z.units[(size_t)z.edges].padded : 0;
     for (int c = 0; c < m.stage.chunks; c++) {
-        u.edges_forward = u.edges_forward || chunk_reads_edges(m, c, ZeroPass::Forward);
-        u.edges_backward = u.edges_backward || chunk_reads_edges(m, c, ZeroPass::Backward);
+        u.edges_forward = u.edges_forward || zero_chunk_reads_edges(m.stage, c, ZeroPass::Forward);
+        u.edges_backward = u.edges_backward || zero_chunk_reads_edges(m.stage, c, ZeroPass::Backward);
     }
     return in;
 }
