@@ -18,11 +18,12 @@ mm_test(test_gpu_activation_offload_first_stage_pp2 EXE test_activation_offload 
         ARGS --device cuda --pp 2 --micro 4 --batch 8 --policy in-flight)
 mm_test(test_gpu_activation_offload_without_wait_fails EXE test_activation_offload LABELS gpu NP 1
         ARGS --device cuda --policy layers --skip-offload-wait --steps 1)
-# Bad input: two offloading policies at once; more layers than a model chunk has.
-add_test(NAME cli_offload_two_policies COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh
+# Bad input: two offloading policies at once (a flag error: exit 2); more layers than a model chunk has (a layout
+# refused: exit 1). Every rank leaves on its own (expect_error.sh --exit).
+add_test(NAME cli_offload_two_policies COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh --exit 2
          "--cpu-offloading-num-layers and --offload-beyond-in-flight are two offloading policies: give one"
          ${MM_MPIRUN} -np 1 $<TARGET_FILE:train_gpt> --device cpu --steps 1 --cpu-offloading-num-layers 1 --offload-beyond-in-flight 1)
-add_test(NAME cli_offload_layers_beyond_chunk COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh
+add_test(NAME cli_offload_layers_beyond_chunk COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh --exit 1
          "--cpu-offloading-num-layers 5 exceeds the 4 layers of a model chunk"
          ${MM_MPIRUN} -np 1 $<TARGET_FILE:train_gpt> --device cpu --steps 1 --cpu-offloading-num-layers 5)
 set_tests_properties(cli_offload_two_policies cli_offload_layers_beyond_chunk PROPERTIES LABELS mpi

@@ -27,6 +27,6 @@ mm_test(test_distributed_optimizer_nan_dp2 EXE test_distributed_optimizer LABELS
 mm_test(test_gpu_distributed_optimizer_dp2_bf16 EXE test_distributed_optimizer LABELS gpu NP 2 ARGS --compare --dtype bf16 --odd --device cuda)
 mm_test(test_gpu_distributed_optimizer_memory_dp2 EXE test_distributed_optimizer LABELS gpu NP 2 ARGS --memory --device cuda)
 mm_test(test_gpu_distributed_optimizer_bytes_dp2 EXE test_distributed_optimizer LABELS gpu NP 2 ARGS --bytes --device cuda)
-add_test(NAME cli_zero_contradiction COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh "--zero 0 contradicts --use-distributed-optimizer"
+add_test(NAME cli_zero_contradiction COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh --exit 2 "--zero 0 contradicts --use-distributed-optimizer"
          ${MM_MPIRUN} -np 1 $<TARGET_FILE:train_gpt> --device cpu --steps 1 --use-distributed-optimizer --zero 0)
 set_tests_properties(cli_zero_contradiction PROPERTIES LABELS mpi ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")

@@ -34,11 +34,11 @@ foreach(layout
   separate_arguments(flags)
   mm_test(test_equivalence_${name} EXE test_equivalence LABELS mpi NP ${np} TIMEOUT 120 ARGS ${flags} --steps 3)
 endforeach()
-# Bad input: stages that contradict each other, a stage that does not exist.
-add_test(NAME cli_zero_strategy_contradiction COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh
+# Bad input: stages that contradict each other, a stage that does not exist (flag errors: exit 2, no rank aborted).
+add_test(NAME cli_zero_strategy_contradiction COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh --exit 2
          "--data-parallel-sharding-strategy optim .ZeRO-1. contradicts --zero 3: give one stage"
          ${MM_MPIRUN} -np 1 $<TARGET_FILE:train_gpt> --device cpu --steps 1 --zero 3 --data-parallel-sharding-strategy optim)
-add_test(NAME cli_zero_stage4 COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh "--zero 4 is out of range .0, 3."
+add_test(NAME cli_zero_stage4 COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh --exit 2 "--zero 4 is out of range .0, 3."
          ${MM_MPIRUN} -np 1 $<TARGET_FILE:train_gpt> --device cpu --steps 1 --zero 4)
 set_tests_properties(cli_zero_strategy_contradiction cli_zero_stage4 PROPERTIES LABELS mpi
                      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
