@@ -10,9 +10,12 @@ mm_test(test_linear SOURCES test/layers/test_linear.cu MODULES linear weight_gra
 mm_test(test_gpu_linear EXE test_linear LABELS gpu ARGS --gpu)
 mm_test(test_attention SOURCES test/layers/test_attention.cu MODULES attention matmul runtime LABELS unit ARGS --cpu)
 mm_test(test_gpu_attention EXE test_attention LABELS gpu ARGS --gpu)
-mm_test(test_flash_attention SOURCES test/layers/test_flash_attention.cu MODULES flash_attention attention matmul runtime
-        LABELS unit ARGS --cpu)
+mm_test(test_flash_attention SOURCES test/layers/test_flash_attention.cu MODULES flash_attention flash_attention_tc
+        attention matmul runtime LABELS unit ARGS --cpu)
 mm_test(test_gpu_flash_attention EXE test_flash_attention LABELS gpu ARGS --gpu)
+# The bf16 kernels on tensor cores (layers/flash_attention_tc.cu) over the issue's shapes (gpu_shapes.h,
+# kFlashTcGpuCases), apart from --gpu so that the two can run side by side.
+mm_test(test_gpu_flash_attention_tc EXE test_flash_attention LABELS gpu ARGS --gpu-tc)
 mm_test(test_embedding SOURCES test/layers/test_embedding.cu MODULES embedding runtime LABELS unit ARGS --cpu)
 mm_test(test_gpu_embedding EXE test_embedding LABELS gpu ARGS --gpu)
 mm_test(test_cross_entropy SOURCES test/layers/test_cross_entropy.cu MODULES cross_entropy runtime LABELS unit

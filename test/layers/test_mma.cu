@@ -325,7 +325,8 @@ static void test_products() {
         product_kernel<<<1, 32, 4 * 16 * kLd * sizeof(bf16)>>>(da, db, dc, dd, load);
         CUDA_CHECK(cudaGetLastError());
         const double e = worst_error(to_host_and_free(dd, 256), want, scale);
-        CHECK(e < 2e-6, "16x16x16 product with fragments from ldmatrix (%s) == C + A·B: worst error %g", kLoads[load], e);
+        CHECK(e < 2e-6, "16x16x16 product with fragments from ldmatrix (%s) == C + A·B: worst error %g", kLoads[load],
+              e);
     }
     CUDA_CHECK(cudaFree(da));
     CUDA_CHECK(cudaFree(db));

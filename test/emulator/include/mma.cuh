@@ -43,15 +43,41 @@ inline float hi_bf16(uint32_t r) { return bf16_bits_to_float((uint16_t)(r >> 16)
 }  // namespace emu_mma
 
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32: D = A·B + D (layouts: layers/mma.cuh). Every lane hands
-// over its four registers of A, two of B and four of D; each lane then rebuilds the whole of A (16×16) and B
-// (16×8) from the 32 lanes' fragments as the ISA's "Matrix Fragments for mma.m16n8k16 with floating point type"
-// places them, and computes its own four elements of D:
+// over its four registers of A and two of B; each lane then computes its own four elements of D from the
+// elements of A's rows and B's columns it needs, found where the ISA's "Matrix Fragments for mma.m16n8k16 with
+// floating point type" places them:
 //   A: a_i of lane l is A[g + 8·((i >> 1) & 1)][2t + (i & 1) + 8·(i >> 2)], i = 0..7 (register i/2, half i%2)
 //   B: b_i of lane l is B[2t + (i & 1) + 8·(i >> 1)][g],                    i = 0..3
 //   D: d_i of lane l is D[g + 8·(i >> 1)][2t + (i & 1)],                    i = 0..3
-// Rounding: the 16 products of bf16 values are exact in double, their sum and D's old value are added in double
-// and rounded once to fp32 (round to nearest). The hardware's order and rounding are unspecified and not IEEE's
-// (layers/mma.cuh): results can differ from a GPU's in the last bits of fp32, never by more.
+// (mma_layout runs the A and B formulas forward once, lane and index to row and column, into a table of where
+// each element sits.) Rounding: the 16 products of bf16 values are exact in double, their sum and D's old value
+// are added in double and rounded once to fp32 (round to nearest). The hardware's order and rounding are
+// unspecified and not IEEE's (layers/mma.cuh): results can differ from a GPU's in the last bits of fp32.
+namespace emu_mma {
+struct Slot {
+    uint8_t lane, reg, half;  // lane `lane`, register `reg` of its A (or B) fragment, lower (0) or upper (1) half
+};
+struct MmaLayout {
+    Slot a[16][16], b[16][8];
+};
+inline const MmaLayout& mma_layout() {
+    static const MmaLayout layout = [] {
+        MmaLayout m{};
+        for (int l = 0; l < 32; l++) {
+            const int g = l >> 2, t = l & 3;
+            for (int i = 0; i < 8; i++)
+                m.a[g + 8 * ((i >> 1) & 1)][2 * t + (i & 1) + 8 * (i >> 2)] = {(uint8_t)l, (uint8_t)(i >> 1),
+                                                                               (uint8_t)(i & 1)};
+            for (int i = 0; i < 4; i++)
+                m.b[2 * t + (i & 1) + 8 * (i >> 1)][g] = {(uint8_t)l, (uint8_t)(i >> 1), (uint8_t)(i & 1)};
+        }
+        return m;
+    }();
+    return layout;
+}
+inline float half_of(uint32_t r, int half) { return half ? hi_bf16(r) : lo_bf16(r); }
+}  // namespace emu_mma
+
 inline void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2]) {
     struct Fragments {
         uint32_t a[4], b[2];
@@ -59,25 +85,17 @@ inline void mma_bf16_16816(float d[4], const uint32_t a[4], const uint32_t b[2])
     const Fragments mine = {{a[0], a[1], a[2], a[3]}, {b[0], b[1]}};
     Fragments all[32];
     emu::warp_gather(0xffffffffu, &mine, sizeof mine, all, "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
-    float A[16][16], B[16][8];
-    for (int l = 0; l < 32; l++) {
-        const int g = l >> 2, t = l & 3;
-        for (int i = 0; i < 8; i++) {
-            const uint32_t r = all[l].a[i >> 1];
-            A[g + 8 * ((i >> 1) & 1)][2 * t + (i & 1) + 8 * (i >> 2)] =
-                (i & 1) ? emu_mma::hi_bf16(r) : emu_mma::lo_bf16(r);
-        }
-        for (int i = 0; i < 4; i++) {
-            const uint32_t r = all[l].b[i >> 1];
-            B[2 * t + (i & 1) + 8 * (i >> 1)][g] = (i & 1) ? emu_mma::hi_bf16(r) : emu_mma::lo_bf16(r);
-        }
-    }
+    const emu_mma::MmaLayout& at = emu_mma::mma_layout();
     const unsigned l = emu_mma::lane_id();
     const int g = (int)(l >> 2), t = (int)(l & 3);
     for (int i = 0; i < 4; i++) {
         const int row = g + 8 * (i >> 1), col = 2 * t + (i & 1);
         double s = d[i];
-        for (int k = 0; k < 16; k++) s += (double)A[row][k] * (double)B[k][col];
+        for (int k = 0; k < 16; k++) {
+            const emu_mma::Slot sa = at.a[row][k], sb = at.b[k][col];
+            s += (double)emu_mma::half_of(all[sa.lane].a[sa.reg], sa.half) *
+                 (double)emu_mma::half_of(all[sb.lane].b[sb.reg], sb.half);
+        }
         d[i] = (float)s;
     }
 }
