@@ -148,11 +148,14 @@ inline void ldmatrix_x4_trans(uint32_t r[4], const void* row) {
     emu_ldmatrix<4, true>(r, row, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16");
 }
 
-// cp.async.cg.shared.global, cp.async.commit_group, cp.async.wait_group: asynchronous for real. A copy is only
-// recorded when issued; the thread's open group is closed by cp_async_commit; cp_async_wait<N> carries out, in
-// the waiting thread, every copy of all but the N most recent closed groups, and only then does the destination
-// change. So a kernel that reads its tile before the wait reads what was there (the NaN pattern, at a block's
-// start), and one whose other threads read it without a __syncthreads after the wait races with the copy.
+// cp.async.cg.shared.global, cp.async.commit_group, cp.async.wait_group: asynchronous for real. Between the issue
+// and the wait the ISA leaves the destination's bytes undefined, and the emulation makes them so at both ends: at
+// the issue the 16 bytes become the NaN pattern (a warp that still reads the old tile there, because no
+// __syncthreads kept the copy back, reads NaN: the write-after-read of double buffering), and the copied bytes
+// land only at the wait: the thread's open group is closed by cp_async_commit, and cp_async_wait<N> carries out,
+// in the waiting thread, every copy of all but the N most recent closed groups. So a kernel that reads its tile
+// before the wait reads NaN, and one whose other threads read it without a __syncthreads after the wait races
+// with the copy (the race mode sees both writes as the issuing thread's).
 // Each CUDA thread has its own groups (kept per worker thread, by the thread's index in the block). A thread
 // whose copies are still pending when its worker starts a thread of another block (the kernel ended without
 // waiting for them) stops the program.
@@ -195,6 +198,7 @@ inline void cp_async_16(void* dst_smem, const void* src_global, int src_bytes) {
     if (reinterpret_cast<uintptr_t>(dst_smem) % 16 || (src_bytes && reinterpret_cast<uintptr_t>(src_global) % 16))
         emu_mma::fail("cp.async.cg.shared.global", "an address that is not 16-byte aligned");
     emu_mma::async_groups().open.push_back({dst_smem, src_global, src_bytes});
+    memset(dst_smem, 0xff, 16);  // undefined until the wait
 }
 inline void cp_async_commit() {
     emu_mma::AsyncGroups& s = emu_mma::async_groups();
