@@ -64,7 +64,7 @@
 //    36 bytes). ptxas -v (CUDA 13), registers per thread, no spill in any instantiation:
 //                 HDB = 32     HDB = 64     HDB = 128    (sm_80 / sm_90; f32 and bf16 outputs alike, ±2)
 //      forward    136 / 149    156 / 168    190 / 204
-//      dK-dV      184 / 200    238 / 240    246 / 246
+//      dK-dV      182 / 199    238 / 239    244 / 242
 //      dQ         175 / 179    218 / 224    242 / 246
 //  - exp2f on scores pre-multiplied by log2(e)/√HD: one multiply and the hardware's 2^x per element instead of
 //    fast_exp's polynomial (FlashAttention-2 does the same); the scalar kernels and the CPU use e^x, so the paths
@@ -216,18 +216,24 @@ __device__ inline void stage_f32(float* dst, const float* v, int r0, int n, int 
     for (int r = threadIdx.x; r < n; r += kThreads) dst[r] = r < valid ? v[r0 + r] : 0.f;
 }
 
-// Block x → (tile rank, sequence b, head n), as flash_attention.cu: the B·NH blocks of one rank consecutive.
+// What block x works on: its tile rank and (sequence b, head n), as in flash_attention.cu (the B·NH blocks of
+// one rank consecutive, so that a launch starts with one rank's tiles for every head), and that pair's Q, K, V
+// (row s at + s·B·width, as the layer's [S·B, width] matrices) and row of lse and D.
 struct TcBlock {
     int rank, b, n;
     int64_t bn;  // b·NH + n: the row of lse and D
+    const bf16 *Q, *K, *V;
 };
-__device__ inline TcBlock tc_block(const FlashTcArgs& a) {
+__device__ inline TcBlock tc_block(const FlashTcArgs& a, const bf16* Qm, const bf16* Km, const bf16* Vm) {
     const int64_t BN = (int64_t)a.B * a.NH;
     TcBlock f;
     f.rank = (int)(blockIdx.x / BN);
     f.bn = blockIdx.x % BN;
     f.n = (int)(f.bn % a.NH);
     f.b = (int)(f.bn / a.NH);
+    f.Q = Qm + (int64_t)f.b * a.q_width + (int64_t)f.n * a.HD;
+    f.K = Km + (int64_t)f.b * a.kv_width + (int64_t)f.n * a.HD;
+    f.V = Vm + (int64_t)f.b * a.kv_width + (int64_t)f.n * a.HD;
     return f;
 }
 
@@ -247,12 +253,31 @@ __device__ inline void tc_keep_pair(const FlashTcArgs& a, const TcBlock& blk, in
     z1 = (w < 3 ? philox_word(o, w + 1) : dropout_block(a.seed, a.stream, (i0 >> 2) + 1).x[0]) >= a.threshold;
 }
 
-// One output element: a ring block's f32 accumulator gets the term added (kAdd: this block is its only writer in
-// the launch, a plain read-add-write), else it is written in G.
-template <bool kAdd, class G>
-__device__ inline void tc_store(G* at, float v) {
-    if constexpr (kAdd) *at += v;
-    else *at = from_f32<G>(v);
+// A warp's 16 rows of C fragments c (16 × 8·NT) out to the matrix m (row r at m + r·ld): fragment row h of the
+// lane (rows g and g + 8) is row r0 + g + 8h, times scale[h]; only the rows below `rows` and the columns below HD
+// exist. kAdd: a ring block's f32 accumulators, to which the terms are added (this block is their only writer
+// in the launch: a plain read-add-write), else written in G. Each lane writes its two neighbouring columns of
+// each 8-column block; the four lanes of a group, 16 consecutive bytes of a bf16 row.
+template <bool kAdd, int NT, class G>
+__device__ inline void tc_store_rows(G* m, int64_t ld, int r0, int rows, int HD, const float c[NT][4],
+                                     const float scale[2], int lane) {
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int r = r0 + g + 8 * h;
+        if (r >= rows) continue;
+        G* row = m + (int64_t)r * ld;
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int col = 8 * nt + 2 * t + e;
+                if (col >= HD) continue;
+                const float v = c[nt][2 * h + e] * scale[h];
+                if constexpr (kAdd) row[col] += v;
+                else row[col] = from_f32<G>(v);
+            }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -268,16 +293,14 @@ __global__ void __launch_bounds__(kThreads, 2)
     bf16* Qs = reinterpret_cast<bf16*>(tc_smem);         // [64][LD]     the block's queries
     bf16* Ks = Qs + kQTile * LD;                          // [2][64][LD]  key tiles j and j + 1
     bf16* Vs = Ks + 2 * kKTile * LD;                      // [2][64][LD]
-    const TcBlock blk = tc_block(a);
+    const TcBlock blk = tc_block(a, Qm, Km, Vm);
+    const bf16 *Q = blk.Q, *K = blk.K, *V = blk.V;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int tiles = (a.S + kQTile - 1) / kQTile;
     const int q0 = (tiles - 1 - blk.rank) * kQTile;    // rank 0: the last query tile, the most keys
     const int qw = q0 + kRowsPerWarp * warp;            // the warp's queries: fragment rows g, g + 8 are qw + g, + 8
     const int dg = (int)(a.q_pos - a.k_pos);            // query q sees key k iff k <= q + dg (global positions)
     const int64_t R = (int64_t)a.B * a.q_width, RK = (int64_t)a.B * a.kv_width;
-    const bf16* Q = Qm + (int64_t)blk.b * a.q_width + (int64_t)blk.n * a.HD;
-    const bf16* K = Km + (int64_t)blk.b * a.kv_width + (int64_t)blk.n * a.HD;
-    const bf16* V = Vm + (int64_t)blk.b * a.kv_width + (int64_t)blk.n * a.HD;
     const float sl2 = a.scale * kLog2e;                 // scores in log2 units: e^{x − m} = 2^{x·log2 e − m'}
 
     // The key tiles that hold a key some query of the block sees: 0 .. n_tiles − 1 (none: a ring block's
@@ -369,22 +392,13 @@ __global__ void __launch_bounds__(kThreads, 2)
 
     // out_q = O_q / l_q / (1 − p), lse_q = m_q + log l_q (natural log: m is in log2 units). A query that sees no
     // key of a ring block gets 0 and −inf, as in flash_attention.cu: the merge gives it weight 0.
-    O* obase = out + (int64_t)blk.b * a.NH * a.HD + (int64_t)blk.n * a.HD;
-    const int64_t RO = (int64_t)a.B * a.NH * a.HD;
+    const float f[2] = {l[0] > 0.f ? a.inv_keep / l[0] : 0.f, l[1] > 0.f ? a.inv_keep / l[1] : 0.f};
+    tc_store_rows<false, NT>(out + (int64_t)blk.b * a.NH * a.HD + (int64_t)blk.n * a.HD, (int64_t)a.B * a.NH * a.HD,
+                             qw, a.S, a.HD, o, f, lane);
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int q = qw + g + 8 * h;
-        if (q >= a.S) continue;
-        const float f = l[h] > 0.f ? a.inv_keep / l[h] : 0.f;
-        O* orow = obase + (int64_t)q * RO;
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int c = 8 * nt + 2 * t + e;
-                if (c < a.HD) orow[c] = from_f32<O>(o[nt][2 * h + e] * f);
-            }
-        if (t == 0) lse[blk.bn * a.lse_ld + q] = l[h] > 0.f ? (m[h] + log2f(l[h])) * kLn2 : -INFINITY;
+        if (t == 0 && q < a.S) lse[blk.bn * a.lse_ld + q] = l[h] > 0.f ? (m[h] + log2f(l[h])) * kLn2 : -INFINITY;
     }
 }
 
@@ -404,15 +418,13 @@ __global__ void __launch_bounds__(kThreads, 2)
     bf16* dOs = Qs + 2 * QT * LD;                  // [2][QT][LD]
     float* Ls = reinterpret_cast<float*>(dOs + 2 * QT * LD);  // [2][QT] their lse
     float* Ds = Ls + 2 * QT;                                   // [2][QT] and D
-    const TcBlock blk = tc_block(a);
+    const TcBlock blk = tc_block(a, Qm, Km, Vm);
+    const bf16 *Q = blk.Q, *K = blk.K, *V = blk.V;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int k0 = blk.rank * kKTile;                 // rank 0: keys 0 .. 63, which every query sees
     const int kw = k0 + kRowsPerWarp * warp;          // the warp's keys: fragment rows g, g + 8 are kw + g, + 8
     const int dg = (int)(a.q_pos - a.k_pos);
     const int64_t R = (int64_t)a.B * a.q_width, RK = (int64_t)a.B * a.kv_width, RO = (int64_t)a.B * a.NH * a.HD;
-    const bf16* Q = Qm + (int64_t)blk.b * a.q_width + (int64_t)blk.n * a.HD;
-    const bf16* K = Km + (int64_t)blk.b * a.kv_width + (int64_t)blk.n * a.HD;
-    const bf16* V = Vm + (int64_t)blk.b * a.kv_width + (int64_t)blk.n * a.HD;
     const bf16* dO = dout + (int64_t)blk.b * a.NH * a.HD + (int64_t)blk.n * a.HD;
     const float* L = lse + blk.bn * a.lse_ld;
     const float* Dq = D + blk.bn * a.d_ld;
@@ -478,24 +490,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     cp_async_wait<0>();
 
-    const int64_t RdK = (int64_t)a.B * a.dkv_width;
-    G* dK = dKm + (int64_t)blk.b * a.dkv_width + (int64_t)blk.n * a.HD;
-    G* dV = dVm + (int64_t)blk.b * a.dkv_width + (int64_t)blk.n * a.HD;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int k = kw + g + 8 * h;
-        if (k >= a.Sk) continue;
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int c = 8 * nt + 2 * t + e;
-                if (c < a.HD) {
-                    tc_store<kAdd>(&dK[(int64_t)k * RdK + c], dk[nt][2 * h + e] * a.scale);
-                    tc_store<kAdd>(&dV[(int64_t)k * RdK + c], dv[nt][2 * h + e]);
-                }
-            }
-    }
+    const int64_t RdK = (int64_t)a.B * a.dkv_width, at = (int64_t)blk.b * a.dkv_width + (int64_t)blk.n * a.HD;
+    const float scale[2] = {a.scale, a.scale}, one[2] = {1.f, 1.f};
+    tc_store_rows<kAdd, NT>(dKm + at, RdK, kw, a.Sk, a.HD, dk, scale, lane);
+    tc_store_rows<kAdd, NT>(dVm + at, RdK, kw, a.Sk, a.HD, dv, one, lane);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -512,16 +510,14 @@ __global__ void __launch_bounds__(kThreads, 2)
     bf16* dOs = Qs + kQTile * LD;                  // [64][LD]
     bf16* Ks = dOs + kQTile * LD;                  // [2][64][LD]   key tiles j and j + 1
     bf16* Vs = Ks + 2 * kKTile * LD;               // [2][64][LD]
-    const TcBlock blk = tc_block(a);
+    const TcBlock blk = tc_block(a, Qm, Km, Vm);
+    const bf16 *Q = blk.Q, *K = blk.K, *V = blk.V;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane >> 2, t = lane & 3;
     const int tiles = (a.S + kQTile - 1) / kQTile;
     const int q0 = (tiles - 1 - blk.rank) * kQTile;  // rank 0: the most keys
     const int qw = q0 + kRowsPerWarp * warp;          // fragment rows g, g + 8 are queries qw + g, qw + g + 8
     const int dg = (int)(a.q_pos - a.k_pos);
     const int64_t R = (int64_t)a.B * a.q_width, RK = (int64_t)a.B * a.kv_width, RO = (int64_t)a.B * a.NH * a.HD;
-    const bf16* Q = Qm + (int64_t)blk.b * a.q_width + (int64_t)blk.n * a.HD;
-    const bf16* K = Km + (int64_t)blk.b * a.kv_width + (int64_t)blk.n * a.HD;
-    const bf16* V = Vm + (int64_t)blk.b * a.kv_width + (int64_t)blk.n * a.HD;
     const bf16* dO = dout + (int64_t)blk.b * a.NH * a.HD + (int64_t)blk.n * a.HD;
     const float sl2 = a.scale * kLog2e;
     // lse·log2 e and D of the lane's two fragment rows (0 for rows past the end: their P is masked to 0).
@@ -588,20 +584,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     cp_async_wait<0>();
 
-    const int64_t RdQ = (int64_t)a.B * a.dq_width;
-    G* dQ = dQm + (int64_t)blk.b * a.dq_width + (int64_t)blk.n * a.HD;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int q = qw + g + 8 * h;
-        if (q >= a.S) continue;
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int c = 8 * nt + 2 * t + e;
-                if (c < a.HD) tc_store<kAdd>(&dQ[(int64_t)q * RdQ + c], dq[nt][2 * h + e] * a.scale);
-            }
-    }
+    const float scale[2] = {a.scale, a.scale};
+    tc_store_rows<kAdd, NT>(dQm + (int64_t)blk.b * a.dq_width + (int64_t)blk.n * a.HD, (int64_t)a.B * a.dq_width, qw,
+                            a.S, a.HD, dq, scale, lane);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -188,13 +188,14 @@ static void test_against_references(const AttnShape& sh) {
 
 // The keep bits, read out of the forward and the backward. HD = S: V[k] = e_k makes out[q] the row of
 // P_d = P ⊙ z/(1 − p); dO[q] = e_q makes dV[k] the column k of P_d. Every probability is > 0 (a softmax of
-// finite scores), so out[q][k] != 0 exactly where z(q, k) = 1.
-static void test_keep_bits(const AttnShape& sh, float p) {
+// finite scores), so out[q][k] != 0 exactly where z(q, k) = 1. The flash path runs on `dev` in `dt` (the GPU's
+// bf16 kernels: test_flash_tc_keep_bits), the unfused one on the CPU.
+static void test_keep_bits(const AttnShape& sh, float p, Device dev = Device::CPU, DType dt = DType::F32) {
     const int S = sh.S, B = sh.B, NH = sh.NH, HD = sh.HD, W = 3 * NH * HD;
     CHECK(HD == S, "test_keep_bits needs HD == S");
     const uint64_t seed = 7;
     const uint32_t stream = dropout_stream(1, kSiteAttnProbs);
-    std::vector<float> qkv = random_vec((size_t)S * B * W, g_rng, -0.5f, 0.5f);
+    std::vector<float> qkv = round_to(dt, random_vec((size_t)S * B * W, g_rng, -0.5f, 0.5f));
     std::vector<float> G((size_t)S * B * NH * HD, 0.f);
     for (int s = 0; s < S; s++)
         for (int b = 0; b < B; b++)
@@ -204,7 +205,8 @@ static void test_keep_bits(const AttnShape& sh, float p) {
                 G[(size_t)(s * B + b) * NH * HD + n * HD + s] = 1.f;
             }
     UnfusedRun un = unfused_run(qkv, G, sh, p, seed, stream);
-    FlashRun fl = flash_run(Device::CPU, DType::F32, qkv, G, sh, p, seed, stream);
+    FlashRun fl = flash_run(dev, dt, qkv, G, sh, p, seed, stream);
+    const char* where = dev == Device::CUDA ? "GPU" : "CPU";
     int64_t fwd_diff = 0, bwd_diff = 0, dropped = 0;
     for (int b = 0; b < B; b++)
         for (int n = 0; n < NH; n++)
@@ -217,10 +219,10 @@ static void test_keep_bits(const AttnShape& sh, float p) {
                     bwd_diff += bwd != kept;
                     dropped += !kept;
                 }
-    CHECK(fwd_diff == 0, "flash forward keep bits == the unfused attn_mask (S=%d, p=%g): %lld differ", S, p,
-          (long long)fwd_diff);
-    CHECK(bwd_diff == 0, "flash backward keep bits == the unfused attn_mask (S=%d, p=%g): %lld differ", S, p,
-          (long long)bwd_diff);
+    CHECK(fwd_diff == 0, "flash forward keep bits == the unfused attn_mask (%s %s, S=%d, p=%g): %lld differ", where,
+          dtype_name(dt), S, p, (long long)fwd_diff);
+    CHECK(bwd_diff == 0, "flash backward keep bits == the unfused attn_mask (%s %s, S=%d, p=%g): %lld differ", where,
+          dtype_name(dt), S, p, (long long)bwd_diff);
     if (p > 0) CHECK(dropped > 0, "p=%g drops something (S=%d)", p, S);
     else CHECK(dropped == 0, "p=0 keeps every probability (%lld dropped)", (long long)dropped);
 }
@@ -679,39 +681,10 @@ static void test_flash_tc_shapes() {
         }
 }
 
-// The keep bits of the bf16 kernels, through one-hot V and dO (test_keep_bits: HD = S): out[q][k] and dV[k][q] are
-// P_d(q, k), nonzero exactly where the unfused path's attn_mask keeps (q, k). S 64: tiles by cp.async; S 100:
-// by plain loads (HD = 100 is not a multiple of 8), a partial key tile.
+// The keep bits of the bf16 kernels, through one-hot V and dO (test_keep_bits), against the unfused mask. S 64:
+// tiles by cp.async; S 100: by plain loads (HD = 100 is not a multiple of 8), with a partial key tile.
 static void test_flash_tc_keep_bits() {
-    for (int S : {64, 100}) {
-        const AttnShape sh = shape(S, 2, 2, S, 1, 3, 1, 4);
-        const int W = 3 * sh.NH * sh.HD, B = sh.B, NH = sh.NH;
-        std::vector<float> qkv = round_bf16(random_vec((size_t)S * B * W, g_rng, -0.5f, 0.5f));
-        std::vector<float> G((size_t)S * B * NH * S, 0.f);
-        for (int s = 0; s < S; s++)
-            for (int b = 0; b < B; b++)
-                for (int n = 0; n < NH; n++) {
-                    float* v = &qkv[(size_t)(s * B + b) * W + 2 * NH * S + n * S];
-                    for (int d = 0; d < S; d++) v[d] = d == s ? 1.f : 0.f;
-                    G[(size_t)(s * B + b) * NH * S + n * S + s] = 1.f;
-                }
-        const uint32_t stream = dropout_stream(2, kSiteAttnProbs);
-        const UnfusedRun un = unfused_run(qkv, G, sh, 0.1f, 8, stream);
-        const FlashRun tc = flash_run(Device::CUDA, DType::BF16, qkv, G, sh, 0.1f, 8, stream);
-        int64_t fwd_diff = 0, bwd_diff = 0, dropped = 0;
-        for (int b = 0; b < B; b++)
-            for (int n = 0; n < NH; n++)
-                for (int q = 0; q < S; q++)
-                    for (int k = 0; k <= q; k++) {
-                        const bool kept = un.mask[(((size_t)b * NH + n) * S + q) * S + k] != 0;
-                        fwd_diff += (tc.out[(size_t)(q * B + b) * NH * S + n * S + k] != 0.f) != kept;
-                        bwd_diff += (tc.dqkv[(size_t)(k * B + b) * W + 2 * NH * S + n * S + q] != 0.f) != kept;
-                        dropped += !kept;
-                    }
-        CHECK(fwd_diff == 0 && bwd_diff == 0 && dropped > 0,
-              "flash tensor cores keep bits == the unfused attn_mask (S=%d): forward %lld, backward %lld differ "
-              "(%lld dropped)", S, (long long)fwd_diff, (long long)bwd_diff, (long long)dropped);
-    }
+    for (int S : {64, 100}) test_keep_bits(shape(S, 2, 2, S, 1, 3, 1, 4), 0.1f, Device::CUDA, DType::BF16);
 }
 
 static void gpu_tc_checks() {
