@@ -367,8 +367,9 @@ MM_CPU_LOOP static void flash_backward_cpu(G* dQm, G* dKm, G* dVm, const T* dout
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// CUDA kernels. The same algorithm as the CPU path, in four kernels; all arithmetic in fp32 (bf16 is storage:
-// converted once, when a tile is staged into shared memory).
+// CUDA kernels. The same algorithm as the CPU path, in four kernels; all arithmetic in fp32. They run fp32
+// calls: a bf16 call goes to the tensor-core kernels of flash_attention_tc.cu (flash_forward_cuda and
+// flash_backward_cuda hand it over), whose tile products take bf16 operands.
 //
 // One launch is one FlashArgs call, as on the CPU: S queries against Sk keys, Q, K and V read through their
 // own pointers and row widths (q_width, kv_width: the one qkv buffer of width 3·NH·HD for the whole sequence;
