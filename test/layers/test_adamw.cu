@@ -4,10 +4,11 @@
 // The plain math both paths are held to: layers/reference/adamw.h.
 // CPU checks: AdamW against the reference (its state in double) for 3 steps, with f32 and bf16 gradients (a
 // zero gradient on the first step: only weight decay moves it); no common-factor error in the step over
-// t = 1..64 at β2 = 0.999 (the bias corrections in double, check_bias_correction; also on the GPU); sum_of_squares against the reference's
-// double sum over several of the CPU's fixed chunks and a ragged end, the batched sums_of_squares giving the
-// same bits as one call per tensor, scale_inplace; sum_of_squares gives the same bits with 1 and 3 OpenMP
-// threads (so the gradient clipping of a run does not depend on the machine).
+// t = 1..64 at β2 = 0.999 (the bias corrections in double, check_bias_correction; also on the GPU);
+// sum_of_squares against the reference's double sum over several of the CPU's fixed chunks and a ragged end,
+// the batched sums_of_squares giving the same bits as one call per tensor, scale_inplace; sum_of_squares
+// gives the same bits with 1 and 3 OpenMP threads (so the gradient clipping of a run does not depend on the
+// machine).
 // The fused update (adamw_update_fused: AdamW plus the bf16 compute copy in one pass) against adamw_update
 // followed by tensor_convert, bitwise, on the CPU and on the GPU (where it is also checked against the CPU).
 // GPU checks, f32 and bf16 gradients: 3 AdamW steps and sum_of_squares (fp64 accumulation, bitwise
@@ -88,10 +89,11 @@ static void test_sum_of_squares_and_scale(std::mt19937& rng) {
 }
 
 // The bias corrections 1 − β^t: at β2 = 0.999 and small t they cancel (1 − 0.999² = 0.002), and a float
-// β^t left its rounding in them whole: 1 − powf(0.999f, 2) is 6.7e-6 off, and every element's step was
-// 3.3e-6 too long, all alike (issue 41). The update Δ of t = 1..64, from the same float moments, against the
-// reference's in double: the mean of Δ/Δref − 1 over 4096 elements (the rounding noise of each element
-// averages out to ~1e-9; a common factor does not) within 2e-7. The float bias corrections gave up to 3.3e-6.
+// β^t left its rounding in them whole: 1 − powf(0.999f, 2) is 6.7e-6 too small, and every element's step
+// was 3.3e-6 too short, all alike (issue 41). The update Δ of t = 1..64, from the same float moments,
+// against the reference's in double: the mean of Δ/Δref − 1 over 4096 elements (the rounding noise of each
+// element averages out to ~1e-9; a common factor does not) within 2e-7. The float bias corrections gave up
+// to 3.4e-6.
 static void check_bias_correction(Ctx& ctx, std::mt19937& rng) {
     const int64_t n = 4096;
     const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
@@ -111,8 +113,8 @@ static void check_bias_correction(Ctx& ctx, std::mt19937& rng) {
         if (std::fabs(mean) > std::fabs(worst)) worst = mean, worst_t = t;
         free_all({&tp, &tg, &tm, &tv});
     }
-    CHECK(std::fabs(worst) < 2e-7, "adamw [%s]: the update is off by a common factor %+.3g at step %d (bias corrections)",
-          device_name(ctx.device), worst, worst_t);
+    CHECK(std::fabs(worst) < 2e-7, "adamw [%s]: the update is off by a common factor %+.3g at step %d (the bias "
+          "corrections)", device_name(ctx.device), worst, worst_t);
 }
 
 // sum_of_squares gives the same bits with 1 and with 3 OpenMP threads (fixed order, not thread-count order).
