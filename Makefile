@@ -143,12 +143,14 @@ bench: build
 # float64 and in PyTorch fp32 (bench/PERF_NOTES.md "Accuracy"); then the loss deviation of a 60-step run.
 # PyTorch is looked for as cpu_peer.sh does (the first python3 on PATH, else the system's).
 accuracy: deps
+	@# (until 2026-12-06 the output folder was $(BUILD)/op_accuracy, the program's own path: remove such a folder)
+	@if [ -d $(BUILD)/op_accuracy ]; then rm -rf $(BUILD)/op_accuracy; fi
 	$(call programs,op_accuracy train_gpt)
 	@py=$$(for p in python3 /usr/bin/python3; do "$$p" -c "import torch" 2>/dev/null && { echo "$$p"; break; }; done); \
 	if [ -z "$$py" ]; then echo "accuracy: PyTorch is not installed (apt-get install python3-torch)"; exit 1; fi; \
-	rm -rf $(BUILD)/op_accuracy && mkdir -p $(BUILD)/op_accuracy && \
-	$(BUILD)/op_accuracy --out $(BUILD)/op_accuracy --device $$(nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo cpu) && \
-	"$$py" bench/op_accuracy.py $(BUILD)/op_accuracy && bash bench/loss_deviation.sh $(BUILD)
+	rm -rf $(BUILD)/op_accuracy_out && mkdir -p $(BUILD)/op_accuracy_out && \
+	$(BUILD)/op_accuracy --out $(BUILD)/op_accuracy_out --device $$(nvidia-smi -L >/dev/null 2>&1 && echo cuda || echo cpu) && \
+	"$$py" bench/op_accuracy.py $(BUILD)/op_accuracy_out && bash bench/loss_deviation.sh $(BUILD)
 
 paper: deps
 	$(call programs,memory_calculator)

@@ -6,11 +6,14 @@ mm_executable(e2e_bench SOURCES ${CMAKE_SOURCE_DIR}/bench/e2e_bench.cu)
 # Every op's fp32 error against float64, next to PyTorch fp32's (make accuracy: bench/op_accuracy.py reads
 # the folder this program writes).
 mm_executable(op_accuracy SOURCES ${CMAKE_SOURCE_DIR}/bench/op_accuracy.cu)
+# One training step's gradients and update from given weights (bench/step_accuracy.py compares them with
+# float64 and PyTorch fp32, tensor by tensor).
+mm_executable(step_accuracy SOURCES ${CMAKE_SOURCE_DIR}/bench/step_accuracy.cu)
 # This machine's sgemm rate, the denominator of a step's roofline (bench/cpu_peer.sh).
 mm_executable(sgemm_rate SOURCES ${CMAKE_SOURCE_DIR}/bench/sgemm_rate.cu MODULES runtime)
 # Core attention alone, flash against unfused, forward and backward (bench/gpu_suite.sh, step 6).
 mm_executable(attention_bench SOURCES ${CMAKE_SOURCE_DIR}/bench/attention_bench.cu)
-set_target_properties(layer_bench e2e_bench attention_bench op_accuracy sgemm_rate PROPERTIES
+set_target_properties(layer_bench e2e_bench attention_bench op_accuracy step_accuracy sgemm_rate PROPERTIES
                       RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 
 # CPU smoke tests on tiny shapes (label unit: they run anywhere, in seconds). --device cpu even on a GPU
