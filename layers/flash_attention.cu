@@ -869,6 +869,7 @@ static FlashTcArgs tc_args(const FlashArgs& a) {
     t.q_pos = a.q_pos, t.k_pos = a.k_pos, t.S_total = a.S_total;
     t.q_width = a.q_width, t.kv_width = a.kv_width, t.dq_width = a.dq_width, t.dkv_width = a.dkv_width;
     t.lse_ld = a.lse_ld, t.d_ld = a.d_ld;
+    t.hd_bound = flash_attention_hd_bound(a.HD);
     return t;
 }
 

@@ -81,7 +81,6 @@
 #include <initializer_list>
 #include <type_traits>
 #include "attention.h"
-#include "flash_attention.h"
 #include "mma.cuh"  // layers/mma.cuh; the emulated build's own copy replaces it (test/emulator/include/mma.cuh)
 #include "philox.h"
 
@@ -602,10 +601,11 @@ constexpr size_t tc_kv_smem(int HDB) {
 }
 constexpr size_t tc_q_smem(int HDB) { return sizeof(bf16) * (size_t)(2 * kQTile + 4 * kKTile) * (HDB + kPad); }
 
-// The instantiation for HD: flash_attention_hd_bound (32, 64 or 128), as the scalar kernels.
+// The instantiation for HD: the caller's a.hd_bound (flash_attention_hd_bound: 32, 64 or 128), as the scalar
+// kernels. flash_attention.cu picks it, so that this file needs nothing of flash_attention.h (it sits below it).
 template <class Launch>
-static void tc_launch_by_hd(const char* op, int HD, Launch&& launch) {
-    switch (flash_attention_hd_bound(HD)) {
+static void tc_launch_by_hd(const char* op, int HD, int hd_bound, Launch&& launch) {
+    switch (hd_bound) {
         case 32: launch(std::integral_constant<int, 32>()); break;
         case 64: launch(std::integral_constant<int, 64>()); break;
         case 128: launch(std::integral_constant<int, 128>()); break;
@@ -654,7 +654,7 @@ static void tc_forward(Ctx& ctx, const char* op, O* out, float* lse, const bf16*
                        const FlashTcArgs& a) {
     const unsigned blocks = tc_grid(op, (a.S + kQTile - 1) / kQTile, a);
     const bool async = tc_async(a, {Q, K, V});
-    tc_launch_by_hd(op, a.HD, [&](auto hdb) {
+    tc_launch_by_hd(op, a.HD, a.hd_bound, [&](auto hdb) {
         constexpr int HDB = decltype(hdb)::value;
         constexpr size_t smem = tc_forward_smem(HDB);
         static const bool ready = tc_prepare(op, flash_tc_forward_kernel<O, HDB>, smem);
@@ -679,7 +679,7 @@ static void tc_backward(Ctx& ctx, const char* op, G* dQ, G* dK, G* dV, const bf1
     const unsigned kv_blocks = tc_grid(op, (a.Sk + kKTile - 1) / kKTile, a);
     const unsigned q_blocks = tc_grid(op, (a.S + kQTile - 1) / kQTile, a);
     const bool async = tc_async(a, {Q, K, V, dout});
-    tc_launch_by_hd(op, a.HD, [&](auto hdb) {
+    tc_launch_by_hd(op, a.HD, a.hd_bound, [&](auto hdb) {
         constexpr int HDB = decltype(hdb)::value;
         constexpr size_t smem_kv = tc_kv_smem(HDB), smem_q = tc_q_smem(HDB);
         static const bool kv_ready = tc_prepare(op, flash_tc_backward_kv_kernel<G, kAdd, HDB>, smem_kv);

@@ -26,6 +26,7 @@ struct FlashTcArgs {
     int q_width, kv_width;                    // row widths of Q and of K, V ([S·B, width], head n at column n·HD)
     int dq_width, dkv_width;                  // and of dQ and dK, dV
     int64_t lse_ld, d_ld;                     // elements between the lse (and D) rows of two (sequence, head) pairs
+    int hd_bound;                             // the instantiation: flash_attention_hd_bound(HD), 32, 64 or 128
 };
 
 // out (rows of NH·HD: bf16 for the whole sequence, f32 for a ring block) and lse = m + log l (f32,
