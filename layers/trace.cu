@@ -190,6 +190,14 @@ static void measure_offsets(MPI_Comm world, Offset* mine, std::vector<Offset>* a
     }
 }
 
+double clock_offset_to_rank0(MPI_Comm comm, double* uncertainty_us) {
+    Offset mine;
+    std::vector<Offset> all;
+    measure_offsets(comm, &mine, &all);
+    if (uncertainty_us) *uncertainty_us = mine.uncertainty;
+    return mine.offset;
+}
+
 // ---- the recording window ----------------------------------------------------------------------------------------
 void trace_set_process(const std::string& name, int sort_index) {
     g.process_name = name;

@@ -104,6 +104,9 @@ void trace_start(MPI_Comm world);
 // Stop recording (collective over `world`): the offsets are measured again, and the events shifted by the
 // offset interpolated between the two measurements (clocks of different machines drift apart).
 void trace_stop(MPI_Comm world);
+// This rank's clock (trace_now_us) minus rank 0's of `comm`, measured as trace_start measures it (ping-pong with
+// rank 0, the shortest of several round trips); *uncertainty_us: half that round trip. Collective over comm.
+double clock_offset_to_rank0(MPI_Comm comm, double* uncertainty_us = nullptr);
 // Every rank's events in one JSON document on rank 0 (`doc` stays empty on the others): {"traceEvents": [...],
 // "displayTimeUnit": "ms", "otherData": {...}}, times in µs on rank 0's clock from the origin. other_data_json:
 // the inside of the otherData object (the trainer's layout and steps); the clock offsets are added. Stops

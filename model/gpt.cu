@@ -26,7 +26,7 @@ void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, Activ
     m.recompute = recompute;
     m.dropout = dropout;
     m.seed = seed;
-    m.stage = pipeline_stage(cfg, grid.pp, grid.pp_rank, chunks);
+    m.stage = pipeline_stage(cfg, grid.pp, grid.pp_rank, chunks, grid.pipeline_v);
     local_param_sizes(cfg, grid.tp, m.tp_sizes);
     stage_param_sizes(m.stage, cfg, m.tp_sizes, m.sizes);
     m.n_params = 0;
@@ -46,6 +46,7 @@ void gpt_destroy(GPT& m) {
     ModelStates s = gpt_model_states(m);
     model_states_free(m.state_memory, s);
     m.master = m.weights = m.grads = m.adam_m = m.adam_v = Tensor();
+    m.pipe.timeline.free_events();
     for (MicroBatchState& f : m.flight) {
         tensor_free(f.tokens);
         tensor_free(f.targets);
@@ -145,7 +146,7 @@ static void gather_full(GPT& m, Tensor flat, std::vector<float>& full) {
     param_sizes(m.cfg, sizes);
     std::vector<float> pack;
     for (int s = 0; s < m.grid->pp; s++) {
-        const PipelineStage st = pipeline_stage(m.cfg, m.grid->pp, s, m.stage.chunks);
+        const PipelineStage st = pipeline_stage(m.cfg, m.grid->pp, s, m.stage.chunks, m.stage.v_shape);
         pack.resize((size_t)stage_owned_count(st, m.cfg, sizes));
         if (s == m.grid->pp_rank) stage_pack_owned(st, m.cfg, sizes, full.data(), pack.data());
         MPI_CHECK(MPI_Bcast(pack.data(), (int)pack.size(), MPI_FLOAT, s, m.grid->pp_comm.mpi));
@@ -471,10 +472,7 @@ Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
     return Tensor();
 }
 
-void gpt_weight_gradients(GPT& m, int j, int chunk) {
-    if (g_test_hooks.drop_first_weight_pass && j == 0) return m.weight_grads.discard(j, chunk);  // negative control
-    m.weight_grads.run(*m.ctx, j, chunk);
-}
+void gpt_weight_gradients(GPT& m, int j, int chunk) { m.weight_grads.run(*m.ctx, j, chunk); }
 
 // ---- the forward and backward of a whole batch on one stage ----------------------------------------------
 // The batch as micro-batch 0 of 1 through this rank's whole model: the embeddings, the layers, the head and

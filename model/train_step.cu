@@ -22,7 +22,9 @@
 void sync_gradients(GPT& m) {
     if (m.grid->sp && !g_test_hooks.skip_sequence_parallel_sum)
         sum_sequence_parallel_grads(m.grid->tp_comm, *m.ctx, m.grads, m.offsets, m.sizes);
-    if (m.grid->pp > 1 && !g_test_hooks.skip_tied_embedding_sum) all_reduce(m.grid->emb_comm, *m.ctx, gpt_grad(m, P_WTE));
+    // (Under ZB-V's placement the first stage holds both uses, like a single stage: nothing to sum.)
+    if (m.grid->pp > 1 && !m.grid->pipeline_v && !g_test_hooks.skip_tied_embedding_sum)
+        all_reduce(m.grid->emb_comm, *m.ctx, gpt_grad(m, P_WTE));
     // Then the mean over DP × CP: all-reduced, or reduce-scattered to each shard's owner (distributed optimizer).
     if (m.zero.on) reduce_scatter_gradients(weight_comm(*m.grid), *m.ctx, m.zero, m.grads);
     else average_gradients(weight_comm(*m.grid), *m.ctx, m.grads);

@@ -19,6 +19,11 @@
 using namespace comm_detail;
 
 static ncclComm_t nccl_of(const Comm& c) { return (ncclComm_t)c.nccl; }
+// A message's channel between two ranks (Comm::channels): one, or with two its tag's lowest bit (the pipeline's
+// tags put the direction there, pipe_message_tag: activations 0, gradients 1). Messages of one channel match in
+// issue order (strict: the channel is the MPI tag); the order check counts each (peer, channel) apart.
+static int channel_of(const Comm& c, int tag) { return c.channels > 1 ? tag & 1 : 0; }
+static size_t channel(const Comm& c, int peer, int tag) { return (size_t)peer * 2 + (size_t)channel_of(c, tag); }
 
 // ---- send_later: a copy of the tensor, queued -----------------------------------------------------------------
 // send_later copies the tensor into a buffer of its own (taken from spare_sends when one is big enough) and
@@ -97,7 +102,7 @@ static void mpi_exchange_post(Comm& c, const std::vector<P2PMessage>& recvs) {
     f.reqs.clear();
     f.reqs.reserve((recvs.size() + c.sends.size()) * (size_t)per);
     if (c.recv_stage.size() < recvs.size()) c.recv_stage.resize(recvs.size());
-    auto mpi_tag = [&](int tag) { return c.rules.strict ? 0 : tag; };  // strict: one tag, matched in order
+    auto mpi_tag = [&](int tag) { return c.rules.strict ? channel_of(c, tag) : tag; };  // strict: a tag per channel, in order
     for (size_t i = 0; i < recvs.size(); i++) {
         const P2PMessage& r = recvs[i];
         void* dst = r.t.device == Device::CPU ? r.t.data : host_buffer(c, c.recv_stage[i], r.t.bytes(), true);
@@ -114,7 +119,7 @@ static void mpi_exchange_post(Comm& c, const std::vector<P2PMessage>& recvs) {
         auto post = c.rules.strict ? MPI_Issend : MPI_Isend;
         MPI_Request q;
         if (check) {
-            f.out_hdr[i] = P2PHeader{p.tag, (int64_t)p.bytes, (int64_t)c.sent[(size_t)p.peer]++};
+            f.out_hdr[i] = P2PHeader{p.tag, (int64_t)p.bytes, (int64_t)c.sent[channel(c, p.peer, p.tag)]++};
             MPI_CHECK(post(&f.out_hdr[i], (int)sizeof(P2PHeader), MPI_BYTE, p.peer, mpi_tag(p.tag), c.mpi, &q));
             f.reqs.push_back(q);
         }
@@ -139,7 +144,7 @@ static double mpi_exchange_complete(Comm& c, const Ctx& ctx) {
     const double waited = MPI_Wtime() - t0;
     for (size_t i = 0; i < recvs.size(); i++) {
         const P2PMessage& r = recvs[i];
-        if (check) check_header(c, f.in_hdr[i], r, c.received[(size_t)r.peer]++);
+        if (check) check_header(c, f.in_hdr[i], r, c.received[channel(c, r.peer, r.tag)]++);
         int got = 0;
         MPI_CHECK(MPI_Get_count(&st[i * (size_t)per + (size_t)(per - 1)], MPI_BYTE, &got));
         if ((size_t)got != r.t.bytes())
@@ -187,7 +192,7 @@ static void nccl_exchange(Comm& c, cudaStream_t stream, const std::vector<P2PMes
     std::vector<P2PHeader> host_hdr(c.sends.size() + recvs.size());
     if (check && !host_hdr.empty()) {
         for (size_t i = 0; i < c.sends.size(); i++)
-            host_hdr[i] = P2PHeader{c.sends[i].tag, (int64_t)c.sends[i].bytes, (int64_t)c.sent[(size_t)c.sends[i].peer]++};
+            host_hdr[i] = P2PHeader{c.sends[i].tag, (int64_t)c.sends[i].bytes, (int64_t)c.sent[channel(c, c.sends[i].peer, c.sends[i].tag)]++};
         hdr = tensor_alloc(Device::CUDA, DType::U8, (int64_t)(host_hdr.size() * sizeof(P2PHeader)));
         CUDA_CHECK(cudaMemcpyAsync(hdr.data, host_hdr.data(), c.sends.size() * sizeof(P2PHeader), cudaMemcpyHostToDevice, stream));
     }
@@ -215,7 +220,7 @@ static void nccl_exchange(Comm& c, cudaStream_t stream, const std::vector<P2PMes
         CUDA_CHECK(cudaMemcpyAsync(host_hdr.data(), hdr.data, host_hdr.size() * sizeof(P2PHeader), cudaMemcpyDeviceToHost, stream));
         CUDA_CHECK(cudaStreamSynchronize(stream));
         for (size_t i = 0; i < recvs.size(); i++)
-            check_header(c, host_hdr[c.sends.size() + i], recvs[i], c.received[(size_t)recvs[i].peer]++);
+            check_header(c, host_hdr[c.sends.size() + i], recvs[i], c.received[channel(c, recvs[i].peer, recvs[i].tag)]++);
         tensor_free(hdr);
     }
 }
@@ -420,6 +425,136 @@ void exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, con
     same.comm_stream = nullptr;
     start(c, same, recvs, what, true);
     finish(c, same);
+}
+
+// ---- the posted exchange: waits for receives only (point_to_point.h) ------------------------------------------
+// MPI: each receive and each send is posted at once, as in mpi_exchange_post; a receive's requests are kept by id
+// until receive_wait, a send's until MPI reports it done (reap_sends, at every post, or sends_wait). The order
+// check's expected index is taken when the receive is posted: receives from one peer are posted in the order
+// its sends are, whatever order they are waited for in. NCCL: one whole exchange (exchange_post's header says
+// why), its receives marked done.
+static void reap_sends(Comm& c, bool wait_all_of_them) {
+    for (auto it = c.posted_sends.begin(); it != c.posted_sends.end();) {
+        Comm::PostedSend& p = *it;
+        int done = 1;
+        if (wait_all_of_them) {
+            std::vector<MPI_Request> reqs{p.reqs[0], p.reqs[1]};
+            std::vector<MPI_Status> st;
+            mpi_wait(c, reqs, st, [&](size_t) { return p.send.what + " (a posted send, waited for by sends_wait)"; });
+        } else {
+            MPI_CHECK(MPI_Testall(2, p.reqs, &done, MPI_STATUSES_IGNORE));
+        }
+        if (!done) {
+            ++it;
+            continue;
+        }
+        c.spare_sends.push_back(p.send);
+        it = c.posted_sends.erase(it);
+    }
+}
+
+static std::string trace_labels(const std::vector<std::string>& parts) {
+    std::string s;
+    for (size_t i = 0; i < parts.size(); i++) s += (i ? "; " : "") + parts[i];
+    return s.empty() ? s : " [" + s + "]";
+}
+
+std::vector<int64_t> exchange_post(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what) {
+    std::vector<int64_t> ids;
+    if (c.backend == CommBackend::NCCL) {  // one group, completed as a unit on ctx.stream (the header says why)
+        exchange(c, ctx, recvs, what);
+        for (const P2PMessage& r : recvs) {
+            Comm::PostedRecv& p = c.posted_recvs[c.next_recv_id];
+            p.msg = r, p.done = true;
+            ids.push_back(c.next_recv_id++);
+        }
+        return ids;
+    }
+    if (c.inflight.active) mm_fatal("comm: exchange_post (%s) while the exchange %s is in flight", what.c_str(), c.inflight.what.c_str());
+    const double t0 = MPI_Wtime(), trace_t0 = trace_recording() ? trace_now_us() : 0;
+    reap_sends(c, false);
+    const bool check = c.rules.check_order;
+    auto mpi_tag = [&](int tag) { return c.rules.strict ? channel_of(c, tag) : tag; };  // strict: a tag per channel, in order
+    std::vector<std::string> labels;
+    for (const P2PMessage& r : recvs) {
+        check_tensor(c, ctx, r.t, "exchange_post");
+        check_peer(c, r.peer, "exchange_post: receive from");
+        Comm::PostedRecv& p = c.posted_recvs[c.next_recv_id];
+        ids.push_back(c.next_recv_id++);
+        p.msg = r;
+        p.exchange = what;
+        p.index = c.received[channel(c, r.peer, r.tag)]++;
+        void* dst = r.t.data;
+        if (r.t.device != Device::CPU) {
+            if (!c.spare_stage.empty()) p.stage = c.spare_stage.back(), c.spare_stage.pop_back();
+            dst = host_buffer(c, p.stage, r.t.bytes(), true);
+        }
+        if (check) MPI_CHECK(MPI_Irecv(&p.hdr, (int)sizeof(P2PHeader), MPI_BYTE, r.peer, mpi_tag(r.tag), c.mpi, &p.reqs[0]));
+        MPI_CHECK(MPI_Irecv(dst, mpi_count((int64_t)r.t.bytes()), MPI_BYTE, r.peer, mpi_tag(r.tag), c.mpi, &p.reqs[1]));
+        labels.push_back("recv " + message_label(r.what));
+    }
+    const int me = trace_recording() ? my_world_rank() : 0;
+    for (Comm::PendingSend& send : c.sends) {
+        c.posted_sends.emplace_back();
+        Comm::PostedSend& p = c.posted_sends.back();
+        p.send = send;
+        auto post = c.rules.strict ? MPI_Issend : MPI_Isend;
+        if (check) {
+            p.hdr = P2PHeader{send.tag, (int64_t)send.bytes, (int64_t)c.sent[channel(c, send.peer, send.tag)]++};
+            MPI_CHECK(post(&p.hdr, (int)sizeof(P2PHeader), MPI_BYTE, send.peer, mpi_tag(send.tag), c.mpi, &p.reqs[0]));
+        }
+        MPI_CHECK(post(send.host.ptr, mpi_count((int64_t)send.bytes), MPI_BYTE, send.peer, mpi_tag(send.tag), c.mpi, &p.reqs[1]));
+        labels.push_back("send " + message_label(send.what));
+        if (trace_recording())  // the message's flow starts here (its finish: the receiver's receive_wait)
+            trace_flow('s', flow_id(g_flows_sent, me, world_rank_of(c, send.peer)), TraceThread::Comm, trace_t0,
+                       "\"send\":" + trace_json_string(message_label(send.what)));
+    }
+    c.sends.clear();
+    c.counters.recv_wait_s += MPI_Wtime() - t0;
+    if (trace_recording() && !labels.empty()) {
+        const std::string& group = trace_group_name(&c);
+        trace_event(TraceThread::Comm, "p2p", "exchange_post " + (group.empty() ? std::string("group") : group) + trace_labels(labels),
+                    trace_t0, trace_now_us() - trace_t0, "\"what\":" + trace_json_string(what));
+    }
+    return ids;
+}
+
+void receive_wait(Comm& c, const Ctx& ctx, int64_t id) {
+    auto it = c.posted_recvs.find(id);
+    if (it == c.posted_recvs.end()) mm_fatal("comm: receive_wait: no posted receive %lld (waited for twice?)", (long long)id);
+    Comm::PostedRecv& p = it->second;
+    if (p.done) return void(c.posted_recvs.erase(it));
+    const double t0 = MPI_Wtime(), trace_t0 = trace_recording() ? trace_now_us() : 0;
+    std::vector<MPI_Request> reqs{p.reqs[0], p.reqs[1]};
+    std::vector<MPI_Status> st;
+    mpi_wait(c, reqs, st, [&](size_t) { return p.msg.what + " in the exchange " + p.exchange; });
+    const double blocked_us = 1e6 * (MPI_Wtime() - t0);
+    if (c.rules.check_order) check_header(c, p.hdr, p.msg, p.index);
+    int got = 0;
+    MPI_CHECK(MPI_Get_count(&st[1], MPI_BYTE, &got));
+    if ((size_t)got != p.msg.t.bytes())
+        mm_fatal("comm: %s: got %d bytes, expected %zu (the stages disagree on the shapes)", p.msg.what.c_str(), got, p.msg.t.bytes());
+    if (p.msg.t.device != Device::CPU) {
+        host_to_device(ctx, p.msg.t, p.stage.ptr);
+        c.spare_stage.push_back(p.stage);
+    }
+    if (trace_recording()) {
+        const std::string label = message_label(p.msg.what), &group = trace_group_name(&c);
+        trace_flow('f', flow_id(g_flows_received, world_rank_of(c, p.msg.peer), my_world_rank()), TraceThread::Comm, trace_t0,
+                   "\"recv\":" + trace_json_string(label));
+        char nums[96];
+        snprintf(nums, sizeof nums, ",\"blocked_us\":%.3f,\"bytes_received\":%zu", blocked_us, p.msg.t.bytes());
+        trace_event(TraceThread::Comm, "p2p", "exchange_wait " + (group.empty() ? std::string("group") : group) + " [recv " + label + "]",
+                    trace_t0, trace_now_us() - trace_t0,
+                    "\"what\":" + trace_json_string(p.exchange) + ",\"recv\":[" + trace_json_string(label) + "]" + nums);
+    }
+    c.posted_recvs.erase(it);
+    c.counters.recv_wait_s += MPI_Wtime() - t0;
+}
+
+void sends_wait(Comm& c, const Ctx& ctx) {
+    (void)ctx;
+    if (c.backend == CommBackend::MPI) reap_sends(c, true);
 }
 
 // ---- the pipeline's loss: host bytes from the last stage to every stage ----------------------------------------

@@ -9,6 +9,7 @@
 #include "../../model/gpt.h"
 #include "../../model/train_step.h"
 #include "../../parallel/data_parallel.h"
+#include "../../parallel/zero_bubble_schedule.h"
 
 struct ModelSpec {
     GPTConfig cfg;
@@ -54,6 +55,7 @@ struct ModelHarness {
         ctx = ctx_create(s.device, gpu);
         alloc.reset(new ActivationAllocator(s.device));
         grid = grid_create(comm, s.tp, s.sp, s.backend, ctx, s.pp, s.rules, s.cp);
+        if (s.pp > 1 && pipe_v_shape(s.schedule)) grid_use_v_placement(grid);  // ZB-V (parallel/pipeline_stage.h)
         gpt_create(model, s.cfg, grid, ctx, *alloc, s.dtype, s.rc, s.dropout, s.seed, s.chunks, s.distributed_optimizer);
         model.schedule = s.schedule;
         model.attention = s.attention;
