@@ -154,9 +154,22 @@ static void measure_offsets(MPI_Comm world, Offset* mine, std::vector<Offset>* a
     int rank = 0, size = 1;
     MPI_CHECK(MPI_Comm_rank(world, &rank));
     MPI_CHECK(MPI_Comm_size(world, &size));
+    // Ranks on one node read one clock (std::chrono::steady_clock is the system's monotonic clock): their offset
+    // is 0, exactly. A ping-pong on a loaded node would only add its own error (milliseconds when a rank waits
+    // for a core), so it is measured only when the group spans nodes.
+    MPI_Comm node;
+    MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+    int on_node = 0, one_node = 0;
+    MPI_CHECK(MPI_Comm_size(node, &on_node));
+    MPI_CHECK(MPI_Comm_free(&node));
+    one_node = on_node == size;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &one_node, 1, MPI_INT, MPI_LAND, world));
     MPI_CHECK(MPI_Barrier(world));
     std::vector<double> flat((size_t)size * 3, 0.0);  // offset, uncertainty, at
-    if (rank == 0) {
+    if (one_node) {
+        const double now = rank == 0 ? trace_now_us() : 0;
+        for (int r = 0; r < size; r++) flat[(size_t)r * 3 + 2] = now;
+    } else if (rank == 0) {
         for (int r = 1; r < size; r++) {
             double best = INFINITY;
             for (int k = 0; k < kRounds; k++) {
@@ -173,7 +186,7 @@ static void measure_offsets(MPI_Comm world, Offset* mine, std::vector<Offset>* a
             }
         }
         flat[2] = trace_now_us();  // rank 0 against itself: offset 0, exactly
-    } else {
+    } else if (!one_node) {
         for (int k = 0; k < kRounds; k++) {
             double t0 = 0;
             MPI_CHECK(MPI_Recv(&t0, 1, MPI_DOUBLE, 0, kTagPing, world, MPI_STATUS_IGNORE));

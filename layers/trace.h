@@ -98,7 +98,8 @@ void trace_set_process(const std::string& name, int sort_index);
 // Start recording (collective over `world`, once per run). First each rank's clock offset to rank 0's is
 // measured, so that the events can be shifted to rank 0's clock: rank 0 ping-pongs with each rank in turn for
 // several rounds, and the round with the smallest round trip gives offset = t_remote - (t0 + t1) / 2, within
-// half that round trip (t0, t1: rank 0's clock when it sent and when the reply came). Rank 0's clock at this
+// half that round trip (t0, t1: rank 0's clock when it sent and when the reply came). When every rank is on one
+// node they share the clock: the offsets are 0, exactly, and nothing is measured. Rank 0's clock at this
 // moment is the file's time origin (ts 0).
 void trace_start(MPI_Comm world);
 // Stop recording (collective over `world`): the offsets are measured again, and the events shifted by the

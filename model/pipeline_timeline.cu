@@ -124,6 +124,7 @@ void StageTimeline::resolve(const Ctx& ctx) {
         st.busy += s.t1 - s.t0, st.sum[k] += s.t1 - s.t0, st.count[k]++;
     }
     steps_.push_back(st);
+    if (keep_spans) step_spans_.push_back(spans_);
 }
 
 const std::vector<OpSpan>& StageTimeline::end_step(const Ctx& ctx) {
@@ -159,6 +160,15 @@ PipelineIdle pipeline_idle(const StageTimeline& t, Comm& pp, bool overlapped, si
     auto at = [&](int stage, int step, int field) { return all[((size_t)stage * n + step) * kFields + field]; };
     PipelineIdle out;
     out.steps = n;
+    for (int i = 0; i < n; i++) {
+        std::vector<double> ms(3, 0.0);
+        for (int k = 0; k < 3; k++) {
+            double sum = 0, cnt = 0;
+            for (int q = 0; q < pp.size; q++) sum += at(q, i, 3 + k), cnt += at(q, i, 6 + k);
+            ms[(size_t)k] = cnt > 0 ? sum / cnt / 1e3 : 0;
+        }
+        out.step_op_ms.push_back(ms);
+    }
     double sum[3] = {0, 0, 0}, cnt[3] = {0, 0, 0};
     for (int r = 0; r < pp.size; r++) {
         StageIdle s;

@@ -60,7 +60,10 @@ public:
     const std::vector<OpSpan>& end_step(const Ctx& ctx);
     // Every step recorded since the last clear, summarized; the clock offset is applied (rank 0's clock).
     const std::vector<StepSpans>& steps() const { return steps_; }
-    void clear_steps() { steps_.clear(); }
+    // The same steps' spans, op by op (kept only while keep_spans is set: tests and the bench replay them).
+    const std::vector<std::vector<OpSpan>>& step_spans() const { return step_spans_; }
+    void clear_steps() { steps_.clear(), step_spans_.clear(); }
+    bool keep_spans = false;
     // This rank's clock minus pipeline rank 0's, measured once (collective over the pipeline group).
     void measure_clock(MPI_Comm pp);
     void free_events();
@@ -70,6 +73,7 @@ private:
     std::vector<OpSpan> spans_;
     std::vector<cudaEvent_t> events_;  // CUDA: two per span (begin, end), reused from step to step
     std::vector<StepSpans> steps_;
+    std::vector<std::vector<OpSpan>> step_spans_;
     bool open_ = false, summarized_ = true;
     double offset_ = 0;
     bool measured_ = false;
@@ -88,6 +92,7 @@ struct StageIdle {
 struct PipelineIdle {
     std::vector<StageIdle> stages;
     double mean_op_ms[3] = {0, 0, 0};  // over every stage's ops: the formula's T_F, T_B, T_W
+    std::vector<std::vector<double>> step_op_ms;  // the same per step (3 each)
     int steps = 0;
 };
 PipelineIdle pipeline_idle(const StageTimeline& t, Comm& pp, bool overlapped, size_t first_step = 0);

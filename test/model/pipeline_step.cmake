@@ -55,3 +55,13 @@ mm_test(test_gpu_equivalence_pp2_nccl EXE test_equivalence LABELS gpu NP 2 TIMEO
         ARGS --tp 1 --pp 2 --micro 4 --device cuda --comm nccl --comm-timeout 120 --steps 3)
 mm_test(test_gpu_equivalence_pp2_interleaved_nccl EXE test_equivalence LABELS gpu NP 2 TIMEOUT 300
         ARGS --tp 1 --pp 2 --chunks 2 --schedule interleaved --micro 4 --device cuda --comm nccl --comm-timeout 120 --steps 3)
+
+# The executor's own bubble (issue 44): every op's work a timed wait of fixed length (--pipeline-op-times), the
+# exchanges (--comm mpi-strict) and the step's end for real; each stage's idle share equals the schedule's formula
+# within a tolerance taken from the exchange latency and the timer's resolution measured in the same run, for
+# AFAB, 1F1B, interleaved, ZB-H1, ZB-H2 and ZB-V at p 2 and 4, M = p, 2p, 4p (test/model/test_pipeline_bubble.cu).
+# The negative control: the exchanges of before (each waiting for its sends too) stall ZB-H2 beyond it.
+mm_executable(test_pipeline_bubble SOURCES test/model/test_pipeline_bubble.cu)
+mm_test(test_pipeline_bubble_pp2 EXE test_pipeline_bubble LABELS mpi NP 2 TIMEOUT 240)
+mm_test(test_pipeline_bubble_pp4 EXE test_pipeline_bubble LABELS mpi NP 4 TIMEOUT 300)
+mm_test(test_pipeline_bubble_blocking_stalls EXE test_pipeline_bubble LABELS mpi NP 2 TIMEOUT 120 ARGS --expect-stall --micro 16)
