@@ -24,6 +24,12 @@ bool pipeline_receive(GPT& m, const PipeOp& op, P2PMessage* recv, Tensor* local)
                      message_what(msg, op.chunk, true).c_str());
         *local = it->second;
         m.pipe.handoff.erase(it);
+        if (op.kind == PipeOp::Forward) {  // now the chunk's first layer's saved input, tagged as a received one is
+            Tensor in = m.alloc->alloc(m.dtype, local->n, st.chunk_begin(op.chunk), "ln1_in");
+            tensor_copy(*m.ctx, in, *local);
+            m.alloc->release(*local);
+            *local = in;
+        }
         return false;
     }
     const int64_t n = (int64_t)m.flight[(size_t)op.microbatch].shape.N_shard * m.cfg.channels;
@@ -37,21 +43,15 @@ bool pipeline_receive(GPT& m, const PipeOp& op, P2PMessage* recv, Tensor* local)
 }
 
 // What an op sends, queued for the next exchange (send_later copies it, so the tensor is released at once). On
-// ZB-V's turn it stays on this rank: a gradient as it is, an activation copied into the receiving chunk's first
-// layer's saved input (tagged as a received one is, for the memory report).
+// ZB-V's turn it stays on this rank, as it is (a transient, like a message on its way), until the op that takes
+// it (pipeline_receive).
 static void send_output(GPT& m, const PipeOp& op, Tensor t) {
     const PipelineStage& st = m.stage;
     PipeMessage msg;
     if (!pipe_op_sends(op, st.pp, st.rank, st.chunks, &msg, st.v_shape)) return;
     const int tag = pipe_message_tag(msg, st.pp, st.chunks);
     if (msg.peer == st.rank) {
-        Tensor keep = t;
-        if (!msg.gradient) {
-            keep = m.alloc->alloc(m.dtype, t.n, st.chunk_begin(1 - op.chunk), "ln1_in");
-            tensor_copy(*m.ctx, keep, t);
-            m.alloc->release(t);
-        }
-        m.pipe.handoff[tag] = keep;
+        m.pipe.handoff[tag] = t;
         return;
     }
     send_later(m.grid->pp_comm, *m.ctx, t, msg.peer, tag, message_what(msg, op.chunk, false));

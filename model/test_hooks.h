@@ -25,7 +25,7 @@ struct TestHooks {
     bool ungrouped_p2p = false;
     // Negative control: the pipeline's exchanges as they were before the posted ones (model/pipeline_step.cu:
     // whole units, each exchange waiting for its sends too), to show that the synthetic-time bubble test then
-    // finds ZB-H2's first stage stalled (test_pipeline_bubble's --blocking-p2p).
+    // finds ZB-H2's first stage stalled (test_pipeline_bubble --expect-stall).
     bool blocking_p2p = false;
     // Fault injection: pipeline stage stop_stage stops itself (SIGSTOP) in its stop_stage_at_step-th step
     // (model/pipeline_step.cu), to show that the other stages stop within --comm-timeout, naming it (the

@@ -79,10 +79,7 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
                      const OptimConfig& opt, int step, float lr, int micro_batches) {
     StepStats st;
     m.step = step;
-    const double t0 = MPI_Wtime(), wait0 = m.grid->pp_comm.counters.recv_wait_s;
     float local_loss = forward_backward(m, inputs, targets, B_local, S, micro_batches);
-    st.pipeline_seconds = MPI_Wtime() - t0;
-    st.recv_wait_seconds = m.grid->pp_comm.counters.recv_wait_s - wait0;
     sync_gradients(m);
     if (step == g_test_hooks.inject_nan_at_step && m.cfg.layers > 0 && m.stage.holds_layer(m.cfg.layers - 1))
         tensor_fill_f32(*m.ctx, gpt_grad(m, P_ATTPROJW, m.cfg.layers - 1).slice(0, 1), NAN);

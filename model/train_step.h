@@ -16,9 +16,6 @@ struct StepStats {
     // False when the loss or the gradient norm was not finite: the optimizer update was NOT applied (the
     // weights and moments are those of the previous step; the gradients are left for inspection).
     bool applied = true;
-    // The forward and backward passes (forward_backward): their seconds, and of those the seconds this rank
-    // spent blocked in exchanges with its neighbouring pipeline stages (its idle time: the pipeline bubble).
-    double pipeline_seconds = 0, recv_wait_seconds = 0;
 };
 
 // inputs/targets: this rank's host batch [B_local, S]. step counts from 1. micro_batches M > 1 (gradient

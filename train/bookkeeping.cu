@@ -11,6 +11,7 @@
 #include "../model/generate.h"
 #include "../model/model_file.h"
 #include "../model/pipeline_step.h"
+#include "../parallel/pipeline_simulation.h"
 #include "../parallel/zero_bubble_schedule.h"
 #include "../parallel/comm.h"
 // Learning rate at `step` (1-based): linear warmup, then constant or cosine decay to min_lr_frac · lr.
@@ -60,8 +61,6 @@ void end_step(Run& run, Progress& p, int step, const StepStats& st) {
     p.step_p2p_bytes = run.grid.pp_comm.counters.p2p_bytes;
     report_memory(run, step);
     if (step > run.start_step || run.opt.steps == run.start_step) {  // the timed steps: the pipeline's idle time (bubble)
-        p.t_pipeline += st.pipeline_seconds;
-        p.t_recv_wait += st.recv_wait_seconds;
         p.t_steps += p.dt, p.cp_compute_s += cp_step.compute_s;
     }
 }
@@ -106,39 +105,52 @@ static void report_context_parallel(const Run& run, const Progress& p) {
 }
 
 
-// Pipeline parallelism: the ideal bubble of the schedule next to what each stage measured, the share of its
-// forward-backward time spent blocked in exchanges (collective; rank 0 prints). The first stage waits at the
-// start of its cool-down, the last stage at the start of the step: the paper's bubble (§2).
+// Pipeline parallelism: the bubble of the schedule's formula (recompute/formulas.h: a closed form where it gives
+// one, else the schedule's dependency simulation, parallel/pipeline_simulation.h) at op times T_F, T_B, T_W, in
+// idle time per stage per step; *how names which.
+static double schedule_bubble(const Run& run, double tf, double tb, double tw, std::string* how) {
+    const int p = run.grid.pp, M = run.micro_batches;
+    BubbleSchedule bs;
+    parse_bubble_schedule(pipe_schedule_name(run.schedule), &bs);  // the same names
+    const double closed = pipeline_bubble_time(bs, p, M, tf, tb, tw);
+    if (how) *how = std::isnan(closed) ? "simulation" : "closed form";
+    return std::isnan(closed) ? pipe_simulate(run.schedule, p, M, run.chunks, tf, tb, tw).idle[0] : closed;
+}
+
 double ideal_bubble_rate(const Run& run, std::string* formula) {
     const int p = run.grid.pp, M = run.micro_batches;
     if (!is_zero_bubble(run.schedule)) {
         *formula = "(p-1)/(m*M)";
         return pipe_ideal_bubble(p, M, run.chunks);
     }
-    *formula = M >= p ? "(p-1)/(3M) at T_F = T_B = T_W" : "(2p-1-M)/(3M) at T_F = T_B = T_W";
-    const BubbleSchedule s = run.schedule == PipeSchedule::ZeroBubbleH1 ? BubbleSchedule::ZeroBubbleH1 : BubbleSchedule::ZeroBubbleH2;
-    return pipeline_bubble_rate(s, p, M, 1, 1, 1);
+    std::string how;
+    const double bubble = schedule_bubble(run, 1, 1, 1, &how);
+    *formula = "at T_F = T_B = T_W (" + how + ")";
+    return bubble / (3.0 * M * run.chunks);
 }
 
-static void report_bubble(const Run& run, const Progress& p) {
+// After the run: each stage's measured idle share, from the op times the executor recorded on every backend
+// (model/pipeline_timeline.h: on CUDA events on the stream), over the timed steps (the first step left out when
+// there are more), next to the formula's at the run's own mean op times. Collective over each pipeline; rank 0
+// prints its own pipeline's.
+static void report_bubble(Run& run) {
     const ProcessGrid& g = run.grid;
     if (g.pp == 1) return;
-    double mine[2] = {p.t_recv_wait, p.t_pipeline};
-    std::vector<double> all(2 * (size_t)g.world);
-    MPI_CHECK(MPI_Gather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-    if (g_rank != 0) return;
-    // The paper's bubble fraction (p-1)/(m*M) is the idle time over the ideal (bubble-free) time; as a share of
-    // the whole step that is b/(1+b), the number comparable with the time measured idle.
-    std::string formula;
+    const size_t first = run.model.pipe.timeline.steps().size() > 1 ? 1 : 0;
+    const PipelineIdle idle = pipeline_idle(run.model.pipe.timeline, run.grid.pp_comm, false, first);
+    if (g_rank != 0 || idle.steps == 0) return;
+    std::string formula, how;
     const double b = ideal_bubble_rate(run, &formula);
-    LOG0("pipeline bubble (%s, p %d, m %d, M %d): ideal %s = %.3f of the ideal time, an idle share %.3f of the step; "
-         "measured idle share (blocked in exchanges):", pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches,
-         formula.c_str(), b, b / (1 + b));
-    for (int s = 0; s < g.pp; s++) {
-        const int r = s * ranks_per_stage(g);
-        const double idle = all[2 * (size_t)r + 1] > 0 ? all[2 * (size_t)r] / all[2 * (size_t)r + 1] : 0;
-        LOG0(" stage %d %.3f%s", s, idle, s + 1 < g.pp ? "," : "\n");
-    }
+    const double tf = idle.mean_op_ms[0], tb = idle.mean_op_ms[1], tw = idle.mean_op_ms[2];
+    const double bubble = schedule_bubble(run, tf, tb, tw, &how);
+    const double share = bubble_idle_share(bubble, run.micro_batches, run.chunks, tf, tb, tw);
+    LOG0("pipeline bubble (%s, p %d, m %d, M %d): ideal %s = %.3f of the ideal time, an idle share %.3f of the step\n",
+         pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches, formula.c_str(), b, b / (1 + b));
+    LOG0("  measured over %d step%s (op spans on every stage; %s): T_F %.3f, T_B %.3f, T_W %.3f ms per op; the formula's idle "
+         "share at these times %.3f (%s); measured idle share:", idle.steps, idle.steps == 1 ? "" : "s",
+         run.device == Device::CUDA ? "CUDA events on the stream" : "host clock", tf, tb, tw, share, how.c_str());
+    for (const StageIdle& s : idle.stages)
+        LOG0(" stage %d %.3f [%.3f-%.3f]%s", s.stage, s.mean_share, s.min_share, s.max_share, s.stage + 1 < g.pp ? "," : "\n");
 }
 
 // Under a zero-bubble schedule, after the report: the W passes' inputs the stage held at the same moment
@@ -157,10 +169,10 @@ static void print_weight_inputs(FILE* f, const Run& run, const MemoryReport& r, 
     const ModelFormulaInput& s = r.shape;
     const int pending = pipeline_weight_pending(run.model, run.micro_batches);
     const double per_layer = w_input_bytes_per_layer(s.s / s.c, s.b, s.h, s.t, s.d);  // recompute/formulas.h
-    const double formula = pending * (int)run.model.stage.layers.size() * per_layer;
-    fprintf(f, "W inputs held for the zero-bubble W passes (%d micro-batch%s with B run and W not, %d layers; "
-               "d(s/c)bh(4 + 12/t) = %.0f bytes per layer each)\n", pending, pending == 1 ? "" : "es",
-            (int)run.model.stage.layers.size(), per_layer);
+    const int layers = run.model.stage.layers_per_chunk;  // each (micro-batch, chunk) pending holds one chunk's layers
+    const double formula = pending * layers * per_layer;
+    fprintf(f, "W inputs held for the zero-bubble W passes (%d micro-batch%s with B run and W not, %d layers each; "
+               "d(s/c)bh(4 + 12/t) = %.0f bytes per layer)\n", pending, pending == 1 ? "" : "es", layers, per_layer);
     fprintf(f, "  %-16s %14s %14s %10s\n", "", "measured", "formula", "difference");
     fprintf(f, "  %-16s %14.0f %14.0f %10.0f\n", "W inputs", measured, formula, measured - formula);
 }
@@ -447,7 +459,7 @@ void finish_run(Run& run, const Progress& p) {
              (unsigned long long)cc.calls[kAllReduce], cc.bytes[kAllReduce] / 1e6, (unsigned long long)cc.calls[kAllGather],
              cc.bytes[kAllGather] / 1e6, cc.regather_bytes / 1e6, (unsigned long long)cc.calls[kReduceScatter],
              cc.bytes[kReduceScatter] / 1e6);
-    report_bubble(run, p);
+    report_bubble(run);
     report_context_parallel(run, p);
     const std::string dp_line = distributed_optimizer_comm_line(run.model);  // parallel/distributed_optimizer.h
     if (!dp_line.empty()) LOG0("%s\n", dp_line.c_str());

@@ -23,7 +23,6 @@ struct Progress {
     int bad_in_a_row = 0;    // consecutive non-finite steps (apply_nan_policy)
     CommCounters step_comm;  // the TP group's collectives of the last training step
     uint64_t step_p2p_bytes = 0;              // pipeline: bytes this rank sent to neighbouring stages, last step
-    double t_pipeline = 0, t_recv_wait = 0;   // pipeline: forward-backward time and time blocked in exchanges
     // Context parallelism: ring attention's work in the first training step, and its compute time over the
     // timed steps (parallel/context_parallel.h); validation's forwards are not counted.
     CpStats cp0;  // the counters at the start of the step in flight

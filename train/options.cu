@@ -1,6 +1,8 @@
 // options.cu — command-line parsing for train_gpt (see options.h).
 #include "options.h"
 
+#include "../model/pipeline_timeline.h"
+
 #include <mpi.h>
 #include <cerrno>
 #include <cstdio>
@@ -36,9 +38,13 @@ void print_train_usage() {
         "                              needs flash attention, the default with --cp > 1; --seq divisible by 2N)\n"
         "  --pp N                      pipeline-parallel size: N stages of L/N layers (alias\n"
         "                              --pipeline-model-parallel-size); ranks = tp · cp · dp · pp, tp fastest\n"
-        "  --pipeline-schedule 1f1b|afab|interleaved|zb-h1|zb-h2   the order of forwards and backwards (default\n"
-        "                              1f1b; interleaved needs --num-layers-per-virtual-pipeline-stage; zb-h1 and\n"
-        "                              zb-h2: zero bubble, each backward split into B and a later W)\n"
+        "  --pipeline-schedule 1f1b|afab|interleaved|zb-h1|zb-h2|zb-v   the order of forwards and backwards\n"
+        "                              (default 1f1b; interleaved needs --num-layers-per-virtual-pipeline-stage;\n"
+        "                              zb-*: zero bubble, each backward split into B and a later W; zb-v: two\n"
+        "                              chunks per stage in a V, stage r holding chunks r and 2pp-1-r)\n"
+        "  --pipeline-op-times F:B:W   test mode: every pipeline op's work is a timed wait of F, B or W ms (a\n"
+        "                              backward without W: B + W); messages, gradient sync and optimizer run for\n"
+        "                              real; the run ends with each stage's idle share next to the formula's\n"
         "  --num-layers-per-virtual-pipeline-stage k   interleaving: (L/pp)/k model chunks per stage\n"
         "  --recompute none|selective|full   activation recomputation policy\n"
         "  --attention unfused|flash   core attention (alias --attention-backend; default unfused, the paper's\n"
@@ -203,7 +209,9 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--tp", "--tensor-model-parallel-size"})) o.tp = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--pp", "--pipeline-model-parallel-size"})) o.pp = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--cp", "--context-parallel-size"})) o.cp = (int)to_int(print, f, v, 1, 4096);
-        else if (flag({"--pipeline-schedule"})) o.pipeline_schedule = one_of(print, f, v, {"1f1b", "afab", "interleaved", "zb-h1", "zb-h2"});
+        else if (flag({"--pipeline-schedule"}))
+            o.pipeline_schedule = one_of(print, f, v, {"1f1b", "afab", "interleaved", "zb-h1", "zb-h2", "zb-v"});
+        else if (flag({"--pipeline-op-times"})) o.pipeline_op_times = v;
         else if (flag({"--num-layers-per-virtual-pipeline-stage"})) o.layers_per_virtual_stage = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--recompute", "--recompute-granularity"})) o.recompute = one_of(print, f, v, {"none", "selective", "full"});
         else if (flag({"--attention", "--attention-backend"})) o.attention = one_of(print, f, v, {"unfused", "flash"});
@@ -329,5 +337,11 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
     if (o.pipeline_schedule != "interleaved" && o.layers_per_virtual_stage > 0)
         bad(print, "--num-layers-per-virtual-pipeline-stage goes with the interleaved schedule, not --pipeline-schedule " +
                    o.pipeline_schedule);
+    // --pipeline-op-times (model/pipeline_timeline.h): a pipeline test mode.
+    PipeOpTimes times;
+    if (!o.pipeline_op_times.empty() && !parse_pipe_op_times(o.pipeline_op_times, &times).empty())
+        bad(print, parse_pipe_op_times(o.pipeline_op_times, &times));
+    if (!o.pipeline_op_times.empty() && o.pp == 1)
+        bad(print, "--pipeline-op-times times the ops of a pipeline schedule: it needs --pp > 1");
     return o;
 }

@@ -196,7 +196,16 @@ static void pipeline_layout(Run& run) {
     const int k = opt.layers_per_virtual_stage;
     const std::string& s = opt.pipeline_schedule;
     run.schedule = s == "afab" ? PipeSchedule::AFAB : s == "interleaved" ? PipeSchedule::Interleaved
-                 : s == "zb-h1" ? PipeSchedule::ZeroBubbleH1 : s == "zb-h2" ? PipeSchedule::ZeroBubbleH2 : PipeSchedule::OneFOneB;
+                 : s == "zb-h1" ? PipeSchedule::ZeroBubbleH1 : s == "zb-h2" ? PipeSchedule::ZeroBubbleH2
+                 : s == "zb-v" ? PipeSchedule::ZeroBubbleV : PipeSchedule::OneFOneB;
+    if (run.schedule == PipeSchedule::ZeroBubbleV) {  // two chunks per stage in a V (parallel/zero_bubble_schedule.h)
+        refuse_if(run.cfg.layers % (2 * p) == 0 ? "" : "--pipeline-schedule zb-v cuts the " + std::to_string(run.cfg.layers) +
+                  " layers into 2 · --pp " + std::to_string(p) + " = " + std::to_string(2 * p) + " chunks: they do not divide them");
+        refuse_if(run.backend != CommBackend::NCCL ? "" : "--pipeline-schedule zb-v on --comm nccl: its pairs of stages send "
+                  "activations and gradients both ways, each in its own order, which needs a communicator per direction "
+                  "(not built); use --comm mpi");
+        run.chunks = 2;
+    }
     if (p == 1 && run.schedule == PipeSchedule::AFAB)  // (interleaved at pp 1 is refused by the option parser)
         LOG0("note: --pipeline-schedule afab with --pp 1 changes nothing (one stage runs the forward and backward of each "
              "micro-batch in turn)\n");
@@ -276,6 +285,7 @@ void make_process_grid(Run& run) {
     run.ctx = ctx_create(run.device, run.gpu);
     run.grid = grid_create(MPI_COMM_WORLD, opt.tp, opt.sp, run.backend, run.ctx, opt.pp, CommRules{opt.comm == "mpi-strict", opt.comm_timeout},
                            opt.cp);
+    if (run.schedule == PipeSchedule::ZeroBubbleV && opt.pp > 1) grid_use_v_placement(run.grid);  // parallel/process_grid.h
     if (opt.sp && opt.tp == 1) LOG0("note: --sp with --tp 1 changes nothing (one rank holds the whole sequence)\n");
 }
 
@@ -309,6 +319,11 @@ void make_model(Run& run) {
                opt.distributed_optimizer);  // parallel/distributed_optimizer.h
     run.model.schedule = run.schedule;
     run.model.attention = run.attention;
+    if (!opt.pipeline_op_times.empty()) {  // the test mode (model/pipeline_timeline.h); the flag was checked
+        parse_pipe_op_times(opt.pipeline_op_times, &run.model.pipe.op_times);
+        LOG0("note: --pipeline-op-times %s: every pipeline op's work is a timed wait (F:B:W ms); the loss is 0 and the "
+             "weights move only by weight decay\n", opt.pipeline_op_times.c_str());
+    }
     if (opt.distributed_optimizer && weight_ranks(run.grid) == 1)
         LOG0("note: --use-distributed-optimizer with data-parallel size 1 changes nothing (one rank holds every optimizer state)\n");
     if (run.model.zero.on)
