@@ -153,17 +153,41 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
         }
         timeline.op_end(*m.ctx);
     };
+    // Post-validation: the last op that writes the tied embedding's gradient on this stage (the last B of the first
+    // or the last virtual stage), after which its sum over {first, last} can start (pipeline_embedding_sum_finish).
+    int wte_last = -1;
+    const bool early_sum = m.pipe.post_validation && st.pp > 1 && !st.v_shape && pp.backend == CommBackend::MPI &&
+                           m.ctx->device == Device::CPU && !g_test_hooks.skip_tied_embedding_sum;
+    for (size_t i = 0; i < ops.size() && early_sum; i++) {
+        const int v = st.virtual_stage(ops[i].chunk);
+        if (ops[i].kind == PipeOp::Backward && (v == 0 || v == st.num_virtual() - 1)) wte_last = (int)i;
+    }
+    int op_index = 0;
+    auto run_op = [&](const PipeOp& op, Tensor received) {
+        run(op, received);
+        if (op_index++ == wte_last) {
+            const Tensor g = gpt_grad(m, P_WTE);
+            MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g.data, (int)g.n, MPI_FLOAT, MPI_SUM, m.grid->emb_comm.mpi, &m.pipe.embedding_sum));
+        }
+    };
     const bool whole_units = pp.backend == CommBackend::NCCL || g_test_hooks.blocking_p2p || g_test_hooks.ungrouped_p2p;
-    if (whole_units) run_whole_units(m, pipe_units(m.schedule, st.pp, st.rank, M, st.chunks), stage, run);
-    else run_posted(m, ops, stage, run);
+    if (whole_units) run_whole_units(m, pipe_units(m.schedule, st.pp, st.rank, M, st.chunks), stage, run_op);
+    else run_posted(m, ops, stage, run_op);
     if (!m.weight_grads.empty()) mm_fatal("%s: the step ended with weight gradients no W pass computed", stage.c_str());
     if (!m.pipe.handoff.empty()) mm_fatal("%s: the step ended with a tensor handed over and never taken", stage.c_str());
     timeline.end_step(*m.ctx);
     comm_set_activity(stage + ", the end of the step");
     float mean = (float)(loss / M);  // each micro-batch's loss is a mean over the same number of targets
-    broadcast_host(pp, &mean, (int)sizeof mean, st.head_rank(), "the step's loss");
+    if (!m.pipe.post_validation) broadcast_host(pp, &mean, (int)sizeof mean, st.head_rank(), "the step's loss");
     comm_set_activity("");
     return mean;
+}
+
+bool pipeline_embedding_sum_finish(GPT& m) {
+    if (m.pipe.embedding_sum == MPI_REQUEST_NULL) return false;
+    comm_wait_request(m.pipe.embedding_sum, m.grid->emb_comm.rules.timeout_s, "the tied word embedding's gradient sum");
+    m.pipe.embedding_sum = MPI_REQUEST_NULL;
+    return true;
 }
 
 InFlightLayers pipeline_in_flight(const GPT& m, int M) {

@@ -20,6 +20,13 @@
 // micro-batches on every stage (the last stage computes it). No gradient synchronization.
 float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches);
 
+// Under optimizer post-validation (m.pipe.post_validation, model/post_validation.h) the step does not end in a
+// synchronization: the returned loss is the head stage's (0 on the others), and on the MPI backend with CPU
+// tensors the tied word embedding's gradient sum over the first and last stage (sync_gradients) starts as soon
+// as this stage's last B that writes it has run, so the first stage does not wait for the last at its end. This
+// finishes that sum; false when none was started (the caller sums it then).
+bool pipeline_embedding_sum_finish(GPT& m);
+
 // What this stage holds at its schedule's peak over M micro-batches (the moment it marks): each of its
 // layers with the micro-batches of its chunk in flight, the embedding's on the first stage, the head's on the
 // last. The memory report's formula side (recompute/memory_report.h). At pp 1, whatever m.schedule says, one

@@ -103,4 +103,8 @@ struct PipelineRunState {
     PipeOpTimes op_times;
     StageTimeline timeline;
     std::map<int, Tensor> handoff;
+    // Optimizer post-validation (model/post_validation.h): the step's loss stays on the head stage (no broadcast at
+    // the step's end), and the tied embedding's sum starts as soon as the stage's part of it is final.
+    bool post_validation = false;
+    MPI_Request embedding_sum = MPI_REQUEST_NULL;
 };

@@ -23,14 +23,22 @@ void sync_gradients(GPT& m) {
     if (m.grid->sp && !g_test_hooks.skip_sequence_parallel_sum)
         sum_sequence_parallel_grads(m.grid->tp_comm, *m.ctx, m.grads, m.offsets, m.sizes);
     // (Under ZB-V's placement the first stage holds both uses, like a single stage: nothing to sum.)
-    if (m.grid->pp > 1 && !m.grid->pipeline_v && !g_test_hooks.skip_tied_embedding_sum)
-        all_reduce(m.grid->emb_comm, *m.ctx, gpt_grad(m, P_WTE));
+    // (Under post-validation the executor may have started it already: model/pipeline_step.h.)
+    if (m.grid->pp > 1 && !m.grid->pipeline_v && !g_test_hooks.skip_tied_embedding_sum) {
+        if (!pipeline_embedding_sum_finish(m)) all_reduce(m.grid->emb_comm, *m.ctx, gpt_grad(m, P_WTE));
+    }
     // Then the mean over DP × CP: all-reduced, or reduce-scattered to each shard's owner (distributed optimizer).
     if (m.zero.on) reduce_scatter_gradients(weight_comm(*m.grid), *m.ctx, m.zero, m.grads);
     else average_gradients(weight_comm(*m.grid), *m.ctx, m.grads);
 }
 
 double gradient_norm(GPT& m) {
+    double total = gradient_norm_stage(m);
+    all_reduce_host(m.grid->pp_comm, &total, 1, MPI_DOUBLE, MPI_SUM, "all-reduce of the gradient norm");
+    return std::sqrt(total);
+}
+
+double gradient_norm_stage(GPT& m) {
     // All 16 sums are reduced on the device and come back together: one host synchronization per step. With
     // the distributed optimizer each rank holds the reduced gradient of its shard only: sum the shards over DP.
     std::vector<Tensor> grads;
@@ -47,9 +55,7 @@ double gradient_norm(GPT& m) {
     // Stages hold different tensors: their sums add up over the pipeline.
     double total = sums[0];
     all_reduce_host(m.grid->tp_comm, &total, 1, MPI_DOUBLE, MPI_SUM, "all-reduce of the gradient norm");
-    total += sums[1];
-    all_reduce_host(m.grid->pp_comm, &total, 1, MPI_DOUBLE, MPI_SUM, "all-reduce of the gradient norm");
-    return std::sqrt(total);
+    return total + sums[1];  // (the pipeline's stages: gradient_norm adds them up)
 }
 
 // Gradient accumulation on one stage: micro-batch by micro-batch, forward then backward (what 1F1B is at one
@@ -78,6 +84,7 @@ float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, in
 StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
                      const OptimConfig& opt, int step, float lr, int micro_batches) {
     StepStats st;
+    st.step = step;
     m.step = step;
     float local_loss = forward_backward(m, inputs, targets, B_local, S, micro_batches);
     sync_gradients(m);
@@ -96,12 +103,19 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
         st.applied = false;
         return st;
     }
-    float scale = 1.0f;
-    if (opt.grad_clip > 0 && norm > opt.grad_clip) scale = (float)(opt.grad_clip / (norm + 1e-6));
+    optimizer_update(m, opt, step, lr, clip_scale(opt, norm));
+    return st;
+}
+
+float clip_scale(const OptimConfig& opt, double norm) {
+    return opt.grad_clip > 0 && norm > opt.grad_clip ? (float)(opt.grad_clip / (norm + 1e-6)) : 1.0f;
+}
+
+void optimizer_update(GPT& m, const OptimConfig& opt, int step, float lr, float scale) {
     if (m.zero.on) {  // AdamW on this rank's shard, then the weights all-gathered
         sharded_optimizer_step(weight_comm(*m.grid), *m.ctx, m.zero, gpt_model_states(m),
                                {lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step, scale});
-        return st;
+        return;
     }
     // AdamW on every tensor, the bf16 compute copy written in the same pass (fp32: the weights are the master).
     TraceScope span(TraceThread::Compute, "optimizer", "AdamW");  // --trace (layers/trace.h)
@@ -112,7 +126,6 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
                            m.adam_m.slice(off, n), m.adam_v.slice(off, n), n, lr, opt.beta1, opt.beta2, opt.eps,
                            param_decays(id) ? opt.weight_decay : 0.f, step, scale);
     }
-    return st;
 }
 
 std::string first_nonfinite_gradient(GPT& m) {

@@ -231,9 +231,29 @@ static int handle_bad_step(const TrainOptions& o, GPT& model, const StepStats& s
     return bad_in_a_row + 1;
 }
 
-void apply_nan_policy(Run& run, Progress& p, int step, const StepStats& st) {
-    // Numerical faults (model/train_step.cu): a non-finite step was not applied; stop, naming the first bad
-    // gradient, before anything reaches a checkpoint -- or skip it with --skip-bad-steps.
+StepStats take_step(Run& run, int step, float lr) {
+    const TrainOptions& opt = run.opt;
+    if (!opt.post_validation)
+        return train_step(run.model, run.train.inputs.data(), run.train.targets.data(), run.train.B_local, opt.seq, run.optim,
+                          step, lr, run.micro_batches);
+    const StepStats st = post_validated_step(run.model, run.pv, run.train.inputs.data(), run.train.targets.data(),
+                                             run.train.B_local, opt.seq, run.optim, step, lr, run.micro_batches);
+    if (st.step) run.validated.push_back(st);
+    return st;
+}
+
+// Post-validation: the pending step validated now (before a checkpoint, an evaluation, the end), its statistics
+// queued for the next step lines. Collective.
+static void settle_steps(Run& run) {
+    if (!run.opt.post_validation) return;
+    for (const StepStats& st : post_validation_settle(run.model, run.pv)) run.validated.push_back(st);
+}
+
+static void nan_policy_one(Run& run, Progress& p, const StepStats& st) {
+    const int step = st.step;
+    if (st.rolled_back)
+        LOG0("post-validation: step %d rolled back (%s)\n", step, st.applied ? "the clip changes its update: redone with it"
+                                                                             : "not finite: skipped");
     if (!st.applied) {
         run.skipped_steps++;
         p.bad_in_a_row = handle_bad_step(run.opt, run.model, st, step, p.bad_in_a_row);
@@ -245,8 +265,26 @@ void apply_nan_policy(Run& run, Progress& p, int step, const StepStats& st) {
     p.steps_run++;
 }
 
+void apply_nan_policy(Run& run, Progress& p, int step, const StepStats& st) {
+    // Numerical faults (model/train_step.cu): a non-finite step was not applied; stop, naming the first bad
+    // gradient, before anything reaches a checkpoint -- or skip it with --skip-bad-steps. Under post-validation
+    // the steps validated since the last call (model/post_validation.h: a step behind).
+    if (!run.opt.post_validation) return nan_policy_one(run, p, st);
+    (void)step;
+    for (const StepStats& v : run.validated) nan_policy_one(run, p, v);
+}
+
+static void log_one(const Run& run, const Progress& p, const StepStats& st, float lr);
+void log_step(Run& run, const Progress& p, int step, const StepStats& st, float lr) {
+    if (!run.opt.post_validation) return log_one(run, p, st, lr);
+    (void)step;
+    for (const StepStats& v : run.validated) log_one(run, p, v, learning_rate(run.opt, v.step));
+    run.validated.clear();
+}
+
 // dt is this step's time, t_steps that of the timed steps so far (for the ETA).
-void log_step(const Run& run, const Progress& p, int step, const StepStats& st, float lr) {
+static void log_one(const Run& run, const Progress& p, const StepStats& st, float lr) {
+    const int step = st.step;
     const TrainOptions& opt = run.opt;
     const double dt = p.dt, t_steps = p.t_steps;
     const uint64_t p2p_bytes = p.step_p2p_bytes;
@@ -306,6 +344,7 @@ bool checkpoint_due(const TrainOptions& o, int step) {
 
 void save_checkpoint(Run& run, int step) {
     if (run.opt.checkpoint_dir.empty()) return;
+    settle_steps(run);  // (post-validation: the weights saved are validated ones)
     save_checkpoint_pair(run.opt.checkpoint_dir, run.model, run.state, run.train, step, run.skipped_steps);
 }
 
@@ -319,6 +358,7 @@ void stop_at_exit_interval(Run& run, int step) {
 // The validation loss over the first --val-batches batches, printed and logged; *best keeps the lowest.
 // Nothing without validation data or with --val-batches 0. p keeps the lowest loss and the activation peak.
 void validate(Run& run, Progress& p, int step) {
+    settle_steps(run);
     float* best = &p.best_val;
     size_t* peak = &p.val_peak;
     const TrainOptions& opt = run.opt;
@@ -343,6 +383,7 @@ void validate(Run& run, Progress& p, int step) {
 // its share of the examples, a quarter of its batch's rows' worth of examples per forward pass.
 void evaluate_hellaswag(Run& run, int step) {
     if (run.hellaswag.empty()) return;
+    settle_steps(run);
     TraceScope span(TraceThread::Compute, "eval", "hellaswag", trace_recording() ? "\"step\":" + std::to_string(step) : "");
     const int per_forward = std::max(1, run.train.B_local / kEvalCompletions);
     EvalScore s = hellaswag_evaluate(run.model, run.hellaswag, run.opt.seq, per_forward);
@@ -436,8 +477,14 @@ static void write_trace(Run& run, const Progress& p) {
 // --trace (written first, before --save and --sample, which it does not record), --save (model/checkpoint.cu:
 // one consolidated llm.c file), --sample (model/generate.cu), the TP group's communication in the last step,
 // and the done line. t_start: when training began.
-void finish_run(Run& run, const Progress& p) {
+void finish_run(Run& run, Progress& p) {
     const TrainOptions& opt = run.opt;
+    if (opt.post_validation) {  // the last step, validated (and its line); the rollbacks
+        settle_steps(run);
+        for (const StepStats& v : run.validated) nan_policy_one(run, p, v), log_one(run, p, v, learning_rate(opt, v.step));
+        run.validated.clear();
+        LOG0("post-validation: %d step%s rolled back\n", run.pv.rollbacks, run.pv.rollbacks == 1 ? "" : "s");
+    }
     write_trace(run, p);
     if (!opt.save.empty()) save_final_model(run);
     if (opt.sample > 0) {

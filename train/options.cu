@@ -42,6 +42,9 @@ void print_train_usage() {
         "                              (default 1f1b; interleaved needs --num-layers-per-virtual-pipeline-stage;\n"
         "                              zb-*: zero bubble, each backward split into B and a later W; zb-v: two\n"
         "                              chunks per stage in a V, stage r holding chunks r and 2pp-1-r)\n"
+        "  --optimizer-post-validation no synchronization at a step's end: each stage steps its optimizer as its\n"
+        "                              gradients are ready; norm, clip and non-finite check arrive a step later and\n"
+        "                              a failing step is rolled back and redone (Qi et al. 2024; the same weights)\n"
         "  --pipeline-op-times F:B:W   test mode: every pipeline op's work is a timed wait of F, B or W ms (a\n"
         "                              backward without W: B + W); messages, gradient sync and optimizer run for\n"
         "                              real; the run ends with each stage's idle share next to the formula's\n"
@@ -191,6 +194,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         if (switch_flag({"--op-times"})) { o.op_times = true; continue; }
         if (switch_flag({"--skip-bad-steps"})) { o.skip_bad_steps = true; continue; }
         if (switch_flag({"--use-distributed-optimizer"})) { o.distributed_optimizer = true; continue; }
+        if (switch_flag({"--optimizer-post-validation"})) { o.post_validation = true; continue; }
         if (!has_inline && i + 1 >= argc) bad(print, "unknown flag or missing value: " + a);
         const char* v = has_inline ? inline_value.c_str() : argv[++i];
         const char* f = a.c_str();

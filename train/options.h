@@ -26,6 +26,7 @@ struct TrainOptions {
     int layers_per_virtual_stage = 0;        // interleaving: layers per model chunk (0: not interleaved)
     std::string recompute = "none";  // none | selective | full
     std::string attention = "unfused";  // unfused | flash (layers/attention.h, layers/flash_attention.h)
+    bool post_validation = false;  // --optimizer-post-validation (model/post_validation.h)
     bool distributed_optimizer = false;  // ZeRO-1: optimizer states sharded over DP (parallel/distributed_optimizer.h)
     // data
     std::string train_file = "data/generated/default/train.bin", val_file = "data/generated/default/val.bin";

@@ -428,6 +428,7 @@ void print_startup(const Run& run) {
 
 void free_run(Run& run) {
     if (run.logf) fclose(run.logf);
+    post_validation_free(run.pv);
     gpt_destroy(run.model);
     grid_destroy(run.grid);
     ctx_destroy(run.ctx);

@@ -13,6 +13,7 @@
 #include "../data/text_tokenizer.h"
 #include "../model/gpt.h"
 #include "../model/hellaswag.h"
+#include "../model/post_validation.h"
 #include "../model/train_state.h"
 #include "../model/train_step.h"
 #include "../recompute/memory_report.h"
@@ -59,6 +60,8 @@ struct Run {
     int chunks = 1;                              // model chunks per pipeline rank (interleaved schedule)
     int64_t skipped_steps = 0;                   // updates not applied (--skip-bad-steps), kept across resumes
     OptimConfig optim;
+    PostValidation pv;                           // --optimizer-post-validation (model/post_validation.h)
+    std::vector<StepStats> validated;            // its steps validated, their lines not yet printed
     ModelFormulaInput shape;                     // the paper's symbols for this rank (recompute/formulas.h)
     FILE* logf = nullptr;                        // --log, on rank 0: one JSON object per line
 };

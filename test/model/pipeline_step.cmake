@@ -65,3 +65,15 @@ mm_executable(test_pipeline_bubble SOURCES test/model/test_pipeline_bubble.cu)
 mm_test(test_pipeline_bubble_pp2 EXE test_pipeline_bubble LABELS mpi NP 2 TIMEOUT 240)
 mm_test(test_pipeline_bubble_pp4 EXE test_pipeline_bubble LABELS mpi NP 4 TIMEOUT 300)
 mm_test(test_pipeline_bubble_blocking_stalls EXE test_pipeline_bubble LABELS mpi NP 2 TIMEOUT 120 ARGS --expect-stall --micro 16)
+
+# Optimizer post-validation (model/post_validation.h): the weights and moments of the synchronous step, bit for bit,
+# with no fault, with the NaN injection (a rollback, skipped) and with a clip that triggers (rollbacks, redone): at
+# pp 1, pp 2 under 1F1B, ZB-H2 and ZB-V (the tied embedding's early sum), pp 4 ZB-H2, tp 2 + SP x pp 2, dp 2 + ZeRO-1.
+mm_executable(test_post_validation SOURCES test/model/test_post_validation.cu)
+mm_test(test_post_validation_pp1 EXE test_post_validation LABELS mpi NP 1 ARGS --micro 2)
+mm_test(test_post_validation_pp2 EXE test_post_validation LABELS mpi NP 2 ARGS --pp 2 --micro 4)
+mm_test(test_post_validation_pp2_zbh2 EXE test_post_validation LABELS mpi NP 2 ARGS --pp 2 --micro 4 --schedule zb-h2)
+mm_test(test_post_validation_pp2_zbv EXE test_post_validation LABELS mpi NP 2 ARGS --pp 2 --micro 4 --schedule zb-v)
+mm_test(test_post_validation_pp4_zbh2 EXE test_post_validation LABELS mpi NP 4 ARGS --pp 4 --micro 8 --schedule zb-h2)
+mm_test(test_post_validation_tp2_sp_pp2 EXE test_post_validation LABELS mpi NP 4 ARGS --tp 2 --sp --pp 2 --micro 4 --schedule zb-h1)
+mm_test(test_post_validation_pp2_dp2_zero EXE test_post_validation LABELS mpi NP 4 ARGS --pp 2 --micro 2 --distributed-optimizer --schedule zb-h2)
