@@ -34,6 +34,22 @@ static std::string unit_name(const std::vector<PipeOp>& unit) {
     return s;
 }
 
+// Post-validation: the tied embedding's gradient sum over {first, last} starts once this stage's part is final,
+// as one message each way (a copy is sent, so the gradient may change meanwhile; the receiver pulls the bytes without
+// the sender's help), on the group's side communicator (point_to_point.h: it meets no pipeline message).
+static void start_embedding_sum(GPT& m) {
+    PipelineRunState& s = m.pipe;
+    Comm& emb = m.grid->emb_comm;
+    const Tensor g = gpt_grad(m, P_WTE);
+    s.embedding_sent.assign(g.as<float>(), g.as<float>() + g.n);
+    s.embedding_received.assign((size_t)g.n, 0.f);
+    const MPI_Comm side = side_comm(emb);
+    const int other = 1 - emb.rank;
+    MPI_CHECK(MPI_Irecv(s.embedding_received.data(), (int)g.n, MPI_FLOAT, other, 7402, side, &s.embedding_requests[0]));
+    MPI_CHECK(MPI_Isend(s.embedding_sent.data(), (int)g.n, MPI_FLOAT, other, 7402, side, &s.embedding_requests[1]));
+    s.embedding_started = true;
+}
+
 // The schedule op by op. Before each op one exchange is posted (parallel/point_to_point.h, exchange_post): the
 // sends the previous op produced and the receive this op needs; then the op waits for that receive only, and
 // runs. Sends complete when their peers receive them: a stage never waits for its neighbour to reach the op
@@ -165,10 +181,7 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
     int op_index = 0;
     auto run_op = [&](const PipeOp& op, Tensor received) {
         run(op, received);
-        if (op_index++ == wte_last) {
-            const Tensor g = gpt_grad(m, P_WTE);
-            MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, g.data, (int)g.n, MPI_FLOAT, MPI_SUM, m.grid->emb_comm.mpi, &m.pipe.embedding_sum));
-        }
+        if (op_index++ == wte_last) start_embedding_sum(m);
     };
     const bool whole_units = pp.backend == CommBackend::NCCL || g_test_hooks.blocking_p2p || g_test_hooks.ungrouped_p2p;
     if (whole_units) run_whole_units(m, pipe_units(m.schedule, st.pp, st.rank, M, st.chunks), stage, run_op);
@@ -184,9 +197,14 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
 }
 
 bool pipeline_embedding_sum_finish(GPT& m) {
-    if (m.pipe.embedding_sum == MPI_REQUEST_NULL) return false;
-    comm_wait_request(m.pipe.embedding_sum, m.grid->emb_comm.rules.timeout_s, "the tied word embedding's gradient sum");
-    m.pipe.embedding_sum = MPI_REQUEST_NULL;
+    PipelineRunState& s = m.pipe;
+    if (!s.embedding_started) return false;
+    const std::string what = "the tied word embedding's gradient from the other end of the pipeline";
+    for (MPI_Request& q : s.embedding_requests) comm_wait_request(q, m.grid->emb_comm.rules.timeout_s, what), q = MPI_REQUEST_NULL;
+    // The two parts added: a + b, the one rounding an all-reduce of two ranks makes (and the same on both ends).
+    float* g = gpt_grad(m, P_WTE).as<float>();
+    for (size_t i = 0; i < s.embedding_received.size(); i++) g[i] += s.embedding_received[i];
+    s.embedding_started = false;
     return true;
 }
 

@@ -106,5 +106,8 @@ struct PipelineRunState {
     // Optimizer post-validation (model/post_validation.h): the step's loss stays on the head stage (no broadcast at
     // the step's end), and the tied embedding's sum starts as soon as the stage's part of it is final.
     bool post_validation = false;
-    MPI_Request embedding_sum = MPI_REQUEST_NULL;
+    // The tied embedding's sum started early: this stage's part (a copy, sent) and the other end's (received).
+    std::vector<float> embedding_sent, embedding_received;
+    MPI_Request embedding_requests[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    bool embedding_started = false;
 };

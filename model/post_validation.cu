@@ -31,9 +31,9 @@ void post_validation_free(PostValidation& pv) {
 // synchronous step's (model/train_step.cu), from the same sums in the same order. A failed check undoes the
 // update, and redoes it with the clip's scale when the norm is finite.
 static StepStats validate(GPT& m, PostValidation& pv) {
-    if (pv.request != MPI_REQUEST_NULL)
-        comm_wait_request(pv.request, m.grid->pp_comm.rules.timeout_s, "the post-validation of step " + std::to_string(pv.pending));
-    pv.request = MPI_REQUEST_NULL;
+    if (m.grid->pp > 1)
+        host_sum_wait(side_comm(m.grid->pp_comm), &pv.sum, pv.reduced, m.grid->pp_comm.rules.timeout_s,
+                      "the post-validation of step " + std::to_string(pv.pending));
     StepStats st;
     st.step = pv.pending;
     st.loss = (float)average_scalar(m.grid->dp_comm, (float)pv.reduced[1]);
@@ -57,6 +57,7 @@ StepStats post_validated_step(GPT& m, PostValidation& pv, const int32_t* inputs,
                               int S, const OptimConfig& opt, int step, float lr, int micro_batches) {
     m.step = step;
     m.pipe.post_validation = true;  // no loss broadcast at the pipeline's end; the embedding's sum starts early
+    side_comm(m.grid->pp_comm), side_comm(m.grid->emb_comm);  // (made once, here, where every rank is together)
     float local = forward_backward(m, inputs, targets, B_local, S, micro_batches);
     if (pv.pending) {
         const StepStats before = validate(m, pv);
@@ -70,8 +71,7 @@ StepStats post_validated_step(GPT& m, PostValidation& pv, const int32_t* inputs,
     // synchronous path reduces it) and the head stage's loss, summed over the pipeline without waiting.
     pv.reduced[0] = gradient_norm_stage(m);
     pv.reduced[1] = m.stage.last() ? local : 0.0;
-    if (m.grid->pp > 1)
-        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, pv.reduced, 2, MPI_DOUBLE, MPI_SUM, m.grid->pp_comm.mpi, &pv.request));
+    if (m.grid->pp > 1) host_sum_post(side_comm(m.grid->pp_comm), pv.reduced, 2, &pv.sum);
     snapshot(m, pv, true);
     pv.opt = opt, pv.lr = lr, pv.pending = step;
     optimizer_update(m, opt, step, lr, 1.0f);

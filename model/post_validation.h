@@ -25,13 +25,14 @@
 #pragma once
 #include <vector>
 #include "train_step.h"
+#include "../parallel/point_to_point.h"
 
 struct PostValidation {
     int pending = 0;  // the step updated as if valid and not yet validated (0: none)
     OptimConfig opt;
     float lr = 0;
     double reduced[2] = {0, 0};  // over the pipeline: the squared norm's stage parts, the head stage's loss
-    MPI_Request request = MPI_REQUEST_NULL;
+    HostSum sum;                 // their sum in flight (parallel/point_to_point.h)
     Tensor master, weights, adam_m, adam_v, grads;  // the snapshot (allocated once)
     std::vector<StepStats> validated;               // validated and not yet returned
     int rollbacks = 0;

@@ -9,6 +9,7 @@
 #include "../layers/adamw.h"
 #include "../layers/trace.h"
 #include "../parallel/data_parallel.h"
+#include "../parallel/point_to_point.h"
 #include "../parallel/sequence_parallel.h"
 
 // The gradient synchronization, in its one place and order:
@@ -34,7 +35,11 @@ void sync_gradients(GPT& m) {
 
 double gradient_norm(GPT& m) {
     double total = gradient_norm_stage(m);
-    all_reduce_host(m.grid->pp_comm, &total, 1, MPI_DOUBLE, MPI_SUM, "all-reduce of the gradient norm");
+    if (m.grid->pp > 1) {  // over the stages in rank order, as post-validation sums it (model/post_validation.h)
+        HostSum sum;
+        host_sum_post(side_comm(m.grid->pp_comm), &total, 1, &sum);
+        host_sum_wait(side_comm(m.grid->pp_comm), &sum, &total, m.grid->pp_comm.rules.timeout_s, "the gradient norm's sum");
+    }
     return std::sqrt(total);
 }
 

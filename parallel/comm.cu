@@ -267,6 +267,7 @@ void comm_destroy(Comm& c) {
     if (c.done) CUDA_CHECK(cudaEventDestroy(c.done));
     host_buffer_free(c.stage);
     host_buffer_free(c.wide);
+    if (c.side != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&c.side));
     if (c.mpi != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&c.mpi));
     c = Comm();
 }

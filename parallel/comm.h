@@ -156,6 +156,9 @@ struct Comm {
     int64_t next_recv_id = 0;
     std::list<PostedSend> posted_sends;  // a list: MPI reads each header where it was posted
     std::vector<HostBuffer> spare_stage;
+    // A duplicate of mpi for the sums and pairs of messages that run beside the pipeline's (host_sum_post,
+    // point_to_point.h): made on first use (collectively), freed with the Comm.
+    MPI_Comm side = MPI_COMM_NULL;
 };
 
 // Split `parent` into groups by `color`, ordered by `key` (MPI_Comm_split), and set up the backend.

@@ -7,34 +7,40 @@
 #include <tuple>
 #include "zero_bubble_schedule.h"
 
-static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const std::function<double(int, const PipeOp&)>& duration,
-                               bool post_validation, double latency);
+using Duration = std::function<double(int, int, const PipeOp&)>;  // (step, stage, op)
+static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const Duration& duration, bool post_validation,
+                               double latency, int steps);
 
 PipeSimulation pipe_simulate(PipeSchedule s, int p, int M, int m, double tf, double tb, double tw, bool post_validation,
                              double latency) {
     const double t_of[3] = {tf, is_zero_bubble(s) ? tb : tb + tw, tw};
-    return simulate(s, p, M, m, [&](int, const PipeOp& op) { return t_of[op.kind]; }, post_validation, latency);
+    return simulate(s, p, M, m, [&](int, int, const PipeOp& op) { return t_of[op.kind]; }, post_validation, latency,
+                    post_validation ? 12 : 1);
 }
 
 PipeSimulation pipe_replay(PipeSchedule s, int p, int M, int m, const std::function<double(int, const PipeOp&)>& duration,
                            double latency) {
-    return simulate(s, p, M, m, duration, false, latency);
+    return simulate(s, p, M, m, [&](int, int r, const PipeOp& op) { return duration(r, op); }, false, latency, 1);
 }
 
-static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const std::function<double(int, const PipeOp&)>& duration,
-                               bool post_validation, double latency) {
+PipeSimulation pipe_replay_steps(PipeSchedule s, int p, int M, int m, int steps, const Duration& duration, double latency) {
+    return simulate(s, p, M, m, duration, true, latency, steps);
+}
+
+static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const Duration& duration, bool post_validation,
+                               double latency, int steps) {
     PipeSimulation out;
     const bool v_shape = pipe_v_shape(s);
     const int P = p * m;
     std::vector<std::vector<PipeOp>> ops((size_t)p);
     size_t total = 0;
     for (int r = 0; r < p; r++) total += (ops[(size_t)r] = pipe_schedule(s, p, r, M, m)).size();
-    std::vector<double> busy((size_t)p, 0.0);
+    std::vector<double> busy((size_t)p, 0.0);  // (of the last step: in a simulation every step is the same)
     for (int r = 0; r < p; r++)
-        for (const PipeOp& op : ops[(size_t)r]) busy[(size_t)r] += duration(r, op);
+        for (const PipeOp& op : ops[(size_t)r]) busy[(size_t)r] += duration(steps - 1, r, op);
     out.busy = busy[0];
     // Post-validated steps repeat: the steady period is measured over the last ones (the first few fill up).
-    const int steps = post_validation ? 12 : 1, from = post_validation ? 6 : 0;
+    const int from = post_validation ? std::min(6, steps / 2) : 0;
     std::vector<double> free_at((size_t)p, 0.0);
     std::vector<std::vector<double>> first((size_t)steps, std::vector<double>((size_t)p, 0.0)), last = first;
     for (int k = 0; k < steps; k++) {
@@ -56,7 +62,7 @@ static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const std::f
                         if (it == end.end()) break;  // wait for another stage
                         input = it->second + (pipe_rank_of(p, from_v, v_shape) == r ? 0 : latency);
                     }
-                    const double t0 = std::max(free_at[(size_t)r], input), t1 = t0 + duration(r, op);
+                    const double t0 = std::max(free_at[(size_t)r], input), t1 = t0 + duration(k, r, op);
                     end[{op.kind, v, op.microbatch}] = t1;
                     done[(size_t)r].push_back(SimulatedOp{op, t0, t1});
                     free_at[(size_t)r] = t1;
@@ -76,6 +82,7 @@ static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const std::f
         if (k == std::max(steps - 2, 0)) out.stages = done;
         if (!post_validation) break;
     }
+    out.first = first;
     out.idle.assign((size_t)p, 0.0);
     if (!post_validation) {
         double lo = INFINITY, hi = -INFINITY;
@@ -86,8 +93,8 @@ static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const std::f
     }
     // Steady state: every stage's period is the same once the steps have settled; take stage 0's and each one's.
     double period = 0;
-    for (int r = 0; r < p; r++) {
-        const double mine = (first[(size_t)steps - 1][(size_t)r] - first[(size_t)from][(size_t)r]) / (steps - 1 - from);
+    for (int r = 0; r < p && steps > 1; r++) {
+        const double mine = (first[(size_t)steps - 1][(size_t)r] - first[(size_t)from][(size_t)r]) / std::max(steps - 1 - from, 1);
         out.idle[(size_t)r] = mine - busy[(size_t)r];
         period = std::max(period, mine);
     }

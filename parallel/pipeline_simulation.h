@@ -31,6 +31,7 @@ struct PipeSimulation {
     double step = 0;                              // the step's time (post_validation: the steady period)
     double busy = 0;                              // one stage's busy time per step: M·m·(T_F + T_B + T_W)
     double idle_share(int stage) const { return step > 0 ? idle[(size_t)stage] / step : 0; }
+    std::vector<std::vector<double>> first;       // per step and stage: when its first op started (replays)
 };
 PipeSimulation pipe_simulate(PipeSchedule s, int p, int M, int m, double tf, double tb, double tw,
                              bool post_validation = false, double latency = 0);
@@ -38,3 +39,7 @@ PipeSimulation pipe_simulate(PipeSchedule s, int p, int M, int m, double tf, dou
 // run measured, the order and the dependencies the schedule's). busy is then stage 0's; idle per stage.
 PipeSimulation pipe_replay(PipeSchedule s, int p, int M, int m, const std::function<double(int, const PipeOp&)>& duration,
                            double latency = 0);
+// `steps` post-validated steps (no synchronization between them) with each op's own time duration(step, stage, op):
+// first[step][stage] is when each stage began each step.
+PipeSimulation pipe_replay_steps(PipeSchedule s, int p, int M, int m, int steps,
+                                 const std::function<double(int, int, const PipeOp&)>& duration, double latency = 0);

@@ -557,6 +557,43 @@ void sends_wait(Comm& c, const Ctx& ctx) {
     if (c.backend == CommBackend::MPI) reap_sends(c, true);
 }
 
+// ---- a sum of host values by messages (point_to_point.h) -----------------------------------------------------------
+MPI_Comm side_comm(Comm& c) {
+    if (c.side == MPI_COMM_NULL) MPI_CHECK(MPI_Comm_dup(c.mpi, &c.side));
+    return c.side;
+}
+
+void host_sum_post(MPI_Comm comm, const double* values, int n, HostSum* s) {
+    int rank = 0, size = 1;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    s->n = n;
+    s->mine.assign(values, values + n);
+    s->all.assign((size_t)n * size, 0.0);
+    std::copy(values, values + n, s->all.begin() + (long)rank * n);
+    s->reqs.clear();
+    for (int r = 0; r < size; r++) {
+        if (r == rank) continue;
+        MPI_Request q;
+        MPI_CHECK(MPI_Irecv(s->all.data() + (size_t)r * n, n, MPI_DOUBLE, r, 7401, comm, &q));
+        s->reqs.push_back(q);
+        MPI_CHECK(MPI_Isend(s->mine.data(), n, MPI_DOUBLE, r, 7401, comm, &q));
+        s->reqs.push_back(q);
+    }
+}
+
+void host_sum_wait(MPI_Comm comm, HostSum* s, double* sums, double timeout_s, const std::string& what) {
+    int size = 1;
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    for (MPI_Request q : s->reqs) comm_wait_request(q, timeout_s, what);
+    s->reqs.clear();
+    for (int i = 0; i < s->n; i++) {
+        double total = 0;
+        for (int r = 0; r < size; r++) total += s->all[(size_t)r * s->n + (size_t)i];  // rank order: the same bits everywhere
+        sums[i] = total;
+    }
+}
+
 // ---- the pipeline's loss: host bytes from the last stage to every stage ----------------------------------------
 // NCCL: the previous exchange's end is watched first, so that a stage stuck there is reported as such.
 void broadcast_host(Comm& c, void* data, int bytes, int root, const std::string& what) {

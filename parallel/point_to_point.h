@@ -63,6 +63,19 @@ void exchange_finish(Comm& c, const Ctx& ctx);
 std::vector<int64_t> exchange_post(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what);
 void receive_wait(Comm& c, const Ctx& ctx, int64_t id);
 void sends_wait(Comm& c, const Ctx& ctx);
+// A sum of a few host values over a group, by messages: each rank sends its values to every other one and adds
+// all of them in rank order, so every rank gets the same bits at any group size, and a rank's part, once posted,
+// needs nothing more from it (a few bytes go eagerly: the others complete the sum without this rank calling MPI
+// again, which an MPI all-reduce in flight would need). Its own communicator (comm: a duplicate; no other
+// message may use it). host_sum_post starts it; host_sum_wait completes it into sums (n values) under the timeout.
+struct HostSum {
+    std::vector<double> mine, all;
+    std::vector<MPI_Request> reqs;
+    int n = 0;
+};
+MPI_Comm side_comm(Comm& c);  // c's duplicate (Comm::side), made on first use: every rank of c calls it first together
+void host_sum_post(MPI_Comm comm, const double* values, int n, HostSum* s);
+void host_sum_wait(MPI_Comm comm, HostSum* s, double* sums, double timeout_s, const std::string& what);
 // Bytes of host memory `bytes` from rank `root` to every rank of the group, under the communicator's rules
 // (timeout): the pipeline's loss, which the last stage computes.
 void broadcast_host(Comm& c, void* data, int bytes, int root, const std::string& what);

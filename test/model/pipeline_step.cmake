@@ -65,6 +65,11 @@ mm_executable(test_pipeline_bubble SOURCES test/model/test_pipeline_bubble.cu)
 mm_test(test_pipeline_bubble_pp2 EXE test_pipeline_bubble LABELS mpi NP 2 TIMEOUT 240)
 mm_test(test_pipeline_bubble_pp4 EXE test_pipeline_bubble LABELS mpi NP 4 TIMEOUT 300)
 mm_test(test_pipeline_bubble_blocking_stalls EXE test_pipeline_bubble LABELS mpi NP 2 TIMEOUT 120 ARGS --expect-stall --micro 16)
+# Post-validated steps (model/post_validation.h): no synchronization between steps, each stage's idle over its own
+# period against the schedule replayed without one; ZB-H2 at 2:2:1.5 loses its end triangle (its formula drops from
+# q·T_F to q·(T_F + T_B − 2T_W)), 1F1B and ZB-V keep theirs.
+mm_test(test_pipeline_bubble_post_validation EXE test_pipeline_bubble LABELS mpi NP 2 TIMEOUT 180
+        ARGS --post-validation --times 2:2:1.5 --schedules zb-h2,zb-v,1f1b --micro 4,8 --steps 6)
 
 # Optimizer post-validation (model/post_validation.h): the weights and moments of the synchronous step, bit for bit,
 # with no fault, with the NaN injection (a rollback, skipped) and with a clip that triggers (rollbacks, redone): at

@@ -31,6 +31,7 @@
 #include <sstream>
 #include <tuple>
 #include "model_fixture.h"
+#include "../../model/post_validation.h"
 #include "../../layers/trace.h"
 #include "../../parallel/pipeline_simulation.h"
 #include "../../parallel/point_to_point.h"
@@ -123,9 +124,10 @@ struct Check {
     double tolerance = 0, closed_share = 0;
 };
 Check check_steps(const Named& sch, int p, int M, int steps, const StageTimeline& t, const PipelineIdle& idle, double L,
-                  double e, double o) {
+                  double e, double o, bool post = false) {
     const auto& mine = t.step_spans();
     const size_t n_ops = mine.back().size();
+    if (post) steps++;  // post-validated: the periods between these steps (one fewer) are what is compared
     std::vector<double> dur((size_t)steps * n_ops), all((size_t)steps * n_ops * (size_t)p);
     for (int i = 0; i < steps; i++)
         for (size_t k = 0; k < n_ops; k++) {
@@ -136,6 +138,33 @@ Check check_steps(const Named& sch, int p, int M, int steps, const StageTimeline
     Check c;
     c.nearest.assign((size_t)p, INFINITY), c.least.assign((size_t)p, INFINITY), c.model_share.assign((size_t)p, 0);
     double worst_tol = 0;
+    if (post) {  // the steps replayed together, none waiting for the others' end; each period against the replay's
+        std::vector<std::vector<std::map<std::tuple<int, int, int>, double>>> took((size_t)steps, std::vector<std::map<std::tuple<int, int, int>, double>>((size_t)p));
+        for (int i = 0; i < steps; i++)
+            for (int r = 0; r < p; r++) {
+                const std::vector<PipeOp> ops = pipe_schedule(sch.s, p, r, M, sch.chunks);
+                for (size_t k = 0; k < ops.size(); k++)
+                    took[(size_t)i][(size_t)r][{ops[k].kind, ops[k].microbatch, ops[k].chunk}] = all[((size_t)r * steps + (size_t)i) * n_ops + k];
+            }
+        auto d = [&](int i, int r, const PipeOp& op) { return took[(size_t)i][(size_t)r][{op.kind, op.microbatch, op.chunk}]; };
+        auto d_late = [&](int i, int r, const PipeOp& op) { return d(i, r, op) + o / 1e3; };
+        const PipeSimulation ideal = pipe_replay_steps(sch.s, p, M, sch.chunks, steps, d);
+        const PipeSimulation late = pipe_replay_steps(sch.s, p, M, sch.chunks, steps, d_late, (L + e) / 1e3);
+        for (int i = 0; i + 1 < steps; i++)
+            for (int r = 0; r < p; r++) {
+                double busy = 0;
+                for (const auto& kv : took[(size_t)i][(size_t)r]) busy += kv.second;
+                const double period = ideal.first[(size_t)i + 1][(size_t)r] - ideal.first[(size_t)i][(size_t)r];
+                const double late_period = late.first[(size_t)i + 1][(size_t)r] - late.first[(size_t)i][(size_t)r];
+                const double want = 1 - busy / period, tol = (1 - busy / late_period) - want + 2 * e / 1e3 / period;
+                const double diff = idle.stages[(size_t)r].share[(size_t)i] - want;
+                worst_tol = std::max(worst_tol, tol);
+                if (std::fabs(diff) < std::fabs(c.nearest[(size_t)r])) c.nearest[(size_t)r] = diff, c.model_share[(size_t)r] = want;
+                c.least[(size_t)r] = std::min(c.least[(size_t)r], diff);
+            }
+        c.tolerance = worst_tol;
+        return c;
+    }
     for (int i = 0; i < steps; i++) {
         std::vector<std::map<std::tuple<int, int, int>, double>> took((size_t)p);
         for (int r = 0; r < p; r++) {
@@ -180,7 +209,7 @@ int main(int argc, char** argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     std::string times = "2:3:1", schedules = "afab,1f1b,interleaved,zb-h1,zb-h2,zb-v", micro;
     int steps = 5;
-    bool expect_stall = false;
+    bool expect_stall = false, post = false;
     ModelSpec spec;
     spec.pp = world;
     spec.rules.strict = spec.rules.check_order = true;
@@ -192,6 +221,7 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--micro")) micro = argv[++i];
         else if (!strcmp(argv[i], "--comm")) spec.rules.strict = spec.rules.check_order = !strcmp(argv[++i], "mpi-strict");
         else if (!strcmp(argv[i], "--expect-stall")) expect_stall = true;
+        else if (!strcmp(argv[i], "--post-validation")) post = true;
     }
     const int p = world;
     PipeOpTimes op_times;
@@ -272,6 +302,55 @@ int main(int argc, char** argv) {
                 // L again now: the machine's load moves it from minute to minute.
                 L = measure_latency_us(h.grid.pp_comm, h.ctx, (size_t)S * h.model.cfg.channels * sizeof(float));
                 OptimConfig oc;
+                if (post) {  // steps that overlap: each stage's idle over its own period (model/pipeline_timeline.h)
+                    PostValidation pv;
+                    for (int st = 1; st <= steps + 2; st++) {
+                        Batch b = make_batch(h.model.cfg, M, S, st, 1, 0);
+                        post_validated_step(h.model, pv, b.inputs.data(), b.targets.data(), M, S, oc, st, 1e-3f, M);
+                    }
+                    post_validation_settle(h.model, pv);
+                    post_validation_free(pv);
+                    const PipelineIdle idle = pipeline_idle(h.model.pipe.timeline, h.grid.pp_comm, true, 1);
+                    const double* T = idle.mean_op_ms;
+                    {
+                        const auto& st = h.model.pipe.timeline.steps();
+                        double gap = 0;
+                        for (size_t i = 1; i + 1 < st.size(); i++) gap += (st[i + 1].first - st[i].last) / (double)(st.size() - 2);
+                        if (getenv("GAPS")) printf("rank %d: mean gap between its steps %.0f us\n", rank, gap);
+                    }
+                    double bubble = pipeline_bubble_time_post_validated(sch->b, p, M, T[0], T[1], T[2]);
+                    const bool closed = !std::isnan(bubble);
+                    const double sync = bubble_idle_share(pipeline_bubble_time(sch->b, p, M, T[0], T[1], T[2]), M, sch->chunks,
+                                                          T[0], T[1], T[2]);
+                    const PipeSimulation ideal = pipe_simulate(sch->s, p, M, sch->chunks, T[0], T[1], T[2], true);
+                    const PipeSimulation late = pipe_simulate(sch->s, p, M, sch->chunks, T[0] + o / 1e3, T[1] + o / 1e3,
+                                                              T[2] + o / 1e3, true, (L + e) / 1e3);
+                    if (!closed) bubble = ideal.idle[0];
+                    const double want = bubble_idle_share(bubble, M, sch->chunks, T[0], T[1], T[2]);
+                    (void)late;
+                    const Check c = check_steps(*sch, p, M, steps, h.model.pipe.timeline, idle, L, e, o, true);
+                    if (rank == 0)
+                        printf("%-11s M %2d%s, post-validated: T_F %.3f T_B %.3f T_W %.3f ms; formula without the end triangle "
+                               "(%s) %.4f (synchronized: %.4f); L %.0f us, tolerance %.4f\n", sch->name, M,
+                               attempt > 1 ? (" (attempt " + std::to_string(attempt) + ")").c_str() : "", T[0], T[1], T[2],
+                               closed ? "closed form" : "simulation", want, sync, L, c.tolerance);
+                    int outside = 0;
+                    for (const StageIdle& si : idle.stages) {
+                        const double diff = c.nearest[(size_t)si.stage];
+                        const bool ok = std::fabs(diff) <= c.tolerance;
+                        outside += !ok;
+                        if (rank == 0)
+                            printf("    stage %d: measured %.4f [%.4f-%.4f over the periods], model %.4f; nearest period %+.4f %s\n",
+                                   si.stage, percentile(si.share, 0.5), si.min_share, si.max_share, c.model_share[(size_t)si.stage],
+                                   diff, ok ? "(within)" : "OUTSIDE the tolerance");
+                    }
+                    compared++;
+                    if (outside == 0 || attempt == 3) {
+                        if (rank == 0) CHECK(outside == 0, "%s M %d post-validated: %d stage(s) outside", sch->name, M, outside);
+                        break;
+                    }
+                    continue;
+                }
                 for (int st = 1; st <= steps + 1; st++) {
                     Batch b = make_batch(h.model.cfg, M, S, st, 1, 0);
                     train_step(h.model, b.inputs.data(), b.targets.data(), M, S, oc, st, 1e-3f, M);
