@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 #include "../layers/runtime.h"
+#include "../layers/trace.h"
 
 enum class CommBackend { MPI, NCCL };
 
@@ -135,6 +136,7 @@ struct Comm {
         std::string what;
         bool traced = false, whole = false;
         double trace_t0 = 0;
+        TracePoint device0, device1;  // NCCL: the group's start and end on its stream (layers/trace.h)
     } inflight;
     // The pipeline's posted exchanges (exchange_post, point_to_point.h): receives not yet waited for, by id,
     // and sends not yet completed (MPI: their requests; the order check's headers live here until done).

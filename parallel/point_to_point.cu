@@ -228,14 +228,14 @@ static void nccl_exchange(Comm& c, cudaStream_t stream, const std::vector<P2PMes
 // ---- the timeline (--trace, layers/trace.h) ----------------------------------------------------------------------
 // While a step is recorded, an exchange is one event on the communication thread ("exchange pp [recv grad 3.0;
 // send act 4.0]"), or, in two halves, an "exchange_start" event (posting) and an "exchange_finish" event (the
-// wait), with args:
+// wait; on NCCL the group's time on its stream, between two events recorded there: nothing waits for them), and
+// the pipeline's posted exchanges an "exchange_post" event (posting) and an "exchange_wait" per receive, with args:
 //   what              the caller's words;
 //   recv, send        a label per message: "act j.c" / "grad j.c" for a pipeline activation / gradient of
 //                     micro-batch j (c: the chunk of the op that consumes it, for a receive; that produced it,
 //                     for a send: model/pipeline_ops.cu's words), else the message's own words;
 //   bytes_received, bytes_sent, peers (world ranks), group;
-//   blocked_us        the time spent in the final wait: MPI's wait for every request of the exchange, or on
-//                     NCCL the synchronization of the stream that carries the group. It is the time this rank
+//   blocked_us        (MPI) the time spent in the final wait for the exchange's requests: the time this rank
 //                     waited for its peers to post their side plus the transfer itself: MPI cannot tell the two
 //                     apart (small messages move while the receiver waits; large ones only once both sides have
 //                     posted). The rest of the event is posting the requests and staging copies.
@@ -284,14 +284,18 @@ static std::string json_list(const std::vector<std::string>& items) {
     return s + "]";
 }
 
-// At exchange_start, after posting: the sends' flows, and for a split exchange its first event.
+// At exchange_start, after posting: the sends' flows (NCCL: at the group's start on its stream), and for a split
+// exchange its first event (the host's posting).
 static void trace_exchange_posted(Comm& c, const std::string& what, double t0) {
     const int me = my_world_rank();
     std::vector<std::string> sends;
+    const bool nccl = c.backend == CommBackend::NCCL;
     for (const Comm::PendingSend& p : c.sends) {
         sends.push_back(message_label(p.what));
-        trace_flow('s', flow_id(g_flows_sent, me, world_rank_of(c, p.peer)), TraceThread::Comm, t0,
-                   "\"send\":" + trace_json_string(sends.back()));
+        TracePoint at = nccl ? c.inflight.device0 : TracePoint{};
+        if (!nccl) at.host_us = t0;
+        trace_flow_at('s', flow_id(g_flows_sent, me, world_rank_of(c, p.peer)), TraceThread::Comm, at,
+                      "\"send\":" + trace_json_string(sends.back()));
     }
     if (c.inflight.whole) return;
     const std::string& group = trace_group_name(&c);
@@ -299,11 +303,15 @@ static void trace_exchange_posted(Comm& c, const std::string& what, double t0) {
                 "\"what\":" + trace_json_string(what) + ",\"send\":" + json_list(sends));
 }
 
-// At exchange_finish, after the wait: the exchange's (or its second half's) event and the receives' flows.
+// At exchange_finish, after the wait: the exchange's (or its second half's) event and the receives' flows. On
+// NCCL the event is the group's time on its stream (its two points), whole or split, and blocked_us is not
+// measured (the host does not wait).
 static void trace_exchange_done(Comm& c, double t_finish, double blocked_us) {
     const Comm::InFlight& f = c.inflight;
     const int me = my_world_rank();
-    const double t0 = f.whole ? f.trace_t0 : t_finish;
+    const bool nccl = c.backend == CommBackend::NCCL;
+    TracePoint p0 = f.device0, p1 = f.device1;
+    if (!nccl) p0 = TracePoint{}, p1 = TracePoint{}, p0.host_us = f.whole ? f.trace_t0 : t_finish, p1.host_us = trace_now_us();
     std::vector<std::string> recvs, sends, parts;
     std::vector<int> peers;
     bool short_names = true;
@@ -318,8 +326,8 @@ static void trace_exchange_done(Comm& c, double t_finish, double blocked_us) {
         received += r.t.bytes();
         short_names = short_names && is_pipeline_label(recvs.back());
         parts.push_back("recv " + recvs.back());
-        trace_flow('f', flow_id(g_flows_received, peer(r.peer), me), TraceThread::Comm, t0,
-                   "\"recv\":" + trace_json_string(recvs.back()));
+        trace_flow_at('f', flow_id(g_flows_received, peer(r.peer), me), TraceThread::Comm, nccl ? p1 : p0,
+                      "\"recv\":" + trace_json_string(recvs.back()));
     }
     for (const Comm::PendingSend& p : c.sends) {
         sends.push_back(message_label(p.what));
@@ -338,9 +346,11 @@ static void trace_exchange_done(Comm& c, double t_finish, double blocked_us) {
     std::string peer_list = "[";
     for (size_t i = 0; i < peers.size(); i++) peer_list += (i ? "," : "") + std::to_string(peers[i]);
     char nums[160];
-    snprintf(nums, sizeof nums, ",\"blocked_us\":%.3f,\"bytes_received\":%llu,\"bytes_sent\":%llu,\"peers\":", blocked_us,
-             (unsigned long long)received, (unsigned long long)sent);
-    trace_event(TraceThread::Comm, "p2p", name, t0, trace_now_us() - t0,
+    if (nccl) snprintf(nums, sizeof nums, ",\"bytes_received\":%llu,\"bytes_sent\":%llu,\"peers\":", (unsigned long long)received,
+                       (unsigned long long)sent);
+    else snprintf(nums, sizeof nums, ",\"blocked_us\":%.3f,\"bytes_received\":%llu,\"bytes_sent\":%llu,\"peers\":", blocked_us,
+                  (unsigned long long)received, (unsigned long long)sent);
+    trace_event_between(TraceThread::Comm, "p2p", name, p0, p1,
                 "\"what\":" + trace_json_string(f.what) + ",\"group\":" + trace_json_string(group) + ",\"recv\":" +
                     json_list(recvs) + ",\"send\":" + json_list(sends) + nums + peer_list + "]");
 }
@@ -362,10 +372,7 @@ static void start(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs,
     f.stream = false;
     f.whole = whole;
     f.traced = trace_recording() && !(recvs.empty() && c.sends.empty());
-    if (f.traced) {
-        trace_sync_device();  // what ctx.stream has queued before is not the exchange's
-        f.trace_t0 = trace_now_us();
-    }
+    if (f.traced) f.trace_t0 = trace_now_us();
     const double t0 = MPI_Wtime();
     if (recvs.empty() && c.sends.empty()) return;
     if (c.backend == CommBackend::NCCL) {
@@ -377,7 +384,9 @@ static void start(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs,
             CUDA_CHECK(cudaEventRecord(c.ready, ctx.stream));
             CUDA_CHECK(cudaStreamWaitEvent(s, c.ready, 0));
         }
+        if (f.traced) f.device0 = trace_point(s);  // (--trace: the group's two ends on its stream, layers/trace.h)
         nccl_exchange(c, s, recvs, what);
+        if (f.traced) f.device1 = trace_point(s);
         if (f.stream) CUDA_CHECK(cudaEventRecord(c.done, s));
     } else {
         mpi_exchange_post(c, recvs);
@@ -394,11 +403,6 @@ static void finish(Comm& c, const Ctx& ctx) {
     if (!f.recvs.empty() || !c.sends.empty()) {
         if (c.backend == CommBackend::NCCL) {
             if (f.stream) CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, c.done, 0));
-            if (f.traced) {  // the group's end on the device: what this rank waited for
-                const double w0 = trace_now_us();
-                trace_sync_device();
-                blocked_us = trace_now_us() - w0;
-            }
         } else {
             blocked_us = 1e6 * mpi_exchange_complete(c, ctx);
         }
@@ -538,10 +542,10 @@ void receive_wait(Comm& c, const Ctx& ctx, int64_t id) {
         host_to_device(ctx, p.msg.t, p.stage.ptr);
         c.spare_stage.push_back(p.stage);
     }
-    if (trace_recording()) {
+    if (trace_recording()) {  // the flow ends where the wait ends: when the message was there
         const std::string label = message_label(p.msg.what), &group = trace_group_name(&c);
-        trace_flow('f', flow_id(g_flows_received, world_rank_of(c, p.msg.peer), my_world_rank()), TraceThread::Comm, trace_t0,
-                   "\"recv\":" + trace_json_string(label));
+        trace_flow('f', flow_id(g_flows_received, world_rank_of(c, p.msg.peer), my_world_rank()), TraceThread::Comm,
+                   trace_now_us(), "\"recv\":" + trace_json_string(label));
         char nums[96];
         snprintf(nums, sizeof nums, ",\"blocked_us\":%.3f,\"bytes_received\":%zu", blocked_us, p.msg.t.bytes());
         trace_event(TraceThread::Comm, "p2p", "exchange_wait " + (group.empty() ? std::string("group") : group) + " [recv " + label + "]",
