@@ -91,6 +91,7 @@ void trace_sync_context(const Ctx* ctx) { g.ctx = ctx; }
 
 static bool on_device() { return g.ctx && g.ctx->device == Device::CUDA; }
 cudaStream_t trace_compute_stream() { return on_device() ? g.ctx->stream : nullptr; }
+TraceThread trace_host_thread() { return on_device() ? TraceThread::Host : TraceThread::Comm; }
 cudaStream_t trace_comm_stream() { return on_device() ? g.ctx->comm_stream : nullptr; }
 
 TracePoint trace_point(cudaStream_t stream) {
@@ -326,6 +327,9 @@ static std::string serialize_rank(int pid) {
     meta(1, "thread_name", "\"name\":\"communication\"");
     meta(0, "thread_sort_index", "\"sort_index\":0");
     meta(1, "thread_sort_index", "\"sort_index\":1");
+    bool host_row = false;
+    for (const Event& e : g.events) host_row = host_row || e.tid == (int)TraceThread::Host;
+    if (host_row) meta(2, "thread_name", "\"name\":\"host communication\""), meta(2, "thread_sort_index", "\"sort_index\":2");
     for (const Event& e : g.events) {
         snprintf(b, sizeof b, "{\"ph\":\"%c\",\"pid\":%d,\"tid\":%d,\"cat\":\"%s\",\"ts\":%.3f", e.ph, pid, e.tid, e.cat,
                  to_rank0(e.ts));

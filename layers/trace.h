@@ -29,7 +29,12 @@
 #include <string>
 #include "runtime.h"  // cudaStream_t
 
-enum class TraceThread : int { Compute = 0, Comm = 1 };
+// Compute: the schedule's ops (the compute stream on a GPU); Comm: exchanges and collectives (on a GPU, timed on
+// the streams they run on); Host: on a GPU, what the host does with the communicators on its own clock (the step's
+// host scalars, posting an exchange) — on the CPU that is the Comm row, where everything is the host's.
+enum class TraceThread : int { Compute = 0, Comm = 1, Host = 2 };
+// The row of a host-side communication event: Host on a CUDA context, Comm otherwise.
+TraceThread trace_host_thread();
 
 namespace trace_detail {
 inline bool recording = false;  // between trace_start and trace_stop

@@ -285,7 +285,7 @@ void all_reduce_host(Comm& c, void* data, int count, MPI_Datatype type, MPI_Op o
         int type_bytes = 0;
         MPI_CHECK(MPI_Type_size(type, &type_bytes));
         const std::string& group = trace_group_name(&c);
-        trace_event(TraceThread::Comm, "collective", std::string(what) + " (host, " + (group.empty() ? "group" : group) + ")", t0,
+        trace_event(trace_host_thread(), "collective", std::string(what) + " (host, " + (group.empty() ? "group" : group) + ")", t0,
                     trace_now_us() - t0, "\"group\":" + trace_json_string(group) + ",\"ranks\":" + std::to_string(c.size) +
                                              ",\"bytes\":" + std::to_string((long long)count * type_bytes));
     }

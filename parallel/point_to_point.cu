@@ -299,7 +299,8 @@ static void trace_exchange_posted(Comm& c, const std::string& what, double t0) {
     }
     if (c.inflight.whole) return;
     const std::string& group = trace_group_name(&c);
-    trace_event(TraceThread::Comm, "p2p", "exchange_start " + (group.empty() ? std::string("group") : group), t0, trace_now_us() - t0,
+    trace_event(nccl ? trace_host_thread() : TraceThread::Comm, "p2p", "exchange_start " + (group.empty() ? std::string("group") : group), t0,
+                trace_now_us() - t0,
                 "\"what\":" + trace_json_string(what) + ",\"send\":" + json_list(sends));
 }
 
@@ -611,7 +612,7 @@ void broadcast_host(Comm& c, void* data, int bytes, int root, const std::string&
     mpi_wait(c, reqs, st, [&](size_t) { return what + " from rank " + std::to_string(root); });
     if (trace_recording()) {  // on the timeline: one collective event (--trace)
         const std::string& group = trace_group_name(&c);
-        trace_event(TraceThread::Comm, "collective", "broadcast of " + what + " (host, " + (group.empty() ? "group" : group) + ")", t0,
+        trace_event(trace_host_thread(), "collective", "broadcast of " + what + " (host, " + (group.empty() ? "group" : group) + ")", t0,
                     trace_now_us() - t0, "\"group\":" + trace_json_string(group) + ",\"ranks\":" + std::to_string(c.size) +
                                              ",\"bytes\":" + std::to_string(bytes) + ",\"root\":" + std::to_string(root));
     }
