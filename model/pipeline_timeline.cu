@@ -127,11 +127,14 @@ void StageTimeline::resolve(const Ctx& ctx) {
     if (keep_spans) step_spans_.push_back(spans_);
 }
 
-const std::vector<OpSpan>& StageTimeline::end_step(const Ctx& ctx) {
+void StageTimeline::end_step(const Ctx& ctx) {
     open_ = false;
     summarized_ = false;
-    resolve(ctx);
-    return spans_;
+    if (ctx.device != Device::CUDA) resolve(ctx);
+}
+
+void StageTimeline::flush(const Ctx& ctx) {
+    if (!summarized_) resolve(ctx);
 }
 
 void StageTimeline::free_events() {

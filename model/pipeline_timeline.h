@@ -56,13 +56,22 @@ public:
     void begin_step(const Ctx& ctx);
     void op_begin(const Ctx& ctx, const PipeOp& op);
     void op_end(const Ctx& ctx);
-    // The step in flight's spans, read (CUDA: waits for its events) and summed into steps().
-    const std::vector<OpSpan>& end_step(const Ctx& ctx);
+    // The step in flight ends. On the CPU its spans are summed into steps() at once; on CUDA when the next step
+    // begins or at flush (its events are read then: the host does not wait for the device at the step's end).
+    void end_step(const Ctx& ctx);
+    void flush(const Ctx& ctx);
     // Every step recorded since the last clear, summarized; the clock offset is applied (rank 0's clock).
     const std::vector<StepSpans>& steps() const { return steps_; }
     // The same steps' spans, op by op (kept only while keep_spans is set: tests and the bench replay them).
     const std::vector<std::vector<OpSpan>>& step_spans() const { return step_spans_; }
     void clear_steps() { steps_.clear(), step_spans_.clear(); }
+    // Forget the last step recorded (post-validation: a step's forwards and backwards run again after a rollback;
+    // the first run's time is then idle time of the step that replaced it).
+    void drop_last_step() {
+        if (!summarized_) return void(summarized_ = true);  // (CUDA: not read yet)
+        if (!steps_.empty()) steps_.pop_back();
+        if (keep_spans && !step_spans_.empty()) step_spans_.pop_back();
+    }
     bool keep_spans = false;
     // This rank's clock minus pipeline rank 0's, measured once (collective over the pipeline group).
     void measure_clock(MPI_Comm pp);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include "pipeline_step.h"
 #include "test_hooks.h"
+#include "../layers/trace.h"
 #include "../parallel/data_parallel.h"
 
 // The states an optimizer step changes, and the gradients it read: into the snapshot (save) or back from it.
@@ -43,6 +44,9 @@ static StepStats validate(GPT& m, PostValidation& pv) {
     st.applied = std::isfinite(st.loss) && std::isfinite(norm);
     const float scale = st.applied ? clip_scale(pv.opt, norm) : 1.0f;
     if (!st.applied || scale != 1.0f) {
+        // --trace: the rollback on the timeline (tools/draw_pipeline marks it R)
+        TraceScope span(TraceThread::Compute, "optimizer", "rollback of step " + std::to_string(st.step),
+                        trace_recording() ? std::string("\"step\":") + std::to_string(st.step) : "");
         pipeline_embedding_sum_finish(m);  // the step after's early sum writes the gradients: let it land first
         snapshot(m, pv, false);
         if (st.applied) optimizer_update(m, pv.opt, pv.pending, pv.lr, scale);
@@ -61,7 +65,10 @@ StepStats post_validated_step(GPT& m, PostValidation& pv, const int32_t* inputs,
     float local = forward_backward(m, inputs, targets, B_local, S, micro_batches);
     if (pv.pending) {
         const StepStats before = validate(m, pv);
-        if (before.rolled_back) local = forward_backward(m, inputs, targets, B_local, S, micro_batches);  // new weights
+        if (before.rolled_back) {  // with the weights now right (the first run's time: idle for the timeline)
+            m.pipe.timeline.drop_last_step();
+            local = forward_backward(m, inputs, targets, B_local, S, micro_batches);
+        }
         pv.validated.push_back(before);
     }
     sync_gradients(m);

@@ -80,6 +80,7 @@ static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const Durati
             last[(size_t)k][(size_t)r] = done[(size_t)r].back().t1;
         }
         if (k == std::max(steps - 2, 0)) out.stages = done;
+        if (post_validation && k == steps - 1) out.next = done;
         if (!post_validation) break;
     }
     out.first = first;

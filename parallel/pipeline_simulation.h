@@ -27,6 +27,7 @@ struct SimulatedOp {
 struct PipeSimulation {
     bool deadlock = false;                        // a stage waits for an input no stage produces
     std::vector<std::vector<SimulatedOp>> stages; // one step's ops (the first; with post_validation a steady one)
+    std::vector<std::vector<SimulatedOp>> next;   // with post_validation, the step after that one
     std::vector<double> idle;                     // per stage, per step (the bubble, in the times' unit)
     double step = 0;                              // the step's time (post_validation: the steady period)
     double busy = 0;                              // one stage's busy time per step: M·m·(T_F + T_B + T_W)

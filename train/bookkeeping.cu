@@ -136,13 +136,22 @@ double ideal_bubble_rate(const Run& run, std::string* formula) {
 static void report_bubble(Run& run) {
     const ProcessGrid& g = run.grid;
     if (g.pp == 1) return;
+    run.model.pipe.timeline.flush(run.ctx);
     const size_t first = run.model.pipe.timeline.steps().size() > 1 ? 1 : 0;
-    const PipelineIdle idle = pipeline_idle(run.model.pipe.timeline, run.grid.pp_comm, false, first);
+    const bool post = run.opt.post_validation;  // steps that overlap: each stage's own period (pipeline_timeline.h)
+    const PipelineIdle idle = pipeline_idle(run.model.pipe.timeline, run.grid.pp_comm, post, first);
     if (g_rank != 0 || idle.steps == 0) return;
     std::string formula, how;
     const double b = ideal_bubble_rate(run, &formula);
     const double tf = idle.mean_op_ms[0], tb = idle.mean_op_ms[1], tw = idle.mean_op_ms[2];
-    const double bubble = schedule_bubble(run, tf, tb, tw, &how);
+    double bubble = schedule_bubble(run, tf, tb, tw, &how);
+    if (post) {  // without the end triangle (recompute/formulas.h), or the post-validated simulation
+        BubbleSchedule bs;
+        parse_bubble_schedule(pipe_schedule_name(run.schedule), &bs);
+        const double closed = pipeline_bubble_time_post_validated(bs, g.pp, run.micro_batches, tf, tb, tw);
+        how = std::isnan(closed) ? "post-validated simulation" : "post-validated closed form";
+        bubble = std::isnan(closed) ? pipe_simulate(run.schedule, g.pp, run.micro_batches, run.chunks, tf, tb, tw, true).idle[0] : closed;
+    }
     const double share = bubble_idle_share(bubble, run.micro_batches, run.chunks, tf, tb, tw);
     LOG0("pipeline bubble (%s, p %d, m %d, M %d): ideal %s = %.3f of the ideal time, an idle share %.3f of the step\n",
          pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches, formula.c_str(), b, b / (1 + b));
