@@ -22,8 +22,8 @@ here="$(cd "$(dirname "$0")" && pwd)"
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 "$build/prepare_data" --out-dir "$dir" "$here/../README.md" "$here/../docs/design.md" "$here/../docs/paper.md" > /dev/null
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-cores=$(nproc)
-echo "pipeline_bubble: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds of $steps steps" >&2
+cores=$(nproc --all)
+echo "pipeline_bubble: $cores cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)), load $(cut -d' ' -f1-3 /proc/loadavg), $rounds rounds of $steps steps" >&2
 for round in $(seq 1 "$rounds"); do
   for pp in 2 4; do
     bind="--bind-to core"

@@ -19,9 +19,9 @@ std::string pipe_schedule_problem(PipeSchedule s, int p, int M, int m) {
     if (p < 1 || M < 1 || m < 1)
         return "pipeline size " + std::to_string(p) + ", " + std::to_string(M) + " micro-batches and " +
                std::to_string(m) + " model chunks must all be at least 1";
-    if (s != PipeSchedule::Interleaved && m != (s == PipeSchedule::ZeroBubbleV ? 2 : 1))
-        return std::string("the ") + pipe_schedule_name(s) + " schedule runs " + (s == PipeSchedule::ZeroBubbleV ? "two model chunks" : "one model chunk") +
-               " per stage, not " + std::to_string(m);
+    if (is_zero_bubble(s)) return zero_bubble_problem(s, m);
+    if (s != PipeSchedule::Interleaved && m != 1)
+        return std::string("the ") + pipe_schedule_name(s) + " schedule runs one model chunk per stage, not " + std::to_string(m);
     if (s == PipeSchedule::Interleaved) {
         if (m < 2) return "the interleaved schedule needs at least 2 model chunks per stage (got " + std::to_string(m) + ")";
         if (M % p != 0)
@@ -32,11 +32,10 @@ std::string pipe_schedule_problem(PipeSchedule s, int p, int M, int m) {
 }
 
 int pipe_warmup(PipeSchedule s, int p, int rank, int M, int m) {
+    if (is_zero_bubble(s)) return zero_bubble_warmup(s, p, rank, M);
     switch (s) {
         case PipeSchedule::AFAB: return M;
         case PipeSchedule::OneFOneB: return std::min(p - rank - 1, M);
-        case PipeSchedule::ZeroBubbleH1: case PipeSchedule::ZeroBubbleH2: case PipeSchedule::ZeroBubbleV:
-            return zero_bubble_warmup(s, p, rank, M);
         default: {
             // Rank r must have run its chunk-0 forwards of the first p micro-batches and enough of the later
             // chunks that the last virtual stage's first backward can reach it: 2 per stage below the last,

@@ -3,6 +3,13 @@
 
 #include <algorithm>
 
+std::string zero_bubble_problem(PipeSchedule s, int m) {
+    const int want = s == PipeSchedule::ZeroBubbleV ? 2 : 1;
+    if (m == want) return "";
+    return std::string("the ") + pipe_schedule_name(s) + " schedule runs " + (want == 2 ? "two model chunks" : "one model chunk") +
+           " per stage, not " + std::to_string(m);
+}
+
 int zero_bubble_weight_lag(PipeSchedule s, int p, int rank) {
     (void)p;
     return s == PipeSchedule::ZeroBubbleH2 ? 2 * rank : rank;

@@ -41,6 +41,7 @@
 // after the last B form a last unit of their own. W's exchange nothing, so the exchanges are those of the F's
 // and B's units: test_pipeline_schedule simulates them under NCCL's rules.
 #pragma once
+#include <string>
 #include <vector>
 #include "pipeline_schedule.h"
 
@@ -53,6 +54,8 @@ inline int pipe_virtual_stage(int p, int rank, int chunk, bool v_shape) {
     return v_shape && chunk == 1 ? 2 * p - 1 - rank : chunk * p + rank;
 }
 inline int pipe_rank_of(int p, int v, bool v_shape) { return v_shape && v >= p ? 2 * p - 1 - v : v % p; }
+// Why these schedules cannot run m chunks per stage ("" when they can: ZB-V takes 2, the others 1).
+std::string zero_bubble_problem(PipeSchedule s, int m);
 // The stage's W lag d (above).
 int zero_bubble_weight_lag(PipeSchedule s, int p, int rank);
 // The forwards before the stage's first B (pipe_warmup for these schedules).
