@@ -11,7 +11,7 @@
 #include <functional>
 
 // Fault injection (tests only, model/test_hooks.h: the trainer's hidden flag --stop-stage-at S:N): pipeline
-// stage S stops itself (SIGSTOP) in its N-th step, before its second unit's exchange: alive, holding its
+// stage S stops itself (SIGSTOP) in its N-th step, before its second unit's (or op's) exchange: alive, holding its
 // sockets, answering nothing, as a hung GPU or a swapped-out node would be. The other stages must then stop
 // within --comm-timeout, naming it (test/model/pipeline_peer_stopped.sh).
 static void maybe_stop(int stage, int unit) {

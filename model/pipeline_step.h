@@ -1,12 +1,13 @@
 // pipeline_step.h — the forwards and backwards of one training step at pp > 1, in a pipeline schedule's
 // order (at pp 1 the step is a plain micro-batch loop: model/train_step.cu).
 //
-// The schedule (parallel/pipeline_schedule.h: AFAB, 1F1B, interleaved 1F1B) lists this stage's ops in units
-// (each op alone; in the interleaved steady state a forward-backward pair). A forward of (micro-batch
-// j, chunk c) receives its input from the previous virtual stage, unless it is the first (the embeddings),
-// and sends its output on, unless it is the last (the loss); a backward receives the gradient of its output
-// and sends the gradient of its input back. Each unit starts with one exchange: the previous unit's sends
-// with this unit's receives (NCCL's rules, parallel/point_to_point.h). The messages themselves: model/pipeline_ops.h.
+// The schedule (parallel/pipeline_schedule.h: AFAB, 1F1B, interleaved 1F1B; parallel/zero_bubble_schedule.h:
+// ZB-H1, ZB-H2, ZB-V) lists this stage's ops. A forward of (micro-batch j, chunk c) receives its input from the
+// previous virtual stage, unless it is the first (the embeddings), and sends its output on, unless it is the
+// last (the loss); a backward receives the gradient of its output and sends the gradient of its input back; a W
+// neither. Each op starts by posting one exchange, the previous op's sends with its own receive, and waits only
+// for that receive (NCCL's rules, parallel/point_to_point.h); on NCCL the schedule's units, each one exchange
+// that completes as a whole. The messages themselves: model/pipeline_ops.h.
 #pragma once
 #include "gpt.h"
 #include "../recompute/memory_report.h"

@@ -7,7 +7,7 @@
 // own gradients are synchronized (sync_gradients: TP, the tied embedding, DP), steps its optimizer as if no check
 // fails (scale 1), having kept what it needs to undo that: the weights, the AdamW moments and the gradients
 // (a snapshot). The checks' inputs leave at once without waiting: the stage's part of the squared norm and, from
-// the stage that holds the head, the loss, in one non-blocking all-reduce over the pipeline. The next step's
+// the stage that holds the head, the loss, summed over the pipeline by eager messages (host_sum_post). The next step's
 // forwards and backwards run meanwhile; after them the step before is validated (its all-reduce has long arrived):
 //  - if the loss or the norm is not finite, the update is rolled back (the snapshot restored) and skipped;
 //  - if the clip would have changed the update (norm > --grad-clip), it is rolled back and redone with the clip's

@@ -31,15 +31,16 @@
 // (All counts are capped by M.) Within a chunk the B's and the W's each run in micro-batch order, so every
 // weight gradient accumulates its micro-batches in a single rank's order.
 //
-// Units (what the executor runs between exchanges, model/pipeline_step.cu): under ZB-H1 each F and each B
-// alone, as in 1F1B; under ZB-H2 each steady (F, B) pair in one unit. (ZB-H2's extra warm-up forwards put a
-// stage's sends ahead of its neighbour's receives; an exchange completes only when its sends are matched too,
-// so with every op alone the stage would wait on the sends of its forwards before each B, and the two
-// stages of a p = 2 pipeline took turns in the trace.) Each W goes to the front of the unit after
-// it: the executor runs a unit's W's while that unit's exchange is in flight (exchange_start ... exchange_finish,
-// parallel/point_to_point.h), so the B's gradient has already left for the previous stage when the W starts. W's
-// after the last B form a last unit of their own. W's exchange nothing, so the exchanges are those of the F's
-// and B's units: test_pipeline_schedule simulates them under NCCL's rules.
+// Units (what the executor runs between exchanges where an exchange completes as a whole: NCCL's grouped
+// exchanges, model/pipeline_step.cu): under ZB-H1 each F and each B alone, as in 1F1B; under ZB-H2 each steady
+// (F, B) pair in one unit. (ZB-H2's extra warm-up forwards put a stage's sends ahead of its neighbour's
+// receives; a whole exchange completes only when its sends are matched too, so with every op alone the stage
+// would wait on the sends of its forwards before each B; the pairs still make its first stage wait for a B's
+// gradient before the F: bench/PERF_NOTES.md.) Each W goes to the front of the unit after it, run while that
+// unit's exchange is in flight (exchange_start ... exchange_finish, parallel/point_to_point.h); W's after the
+// last B form a last unit of their own. Elsewhere the executor posts one exchange per op and waits only for the
+// op's receive, so the units do not matter. W's exchange nothing: test_pipeline_schedule simulates the F's and
+// B's exchanges under NCCL's rules, both ways.
 #pragma once
 #include <string>
 #include <vector>
