@@ -50,6 +50,7 @@ static StepStats validate(GPT& m, PostValidation& pv) {
         pipeline_embedding_sum_finish(m);  // the step after's early sum writes the gradients: let it land first
         snapshot(m, pv, false);
         if (st.applied) optimizer_update(m, pv.opt, pv.pending, pv.lr, scale);
+        else st.first_nonfinite = first_nonfinite_gradient(m);  // (collective: the verdict is every rank's)
         st.rolled_back = true;
         pv.rollbacks++;
     }

@@ -20,6 +20,9 @@ struct StepStats {
     // Post-validation (model/post_validation.h): the update made as if valid was undone (and redone with the
     // clip's scale when the norm was finite).
     bool rolled_back = false;
+    // Post-validation, a step not applied: its first non-finite gradient (first_nonfinite_gradient), named at the
+    // rollback, before the next backward overwrites the gradients ("" when none: the loss itself).
+    std::string first_nonfinite;
 };
 
 // inputs/targets: this rank's host batch [B_local, S]. step counts from 1. micro_batches M > 1 (gradient

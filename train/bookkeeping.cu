@@ -107,14 +107,15 @@ static void report_context_parallel(const Run& run, const Progress& p) {
 
 // Pipeline parallelism: the bubble of the schedule's formula (recompute/formulas.h: a closed form where it gives
 // one, else the schedule's dependency simulation, parallel/pipeline_simulation.h) at op times T_F, T_B, T_W, in
-// idle time per stage per step; *how names which.
+// idle time per stage per step; *how names which. Under post-validation without the end triangle (steps overlap).
 static double schedule_bubble(const Run& run, double tf, double tb, double tw, std::string* how) {
     const int p = run.grid.pp, M = run.micro_batches;
+    const bool post = run.opt.post_validation;
     BubbleSchedule bs;
     parse_bubble_schedule(pipe_schedule_name(run.schedule), &bs);  // the same names
-    const double closed = pipeline_bubble_time(bs, p, M, tf, tb, tw);
-    if (how) *how = std::isnan(closed) ? "simulation" : "closed form";
-    return std::isnan(closed) ? pipe_simulate(run.schedule, p, M, run.chunks, tf, tb, tw).idle[0] : closed;
+    const double closed = post ? pipeline_bubble_time_post_validated(bs, p, M, tf, tb, tw) : pipeline_bubble_time(bs, p, M, tf, tb, tw);
+    if (how) *how = std::string(post ? "post-validated " : "") + (std::isnan(closed) ? "simulation" : "closed form");
+    return std::isnan(closed) ? pipe_simulate(run.schedule, p, M, run.chunks, tf, tb, tw, post).idle[0] : closed;
 }
 
 double ideal_bubble_rate(const Run& run, std::string* formula) {
@@ -144,14 +145,7 @@ static void report_bubble(Run& run) {
     std::string formula, how;
     const double b = ideal_bubble_rate(run, &formula);
     const double tf = idle.mean_op_ms[0], tb = idle.mean_op_ms[1], tw = idle.mean_op_ms[2];
-    double bubble = schedule_bubble(run, tf, tb, tw, &how);
-    if (post) {  // without the end triangle (recompute/formulas.h), or the post-validated simulation
-        BubbleSchedule bs;
-        parse_bubble_schedule(pipe_schedule_name(run.schedule), &bs);
-        const double closed = pipeline_bubble_time_post_validated(bs, g.pp, run.micro_batches, tf, tb, tw);
-        how = std::isnan(closed) ? "post-validated simulation" : "post-validated closed form";
-        bubble = std::isnan(closed) ? pipe_simulate(run.schedule, g.pp, run.micro_batches, run.chunks, tf, tb, tw, true).idle[0] : closed;
-    }
+    const double bubble = schedule_bubble(run, tf, tb, tw, &how);
     const double share = bubble_idle_share(bubble, run.micro_batches, run.chunks, tf, tb, tw);
     LOG0("pipeline bubble (%s, p %d, m %d, M %d): ideal %s = %.3f of the ideal time, an idle share %.3f of the step\n",
          pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches, formula.c_str(), b, b / (1 + b));
@@ -228,7 +222,8 @@ static void report_memory(Run& run, int step) {
 // A step whose loss or gradient norm was NaN/Inf (its update was not applied): name the first bad gradient
 // tensor and stop -- or, with --skip-bad-steps, go on (at most 10 in a row). Returns the new run of bad steps.
 static int handle_bad_step(const TrainOptions& o, GPT& model, const StepStats& st, int step, int bad_in_a_row) {
-    std::string where = first_nonfinite_gradient(model);  // collective
+    // (collective; under post-validation named at the rollback: model/post_validation.cu)
+    std::string where = st.rolled_back ? st.first_nonfinite : first_nonfinite_gradient(model);
     char head[160];
     snprintf(head, sizeof head, "step %d: the loss (%g) or the gradient norm (%g) is not finite; first non-finite gradient: ", step, st.loss, st.grad_norm);
     std::string what = head + (where.empty() ? std::string("none (the loss itself)") : where);
@@ -240,6 +235,13 @@ static int handle_bad_step(const TrainOptions& o, GPT& model, const StepStats& s
     return bad_in_a_row + 1;
 }
 
+// Post-validation: the pending step validated now (before a checkpoint, an evaluation, the end), its statistics
+// queued for the next step lines. Collective.
+static void settle_steps(Run& run) {
+    if (!run.opt.post_validation) return;
+    for (const StepStats& st : post_validation_settle(run.model, run.pv)) run.validated.push_back(st);
+}
+
 StepStats take_step(Run& run, int step, float lr) {
     const TrainOptions& opt = run.opt;
     if (!opt.post_validation)
@@ -248,14 +250,12 @@ StepStats take_step(Run& run, int step, float lr) {
     const StepStats st = post_validated_step(run.model, run.pv, run.train.inputs.data(), run.train.targets.data(),
                                              run.train.B_local, opt.seq, run.optim, step, lr, run.micro_batches);
     if (st.step) run.validated.push_back(st);
+    // A step that a checkpoint, an evaluation or the end follows is validated now, so that the nan policy and the
+    // step line see it before them (a failed step never reaches a checkpoint).
+    if (checkpoint_due(opt, step) || exit_interval_reached(opt, step) || eval_due(opt.val_every, step, opt.steps) ||
+        eval_due(opt.eval_every, step, opt.steps) || step == opt.steps)
+        settle_steps(run);
     return st;
-}
-
-// Post-validation: the pending step validated now (before a checkpoint, an evaluation, the end), its statistics
-// queued for the next step lines. Collective.
-static void settle_steps(Run& run) {
-    if (!run.opt.post_validation) return;
-    for (const StepStats& st : post_validation_settle(run.model, run.pv)) run.validated.push_back(st);
 }
 
 static void nan_policy_one(Run& run, Progress& p, const StepStats& st) {

@@ -414,8 +414,8 @@ void print_startup(const Run& run) {
         const double bubble = ideal_bubble_rate(run, &formula);  // (ZB-H1 and ZB-H2 are equal at equal times)
         LOG0("pipeline: %d stages of %d layers, schedule %s%s%s, %d micro-batches per step; ideal bubble %s = %.3f%s\n",
              run.grid.pp, cfg.layers / run.grid.pp, pipe_schedule_name(run.schedule), is_zero_bubble(run.schedule) ? " (B and W split)" : "",
-             chunks, run.micro_batches, formula.c_str(), bubble, run.schedule == PipeSchedule::ZeroBubbleH2
-                 ? " (the step's synchronous end keeps it: 0 needs an optimizer that does not synchronize)" : "");
+             chunks, run.micro_batches, formula.c_str(), bubble, run.schedule == PipeSchedule::ZeroBubbleH2 &&
+             !opt.post_validation ? " (the step's synchronous end keeps it: 0 needs --optimizer-post-validation)" : "");
     }
     const int per_rank = opt.batch / run.grid.dp, M = run.micro_batches;
     char micro[96] = "";
