@@ -41,6 +41,7 @@ static void start_embedding_sum(GPT& m) {
     PipelineRunState& s = m.pipe;
     Comm& emb = m.grid->emb_comm;
     const Tensor g = gpt_grad(m, P_WTE);
+    pipeline_embedding_send_wait(m);  // the previous step's part has left (long ago) before its buffer is reused
     s.embedding_sent.assign(g.as<float>(), g.as<float>() + g.n);
     s.embedding_received.assign((size_t)g.n, 0.f);
     const MPI_Comm side = side_comm(emb);
@@ -139,7 +140,6 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
     const std::string stage = "stage " + std::to_string(st.rank);
     StageTimeline& timeline = m.pipe.timeline;
     timeline.measure_clock(pp.mpi);  // once (collective over the pipeline)
-    timeline.begin_step(*m.ctx);
 
     gpt_zero_grad(m);
     for (int j = 0; j < M; j++)  // every micro-batch's tokens and coordinates (dropout keyed globally)
@@ -184,6 +184,7 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
         if (op_index++ == wte_last) start_embedding_sum(m);
     };
     const bool whole_units = pp.backend == CommBackend::NCCL || g_test_hooks.blocking_p2p || g_test_hooks.ungrouped_p2p;
+    timeline.begin_step(*m.ctx);  // (its ops start now: the set-up above is the step's, not the schedule's)
     if (whole_units) run_whole_units(m, pipe_units(m.schedule, st.pp, st.rank, M, st.chunks), stage, run_op);
     else run_posted(m, ops, stage, run_op);
     if (!m.weight_grads.empty()) mm_fatal("%s: the step ended with weight gradients no W pass computed", stage.c_str());
@@ -199,13 +200,23 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
 bool pipeline_embedding_sum_finish(GPT& m) {
     PipelineRunState& s = m.pipe;
     if (!s.embedding_started) return false;
-    const std::string what = "the tied word embedding's gradient from the other end of the pipeline";
-    for (MPI_Request& q : s.embedding_requests) comm_wait_request(q, m.grid->emb_comm.rules.timeout_s, what), q = MPI_REQUEST_NULL;
+    // Only the other end's part is waited for; this stage's (a copy) leaves when the other end takes it, which may
+    // be later than now (a stage that ends its ops first would otherwise wait for the other to end too).
+    comm_wait_request(s.embedding_requests[0], m.grid->emb_comm.rules.timeout_s,
+                      "the tied word embedding's gradient from the other end of the pipeline");
+    s.embedding_requests[0] = MPI_REQUEST_NULL;
     // The two parts added: a + b, the one rounding an all-reduce of two ranks makes (and the same on both ends).
     float* g = gpt_grad(m, P_WTE).as<float>();
     for (size_t i = 0; i < s.embedding_received.size(); i++) g[i] += s.embedding_received[i];
     s.embedding_started = false;
     return true;
+}
+
+void pipeline_embedding_send_wait(GPT& m) {
+    MPI_Request& q = m.pipe.embedding_requests[1];
+    if (q != MPI_REQUEST_NULL)
+        comm_wait_request(q, m.grid->emb_comm.rules.timeout_s, "the tied word embedding's gradient to the other end");
+    q = MPI_REQUEST_NULL;
 }
 
 InFlightLayers pipeline_in_flight(const GPT& m, int M) {

@@ -25,8 +25,12 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
 // synchronization: the returned loss is the head stage's (0 on the others), and on the MPI backend with CPU
 // tensors the tied word embedding's gradient sum over the first and last stage (sync_gradients) starts as soon
 // as this stage's last B that writes it has run, so the first stage does not wait for the last at its end. This
-// finishes that sum; false when none was started (the caller sums it then).
+// finishes that sum (it waits for the other end's part only); false when none was started (the caller sums it
+// then).
 bool pipeline_embedding_sum_finish(GPT& m);
+// This stage's part of that sum leaves when the other end takes it: waited for before the next step's part
+// (its buffer) and before the run ends (post_validation_settle).
+void pipeline_embedding_send_wait(GPT& m);
 
 // What this stage holds at its schedule's peak over M micro-batches (the moment it marks): each of its
 // layers with the micro-batches of its chunk in flight, the embedding's on the first stage, the head's on the

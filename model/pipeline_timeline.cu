@@ -70,6 +70,9 @@ void StageTimeline::begin_step(const Ctx& ctx) {
     if (!summarized_) resolve(ctx);
     spans_.clear();
     open_ = true;
+    if (ctx.device != Device::CUDA) return void(ready_ = trace_now_us());
+    if (!ready_event_) CUDA_CHECK(cudaEventCreate(&ready_event_));
+    CUDA_CHECK(cudaEventRecord(ready_event_, ctx.stream));
 }
 
 void StageTimeline::op_begin(const Ctx& ctx, const PipeOp& op) {
@@ -113,9 +116,13 @@ void StageTimeline::resolve(const Ctx& ctx) {
             CUDA_CHECK(cudaEventElapsedTime(&ms1, events_[2 * i + 1], anchor));
             spans_[i].t0 = now - 1e3 * ms0, spans_[i].t1 = now - 1e3 * ms1;
         }
+        float ms = 0;
+        if (ready_event_) CUDA_CHECK(cudaEventElapsedTime(&ms, ready_event_, anchor));
+        ready_ = ready_event_ ? now - 1e3 * ms : spans_[0].t0;
         CUDA_CHECK(cudaEventDestroy(anchor));
     }
     StepSpans st;
+    st.ready = ready_ - offset_;
     st.first = INFINITY, st.last = -INFINITY;
     for (OpSpan& s : spans_) {
         s.t0 -= offset_, s.t1 -= offset_;  // on pipeline rank 0's clock
@@ -140,6 +147,8 @@ void StageTimeline::flush(const Ctx& ctx) {
 void StageTimeline::free_events() {
     for (cudaEvent_t e : events_) CUDA_CHECK(cudaEventDestroy(e));
     events_.clear();
+    if (ready_event_) CUDA_CHECK(cudaEventDestroy(ready_event_));
+    ready_event_ = nullptr;
 }
 
 // ---- the idle share --------------------------------------------------------------------------------------------

@@ -41,10 +41,11 @@ struct OpSpan {
     PipeOp op;
     double t0 = 0, t1 = 0;
 };
-// One step of one stage, in its summary: the first op's start, the last op's end, the busy time, and the sums
-// and counts of its F, B and W op times.
+// One step of one stage, in its summary: when its ops could start (ready: the step's set-up done, begin_step),
+// the first op's start, the last op's end, the busy time, and the sums and counts of its
+// F, B and W op times.
 struct StepSpans {
-    double first = 0, last = 0, busy = 0;
+    double ready = 0, first = 0, last = 0, busy = 0;
     double sum[3] = {0, 0, 0};
     int count[3] = {0, 0, 0};
 };
@@ -52,7 +53,8 @@ struct StepSpans {
 // The op spans of this stage, step by step.
 class StageTimeline {
 public:
-    // Start a step's record (the previous step's CUDA events are read now: they are done by then).
+    // Start a step's record, right before its first op's exchange: that moment is the step's `ready` (the
+    // previous step's CUDA events are read now: they are done by then).
     void begin_step(const Ctx& ctx);
     void op_begin(const Ctx& ctx, const PipeOp& op);
     void op_end(const Ctx& ctx);
@@ -81,6 +83,8 @@ private:
     void resolve(const Ctx& ctx);
     std::vector<OpSpan> spans_;
     std::vector<cudaEvent_t> events_;  // CUDA: two per span (begin, end), reused from step to step
+    cudaEvent_t ready_event_ = nullptr;  // CUDA: ops_ready's
+    double ready_ = 0;
     std::vector<StepSpans> steps_;
     std::vector<std::vector<OpSpan>> step_spans_;
     bool open_ = false, summarized_ = true;

@@ -91,6 +91,7 @@ StepStats post_validated_step(GPT& m, PostValidation& pv, const int32_t* inputs,
 
 std::vector<StepStats> post_validation_settle(GPT& m, PostValidation& pv) {
     if (pv.pending) pv.validated.push_back(validate(m, pv));
+    pipeline_embedding_send_wait(m);
     std::vector<StepStats> out;
     out.swap(pv.validated);
     return out;

@@ -9,7 +9,7 @@
 
 using Duration = std::function<double(int, int, const PipeOp&)>;  // (step, stage, op)
 static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const Duration& duration, bool post_validation,
-                               double latency, int steps);
+                               double latency, int steps, const std::function<double(int, int)>& between = nullptr);
 
 PipeSimulation pipe_simulate(PipeSchedule s, int p, int M, int m, double tf, double tb, double tw, bool post_validation,
                              double latency) {
@@ -23,12 +23,13 @@ PipeSimulation pipe_replay(PipeSchedule s, int p, int M, int m, const std::funct
     return simulate(s, p, M, m, [&](int, int r, const PipeOp& op) { return duration(r, op); }, false, latency, 1);
 }
 
-PipeSimulation pipe_replay_steps(PipeSchedule s, int p, int M, int m, int steps, const Duration& duration, double latency) {
-    return simulate(s, p, M, m, duration, true, latency, steps);
+PipeSimulation pipe_replay_steps(PipeSchedule s, int p, int M, int m, int steps, const Duration& duration, double latency,
+                                 const std::function<double(int, int)>& between) {
+    return simulate(s, p, M, m, duration, true, latency, steps, between);
 }
 
 static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const Duration& duration, bool post_validation,
-                               double latency, int steps) {
+                               double latency, int steps, const std::function<double(int, int)>& between) {
     PipeSimulation out;
     const bool v_shape = pipe_v_shape(s);
     const int P = p * m;
@@ -78,6 +79,7 @@ static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const Durati
         for (int r = 0; r < p; r++) {
             first[(size_t)k][(size_t)r] = done[(size_t)r].front().t0;
             last[(size_t)k][(size_t)r] = done[(size_t)r].back().t1;
+            if (between) free_at[(size_t)r] += between(k, r);
         }
         if (k == std::max(steps - 2, 0)) out.stages = done;
         if (post_validation && k == steps - 1) out.next = done;

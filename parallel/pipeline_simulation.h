@@ -41,6 +41,9 @@ PipeSimulation pipe_simulate(PipeSchedule s, int p, int M, int m, double tf, dou
 PipeSimulation pipe_replay(PipeSchedule s, int p, int M, int m, const std::function<double(int, const PipeOp&)>& duration,
                            double latency = 0);
 // `steps` post-validated steps (no synchronization between them) with each op's own time duration(step, stage, op):
-// first[step][stage] is when each stage began each step.
+// first[step][stage] is when each stage began each step. between(step, stage), when given: what the stage does
+// after that step's last op before its next step's ops can start (its gradient sync, optimizer step, the next
+// step's set-up), as measured.
 PipeSimulation pipe_replay_steps(PipeSchedule s, int p, int M, int m, int steps,
-                                 const std::function<double(int, int, const PipeOp&)>& duration, double latency = 0);
+                                 const std::function<double(int, int, const PipeOp&)>& duration, double latency = 0,
+                                 const std::function<double(int, int)>& between = nullptr);

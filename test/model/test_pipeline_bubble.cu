@@ -8,22 +8,33 @@
 //                                     [--comm mpi|mpi-strict] [--expect-stall]
 //
 // For each schedule (afab, 1f1b, interleaved with 2 chunks, zb-h1, zb-h2, zb-v) and M in {P, 2P, 4P} (the list
-// --micro gives), N + 1 training steps run on a tiny model; the first is left out (its allocations). For each
-// stage the median over the N steps of its idle share (1 − busy / the step's window, model/pipeline_timeline.h)
-// is compared with the formula's share: the closed form at the run's mean op times, or where formulas.h gives
-// none (ZB-V below M = 2P) the schedule's dependency simulation (parallel/pipeline_simulation.h) at those times.
+// --micro gives), N + 1 training steps run on a tiny model; the first is left out (its allocations). Each measured
+// step of each stage (its idle share, 1 − busy / the step's window, model/pipeline_timeline.h) is compared with the
+// formula's model at that step's own op times: a replay of the schedule, communication free
+// (parallel/pipeline_simulation.h; at equal op times the closed forms of recompute/formulas.h, test_formulas). The
+// closed form at the run's mean op times is printed beside it (where formulas.h gives one: not ZB-V below M = 2P).
+// The step nearest its model must be within the tolerance; up to three attempts (the machine's noise hits some
+// steps and some attempts, a stall of the executor every step of every attempt).
 //
-// The tolerance, from two quantities measured first in this run:
-//  - the exchange latency L: half the round trip of one boundary tensor between neighbouring stages
-//    (synchronous sends, as the strict rules; the median of 40 round trips per pair, the worst pair);
+// The tolerance, from quantities measured in this run:
+//  - the exchange latency L: half the round trip of one boundary tensor between neighbouring stages through the
+//    executor's exchanges, the answer held as long as a stage waits for one (synchronous sends, as the strict
+//    rules; the median of 20 round trips per pair, the worst pair; again before each schedule and M), or, where
+//    larger (as it is on this machine: about 1.5 times), the median of the run's own waits for messages (the
+//    producer's end to the consumer's start: the executor's path around a message, which the round trips
+//    measure only in part); medians, so that a rank descheduled once does not set it;
 //  - the timer's resolution e: how far a timed wait of 1 ms overshoots (the median of 40 waits on each rank, all
-//    ranks waiting at once, the worst rank).
-// Every message on the critical path can arrive L late and every op that waits for one start e late, so the
-// allowed difference is what that does to the schedule itself: the simulation at the measured times with every
-// message taking L + e, less the simulation without (as a share of the step), plus 2e over the step for the
-// window's two ends. A stall of the executor (an op that waits for something it does not need) costs whole op
-// times, far above that: --expect-stall runs ZB-H2 with the exchanges of before (each waiting for its sends too,
-// model/test_hooks.h's blocking_p2p), and passes only when the check then fails on the first stage.
+//    ranks waiting at once, the worst rank);
+//  - the executor's gap o between two ops that wait for nothing (the first stage's forwards under AFAB).
+// Every message on the critical path can arrive L + e late and every op start o after the last, so the allowed
+// difference is what that does to the schedule itself: the replay with those delays, less the replay without (as
+// a share of the step), plus 2e over the step for the window's two ends. A stall of the executor (an op that
+// waits for something it does not need) costs whole op times, far above that: --expect-stall runs ZB-H2 with the
+// exchanges of before (each waiting for its sends too, model/test_hooks.h's blocking_p2p), and passes only when
+// the first stage is then beyond the tolerance in every step. --post-validation: post-validated steps, each
+// stage's period between its steps against the steps replayed without a synchronization between them, each
+// stage's own work between its steps (the gradient sync, the tied embedding's sum, the optimizer step and its
+// snapshot, the next step's set-up) taken as measured and printed: the formula leaves it out.
 #include <sys/resource.h>
 #include <algorithm>
 #include <cstring>
@@ -44,12 +55,13 @@ double percentile(std::vector<double> v, double q) {
     return v.empty() ? 0 : v[std::min(v.size() - 1, (size_t)(q * (double)(v.size() - 1) + 0.5))];
 }
 
-// L: what an exchange adds to a message that is waited for: the worst neighbouring pair's mean, through the
-// executor's own exchanges (exchange_post / receive_wait: the same posting, the same waits, which poll and then
-// sleep between polls), of half (round trip − the time the peer held the message). The peer holds each message
-// 1 ms (a timed wait) before it answers, so that the wait has gone to sleep, as a stage's does while its
-// neighbour computes; it sends how long it held it back in the message.
-double measure_latency_us(Comm& pp, const Ctx& ctx, size_t bytes) {
+// L: what an exchange adds to a message that is waited for: the worst neighbouring pair's median, through the
+// executor's own exchanges (exchange_post / receive_wait: the same posting, the same waits, which spin a thousand
+// polls, then sleep between polls), of half (round trip − the time the peer held the message). The peer holds
+// each message `hold_ms` (a timed wait; longer than the spinning, which takes about 1 ms) before it answers, so
+// that the wait has gone to sleep, as a stage's does while its neighbour computes an op; it sends how long it
+// held it back in the message.
+double measure_latency_us(Comm& pp, const Ctx& ctx, size_t bytes, double hold_ms) {
     Tensor buf = tensor_alloc(Device::CPU, DType::U8, (int64_t)std::max(bytes, sizeof(double)));
     Tensor got = tensor_alloc(Device::CPU, DType::U8, buf.n);
     double worst = 0;
@@ -65,7 +77,7 @@ double measure_latency_us(Comm& pp, const Ctx& ctx, size_t bytes) {
                 receive_wait(pp, ctx, id[0]);
                 if (pp.rank == a + 1) {
                     const double held0 = trace_now_us();
-                    timed_wait(ctx, 1.0);
+                    timed_wait(ctx, hold_ms);
                     const double held = trace_now_us() - held0;
                     memcpy(buf.data, &held, sizeof held);
                     send_later(pp, ctx, buf, peer, 0, "pong"), exchange_post(pp, ctx, {}, "latency");
@@ -77,8 +89,7 @@ double measure_latency_us(Comm& pp, const Ctx& ctx, size_t bytes) {
             }
             sends_wait(pp, ctx);
         }
-        double l = 0;
-        for (double x : half) l += x / (double)half.size();  // the mean: the waits' tail counts
+        double l = percentile(half, 0.5);
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &l, 1, MPI_DOUBLE, MPI_MAX, pp.mpi));
         worst = std::max(worst, l);
     }
@@ -113,6 +124,49 @@ const Named kAll[] = {{"afab", PipeSchedule::AFAB, BubbleSchedule::AFAB, 1},
                       {"zb-h2", PipeSchedule::ZeroBubbleH2, BubbleSchedule::ZeroBubbleH2, 1},
                       {"zb-v", PipeSchedule::ZeroBubbleV, BubbleSchedule::ZeroBubbleV, 2}};
 
+// The exchange latency in the run itself: for every message a stage waited for (its producer ended after the
+// stage's previous op), from the producer's end to the consumer's start, over the last `steps` steps of every
+// stage (one node: one clock); the median, so that a stall of a few waits does not move it. Collective.
+double waited_latency_us(const Named& sch, int p, int M, int steps, const StageTimeline& t) {
+    const auto& mine = t.step_spans();
+    const size_t n_ops = mine.back().size();
+    std::vector<double> t01((size_t)steps * n_ops * 2), all(t01.size() * (size_t)p);
+    for (int i = 0; i < steps; i++)
+        for (size_t k = 0; k < n_ops; k++) {
+            const OpSpan& o = mine[mine.size() - (size_t)steps + (size_t)i][k];
+            t01[((size_t)i * n_ops + k) * 2] = o.t0, t01[((size_t)i * n_ops + k) * 2 + 1] = o.t1;
+        }
+    MPI_CHECK(MPI_Allgather(t01.data(), (int)t01.size(), MPI_DOUBLE, all.data(), (int)t01.size(), MPI_DOUBLE, MPI_COMM_WORLD));
+    const bool v = pipe_v_shape(sch.s);
+    std::vector<double> lat;
+    std::vector<std::vector<PipeOp>> ops((size_t)p);
+    for (int r = 0; r < p; r++) ops[(size_t)r] = pipe_schedule(sch.s, p, r, M, sch.chunks);
+    for (int i = 0; i < steps; i++) {
+        std::map<std::tuple<int, int, int, int>, std::pair<double, double>> at;  // (rank, kind, j, chunk): t0, t1
+        for (int r = 0; r < p; r++)
+            for (size_t k = 0; k < n_ops; k++) {
+                const PipeOp& op = ops[(size_t)r][k];
+                const size_t b = (((size_t)r * steps + (size_t)i) * n_ops + k) * 2;
+                at[{r, op.kind, op.microbatch, op.chunk}] = {all[b], all[b + 1]};
+            }
+        for (int r = 0; r < p; r++)
+            for (size_t k = 1; k < n_ops; k++) {
+                const PipeOp& op = ops[(size_t)r][k];
+                if (op.kind == PipeOp::WeightGrad) continue;
+                const int from = pipe_virtual_stage(p, r, op.chunk, v) + (op.kind == PipeOp::Forward ? -1 : 1);
+                if (from < 0 || from >= p * sch.chunks || pipe_rank_of(p, from, v) == r) continue;  // no message
+                const int pr = pipe_rank_of(p, from, v);
+                int pc = 0;
+                while (pipe_virtual_stage(p, pr, pc, v) != from) pc++;
+                const double produced = at[{pr, op.kind, op.microbatch, pc}].second;
+                const PipeOp& prev = ops[(size_t)r][k - 1];
+                if (produced > at[{r, prev.kind, prev.microbatch, prev.chunk}].second)
+                    lat.push_back(at[{r, op.kind, op.microbatch, op.chunk}].first - produced);
+            }
+    }
+    return percentile(lat, 0.5);
+}
+
 // Each measured step against the formulas' model at that step's own op times: a replay (the schedule's order and
 // dependencies, each op as long as it measured, communication free: parallel/pipeline_simulation.h), whose idle
 // share at equal op times is the closed form's (test_formulas). The tolerance: the same replay with every
@@ -121,6 +175,7 @@ const Named kAll[] = {{"afab", PipeSchedule::AFAB, BubbleSchedule::AFAB, 1},
 // above the tolerance).
 struct Check {
     std::vector<double> nearest, least, model_share;
+    std::vector<double> between_ms;  // post-validated: each stage's mean time between its steps (outside the ops)
     double tolerance = 0, closed_share = 0;
 };
 Check check_steps(const Named& sch, int p, int M, int steps, const StageTimeline& t, const PipelineIdle& idle, double L,
@@ -148,8 +203,26 @@ Check check_steps(const Named& sch, int p, int M, int steps, const StageTimeline
             }
         auto d = [&](int i, int r, const PipeOp& op) { return took[(size_t)i][(size_t)r][{op.kind, op.microbatch, op.chunk}]; };
         auto d_late = [&](int i, int r, const PipeOp& op) { return d(i, r, op) + o / 1e3; };
-        const PipeSimulation ideal = pipe_replay_steps(sch.s, p, M, sch.chunks, steps, d);
-        const PipeSimulation late = pipe_replay_steps(sch.s, p, M, sch.chunks, steps, d_late, (L + e) / 1e3);
+        // Between a stage's steps, what it does outside the schedule's ops (the gradient sync, the tied embedding's
+        // sum, the optimizer step, the snapshot, the next step's set-up), as measured: its last op's end to its next
+        // step's ready (model/pipeline_timeline.h). The replay puts it there too; the formula has none.
+        const auto& sums = t.steps();
+        std::vector<double> rl((size_t)steps * 2), rl_all(rl.size() * (size_t)p);
+        for (int i = 0; i < steps; i++) {
+            const StepSpans& st = sums[sums.size() - (size_t)steps + (size_t)i];
+            rl[(size_t)i * 2] = st.ready, rl[(size_t)i * 2 + 1] = st.last;
+        }
+        MPI_CHECK(MPI_Allgather(rl.data(), (int)rl.size(), MPI_DOUBLE, rl_all.data(), (int)rl.size(), MPI_DOUBLE, MPI_COMM_WORLD));
+        auto between = [&](int i, int r) {
+            if (i + 1 >= steps) return 0.0;
+            const double* x = rl_all.data() + (size_t)r * rl.size();
+            return std::max(0.0, (x[(size_t)(i + 1) * 2] - x[(size_t)i * 2 + 1]) / 1e3);
+        };
+        c.between_ms.assign((size_t)p, 0.0);
+        for (int r = 0; r < p; r++)
+            for (int i = 0; i + 1 < steps; i++) c.between_ms[(size_t)r] += between(i, r) / (steps - 1);
+        const PipeSimulation ideal = pipe_replay_steps(sch.s, p, M, sch.chunks, steps, d, 0, between);
+        const PipeSimulation late = pipe_replay_steps(sch.s, p, M, sch.chunks, steps, d_late, (L + e) / 1e3, between);
         for (int i = 0; i + 1 < steps; i++)
             for (int r = 0; r < p; r++) {
                 double busy = 0;
@@ -239,13 +312,15 @@ int main(int argc, char** argv) {
     }
     const int S = 16;
     spec.dropout = 0;
+    // How long the latency's peer holds a message: as long as a stage waits for one (an op or two), at least 3 ms.
+    const double hold_ms = std::max(3.0, 1.5 * std::max(op_times.f_ms, op_times.b_ms + op_times.w_ms));
 
     // The two measured quantities, on a grid of the same shape (the boundary tensor: S·b·C floats, b = 1).
     double L = 0, e = 0;
     {
         spec.cfg = tiny_config(2 * p);
         ModelHarness h(spec, MPI_COMM_WORLD);
-        L = measure_latency_us(h.grid.pp_comm, h.ctx, (size_t)S * h.model.cfg.channels * sizeof(float));
+        L = measure_latency_us(h.grid.pp_comm, h.ctx, (size_t)S * h.model.cfg.channels * sizeof(float), hold_ms);
         e = measure_resolution_us(h.grid.pp_comm, h.ctx);
     }
     // o: what the executor takes between two ops that wait for nothing (posting the exchange, the op's bookkeeping):
@@ -274,7 +349,7 @@ int main(int argc, char** argv) {
     }
     if (rank == 0)
         printf("test_pipeline_bubble: p %d, op times F:B:W = %s ms, %d measured steps, %s; measured: exchange latency L = %.1f us, "
-               "timer resolution e = %.1f us, the executor's gap between ops o = %.1f us (medians)%s%s\n", p, times.c_str(), steps,
+               "timer resolution e = %.1f us, the executor's gap between ops o = %.1f us%s%s\n", p, times.c_str(), steps,
                spec.rules.strict ? "--comm mpi-strict" : "--comm mpi", L, e, o, raised ? "; priority raised (nice -20)" : "",
                expect_stall ? "; negative control: the exchanges of before (whole units)" : "");
 
@@ -300,7 +375,7 @@ int main(int argc, char** argv) {
                 h.model.pipe.op_times = op_times;
                 h.model.pipe.timeline.keep_spans = true;
                 // L again now: the machine's load moves it from minute to minute.
-                L = measure_latency_us(h.grid.pp_comm, h.ctx, (size_t)S * h.model.cfg.channels * sizeof(float));
+                L = measure_latency_us(h.grid.pp_comm, h.ctx, (size_t)S * h.model.cfg.channels * sizeof(float), hold_ms);
                 OptimConfig oc;
                 if (post) {  // steps that overlap: each stage's idle over its own period (model/pipeline_timeline.h)
                     PostValidation pv;
@@ -312,37 +387,29 @@ int main(int argc, char** argv) {
                     post_validation_free(pv);
                     const PipelineIdle idle = pipeline_idle(h.model.pipe.timeline, h.grid.pp_comm, true, 1);
                     const double* T = idle.mean_op_ms;
-                    {
-                        const auto& st = h.model.pipe.timeline.steps();
-                        double gap = 0;
-                        for (size_t i = 1; i + 1 < st.size(); i++) gap += (st[i + 1].first - st[i].last) / (double)(st.size() - 2);
-                        if (getenv("GAPS")) printf("rank %d: mean gap between its steps %.0f us\n", rank, gap);
-                    }
                     double bubble = pipeline_bubble_time_post_validated(sch->b, p, M, T[0], T[1], T[2]);
                     const bool closed = !std::isnan(bubble);
                     const double sync = bubble_idle_share(pipeline_bubble_time(sch->b, p, M, T[0], T[1], T[2]), M, sch->chunks,
                                                           T[0], T[1], T[2]);
-                    const PipeSimulation ideal = pipe_simulate(sch->s, p, M, sch->chunks, T[0], T[1], T[2], true);
-                    const PipeSimulation late = pipe_simulate(sch->s, p, M, sch->chunks, T[0] + o / 1e3, T[1] + o / 1e3,
-                                                              T[2] + o / 1e3, true, (L + e) / 1e3);
-                    if (!closed) bubble = ideal.idle[0];
+                    if (!closed) bubble = pipe_simulate(sch->s, p, M, sch->chunks, T[0], T[1], T[2], true).idle[0];
                     const double want = bubble_idle_share(bubble, M, sch->chunks, T[0], T[1], T[2]);
-                    (void)late;
-                    const Check c = check_steps(*sch, p, M, steps, h.model.pipe.timeline, idle, L, e, o, true);
+                    const double Lw = waited_latency_us(*sch, p, M, steps, h.model.pipe.timeline);
+                    const Check c = check_steps(*sch, p, M, steps, h.model.pipe.timeline, idle, std::max(L, Lw), e, o, true);
                     if (rank == 0)
                         printf("%-11s M %2d%s, post-validated: T_F %.3f T_B %.3f T_W %.3f ms; formula without the end triangle "
-                               "(%s) %.4f (synchronized: %.4f); L %.0f us, tolerance %.4f\n", sch->name, M,
-                               attempt > 1 ? (" (attempt " + std::to_string(attempt) + ")").c_str() : "", T[0], T[1], T[2],
-                               closed ? "closed form" : "simulation", want, sync, L, c.tolerance);
+                               "(%s) %.4f (synchronized: %.4f); L %.0f us (round trips) / %.0f us (the run's waits), tolerance "
+                               "%.4f\n", sch->name, M, attempt > 1 ? (" (attempt " + std::to_string(attempt) + ")").c_str() : "",
+                               T[0], T[1], T[2], closed ? "closed form" : "simulation", want, sync, L, Lw, c.tolerance);
                     int outside = 0;
                     for (const StageIdle& si : idle.stages) {
                         const double diff = c.nearest[(size_t)si.stage];
                         const bool ok = std::fabs(diff) <= c.tolerance;
                         outside += !ok;
                         if (rank == 0)
-                            printf("    stage %d: measured %.4f [%.4f-%.4f over the periods], model %.4f; nearest period %+.4f %s\n",
-                                   si.stage, percentile(si.share, 0.5), si.min_share, si.max_share, c.model_share[(size_t)si.stage],
-                                   diff, ok ? "(within)" : "OUTSIDE the tolerance");
+                            printf("    stage %d: measured %.4f [%.4f-%.4f over the periods], model %.4f (with %.2f ms between "
+                                   "steps); nearest period %+.4f %s\n", si.stage, percentile(si.share, 0.5), si.min_share,
+                                   si.max_share, c.model_share[(size_t)si.stage], c.between_ms[(size_t)si.stage], diff,
+                                   ok ? "(within)" : "OUTSIDE the tolerance");
                     }
                     compared++;
                     if (outside == 0 || attempt == 3) {
@@ -356,13 +423,15 @@ int main(int argc, char** argv) {
                     train_step(h.model, b.inputs.data(), b.targets.data(), M, S, oc, st, 1e-3f, M);
                 }
                 const PipelineIdle idle = pipeline_idle(h.model.pipe.timeline, h.grid.pp_comm, false, 1);
-                const Check c = check_steps(*sch, p, M, steps, h.model.pipe.timeline, idle, L, e, o);
+                const double Lw = waited_latency_us(*sch, p, M, steps, h.model.pipe.timeline);
+                const Check c = check_steps(*sch, p, M, steps, h.model.pipe.timeline, idle, std::max(L, Lw), e, o);
                 if (rank == 0)
                     printf("%-11s M %2d%s: T_F %.3f T_B %.3f T_W %.3f ms (means); closed form's idle share at them %s; "
-                           "L %.0f us, tolerance %.4f\n", sch->name, M, attempt > 1 ? (" (attempt " + std::to_string(attempt) + ")").c_str() : "",
+                           "L %.0f us (round trips) / %.0f us (the run's waits), tolerance %.4f\n", sch->name, M,
+                           attempt > 1 ? (" (attempt " + std::to_string(attempt) + ")").c_str() : "",
                            idle.mean_op_ms[0], idle.mean_op_ms[1], idle.mean_op_ms[2],
                            std::isnan(c.closed_share) ? "(none: ZB-V below M = 2p)" : std::to_string(c.closed_share).c_str(),
-                           L, c.tolerance);
+                           L, Lw, c.tolerance);
                 int outside = 0;
                 for (int r = 0; r < p; r++) {
                     const bool ok = std::fabs(c.nearest[(size_t)r]) <= c.tolerance;
