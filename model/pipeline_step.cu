@@ -2,7 +2,7 @@
 #include "pipeline_step.h"
 
 #include "pipeline_ops.h"
-#include "test_hooks.h"
+#include "../layers/test_hooks.h"
 #include "../layers/trace.h"
 #include "../parallel/zero_bubble_schedule.h"
 
@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <functional>
 
-// Fault injection (tests only, model/test_hooks.h: the trainer's hidden flag --stop-stage-at S:N): pipeline
+// Fault injection (tests only, layers/test_hooks.h: the trainer's hidden flag --stop-stage-at S:N): pipeline
 // stage S stops itself (SIGSTOP) in its N-th step, before its second unit's (or op's) exchange: alive, holding its
 // sockets, answering nothing, as a hung GPU or a swapped-out node would be. The other stages must then stop
 // within --comm-timeout, naming it (test/model/pipeline_peer_stopped.sh).
@@ -161,7 +161,7 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
             pipeline_backward(m, op.microbatch, op.chunk, received);
             if (!zb) in_flight--;
         } else {
-            // A zero-bubble W: no message. Negative control (test only, model/test_hooks.h): micro-batch 0's W
+            // A zero-bubble W: no message. Negative control (test only, layers/test_hooks.h): micro-batch 0's W
             // throws its weight gradients away.
             if (g_test_hooks.drop_first_weight_pass && op.microbatch == 0) m.weight_grads.discard(op.microbatch, op.chunk);
             else pipeline_weight_gradients(m, op.microbatch, op.chunk);

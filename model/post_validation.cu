@@ -4,7 +4,7 @@
 
 #include <cmath>
 #include "pipeline_step.h"
-#include "test_hooks.h"
+#include "../layers/test_hooks.h"
 #include "../layers/trace.h"
 #include "../parallel/data_parallel.h"
 

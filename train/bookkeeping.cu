@@ -13,12 +13,17 @@
 #include "../model/pipeline_step.h"
 #include "../parallel/pipeline_simulation.h"
 #include "../parallel/zero_bubble_schedule.h"
+#include "../model/offload_model.h"
+#include "../model/zero_model.h"
 #include "../parallel/comm.h"
-// Learning rate at `step` (1-based): linear warmup, then constant or cosine decay to min_lr_frac · lr.
+#include "../recompute/other_reports.h"
+// Learning rate at `step` (1-based): linear warmup, then constant or cosine decay to min_lr_frac · lr over
+// steps 1..lr_decay_steps (0: --steps), and min_lr_frac · lr after them.
 float learning_rate(const TrainOptions& o, int step) {
     if (o.warmup > 0 && step <= o.warmup) return o.lr * step / o.warmup;
-    if (o.lr_schedule == "constant" || o.steps <= o.warmup) return o.lr;
-    float progress = (float)(step - o.warmup) / (float)(o.steps - o.warmup);
+    const int decay = o.lr_decay_steps > 0 ? o.lr_decay_steps : o.steps;
+    if (o.lr_schedule == "constant" || decay <= o.warmup) return o.lr;
+    float progress = std::min(1.0f, (float)(step - o.warmup) / (float)(decay - o.warmup));
     float min_lr = o.lr * o.min_lr_frac;
     return min_lr + 0.5f * (o.lr - min_lr) * (1.0f + std::cos((float)M_PI * progress));
 }
@@ -105,35 +110,10 @@ static void report_context_parallel(const Run& run, const Progress& p) {
 }
 
 
-// Pipeline parallelism: the bubble of the schedule's formula (recompute/formulas.h: a closed form where it gives
-// one, else the schedule's dependency simulation, parallel/pipeline_simulation.h) at op times T_F, T_B, T_W, in
-// idle time per stage per step; *how names which. Under post-validation without the end triangle (steps overlap).
-static double schedule_bubble(const Run& run, double tf, double tb, double tw, std::string* how) {
-    const int p = run.grid.pp, M = run.micro_batches;
-    const bool post = run.opt.post_validation;
-    BubbleSchedule bs;
-    parse_bubble_schedule(pipe_schedule_name(run.schedule), &bs);  // the same names
-    const double closed = post ? pipeline_bubble_time_post_validated(bs, p, M, tf, tb, tw) : pipeline_bubble_time(bs, p, M, tf, tb, tw);
-    if (how) *how = std::string(post ? "post-validated " : "") + (std::isnan(closed) ? "simulation" : "closed form");
-    return std::isnan(closed) ? pipe_simulate(run.schedule, p, M, run.chunks, tf, tb, tw, post).idle[0] : closed;
-}
-
-double ideal_bubble_rate(const Run& run, std::string* formula) {
-    const int p = run.grid.pp, M = run.micro_batches;
-    if (!is_zero_bubble(run.schedule)) {
-        *formula = "(p-1)/(m*M)";
-        return pipe_ideal_bubble(p, M, run.chunks);
-    }
-    std::string how;
-    const double bubble = schedule_bubble(run, 1, 1, 1, &how);
-    *formula = "at T_F = T_B = T_W (" + how + ")";
-    return bubble / (3.0 * M * run.chunks);
-}
-
 // After the run: each stage's measured idle share, from the op times the executor recorded on every backend
 // (model/pipeline_timeline.h: on CUDA events on the stream), over the timed steps (the first step left out when
-// there are more), next to the formula's at the run's own mean op times. Collective over each pipeline; rank 0
-// prints its own pipeline's.
+// there are more), next to the formula's at the run's own mean op times (schedule_bubble, train/run.h).
+// Collective over each pipeline; rank 0 prints its own pipeline's.
 static void report_bubble(Run& run) {
     const ProcessGrid& g = run.grid;
     if (g.pp == 1) return;
@@ -145,7 +125,7 @@ static void report_bubble(Run& run) {
     std::string formula, how;
     const double b = ideal_bubble_rate(run, &formula);
     const double tf = idle.mean_op_ms[0], tb = idle.mean_op_ms[1], tw = idle.mean_op_ms[2];
-    const double bubble = schedule_bubble(run, tf, tb, tw, &how);
+    const double bubble = schedule_bubble(run, run.micro_batches, tf, tb, tw, &how);
     const double share = bubble_idle_share(bubble, run.micro_batches, run.chunks, tf, tb, tw);
     LOG0("pipeline bubble (%s, p %d, m %d, M %d): ideal %s = %.3f of the ideal time, an idle share %.3f of the step\n",
          pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches, formula.c_str(), b, b / (1 + b));
@@ -189,13 +169,14 @@ static void report_memory(Run& run, int step) {
     if (!run.alloc->has_peak_snapshot()) mm_fatal("--memory-report: the step marked no peak (ActivationAllocator::mark_peak)");
     // What the stage holds at its schedule's peak (model/pipeline_step.h).
     const PipelineStage& st = run.model.stage;
-    MemoryReport r = build_memory_report(run.alloc->peak_snapshot(), run.shape, pipeline_in_flight(run.model, run.micro_batches));
+    // (Offloading: the device keeps what was not moved to the host, model/offload_model.h.)
+    MemoryReport r = build_memory_report(run.alloc->peak_snapshot(), run.shape,
+                                         offload_resident(run.model, run.micro_batches, pipeline_in_flight(run.model, run.micro_batches)));
     r.pp = st.pp;
     r.pp_rank = st.rank;
     r.microbatches = run.micro_batches;
     r.schedule = pipe_schedule_name(run.schedule);
-    add_model_state(r, run.model.state_memory, model_state_formula(run.model.n_params, weight_ranks(run.grid), run.model.zero.on,
-                                                                   run.dtype != DType::F32));  // recompute/model_state_memory.h
+    add_model_state(r, run.model.state_memory, gpt_model_state_formula(run.model));  // recompute/model_state_memory.h
     r.device_used_bytes = run.alloc->peak_snapshot_device_used_bytes();  // the GPU's memory in use at the peak (-1: none)
     const double w_inputs = weight_input_bytes(run.alloc->peak_snapshot());
     run.alloc->keep_peak_snapshot(false);
@@ -204,6 +185,8 @@ static void report_memory(Run& run, int step) {
     FILE* f = open_memstream(&text, &len);
     print_memory_report(f, r);
     print_weight_inputs(f, run, r, w_inputs);
+    print_zero_report(f, run.model, run.micro_batches);  // ZeRO-1/2/3's buffers and bytes (model/zero_model.h)
+    print_offload_report(f, run.model, run.micro_batches, run.shape);  // host bytes, copies (model/offload_model.h)
     fclose(f);
     const std::string memory_text = text;
     free(text);
@@ -519,6 +502,8 @@ void finish_run(Run& run, Progress& p) {
     report_context_parallel(run, p);
     const std::string dp_line = distributed_optimizer_comm_line(run.model);  // parallel/distributed_optimizer.h
     if (!dp_line.empty()) LOG0("%s\n", dp_line.c_str());
+    const std::string zero_line = zero_comm_line(run.model.sharded);  // parallel/zero_sharding.h
+    if (!zero_line.empty()) LOG0("%s\n", zero_line.c_str());
     if (p.op_times.steps > 0) LOG0("%s", op_times_table(p.op_times).c_str());
     LOG0("%s\n", summary_line(run, p, total).c_str());
 }

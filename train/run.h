@@ -90,5 +90,14 @@ void resume_or_start(Run& run);
 void open_log(Run& run);
 // What runs: the model, the layout, the batch, and the activation memory the paper's formulas predict.
 void print_startup(const Run& run);
+// The schedule's ideal bubble rate (idle over busy time; every op of a chunk equally long, communication free)
+// and its formula, for the log: (p-1)/(m*M) for AFAB, 1F1B and interleaved (pipe_ideal_bubble); under a
+// zero-bubble schedule the formula's at T_F = T_B = T_W (schedule_bubble).
+double ideal_bubble_rate(const Run& run, std::string* formula);
+// The bubble of the schedule's formula at M micro-batches and op times T_F, T_B, T_W, in idle time per stage per
+// step: recompute/formulas.h's closed form where it gives one, else the schedule's dependency simulation
+// (parallel/pipeline_simulation.h); under post-validation without the end triangle (steps overlap). *how names
+// which.
+double schedule_bubble(const Run& run, int M, double tf, double tb, double tw, std::string* how);
 // Free what the set-up made, in reverse order (the allocator goes with `run`, after MPI_Finalize).
 void free_run(Run& run);

@@ -30,7 +30,7 @@
 // difference is what that does to the schedule itself: the replay with those delays, less the replay without (as
 // a share of the step), plus 2e over the step for the window's two ends. A stall of the executor (an op that
 // waits for something it does not need) costs whole op times, far above that: --expect-stall runs ZB-H2 with the
-// exchanges of before (each waiting for its sends too, model/test_hooks.h's blocking_p2p), and passes only when
+// exchanges of before (each waiting for its sends too, layers/test_hooks.h's blocking_p2p), and passes only when
 // the first stage is then beyond the tolerance in every step. --post-validation: post-validated steps, each
 // stage's period between its steps against the steps replayed without a synchronization between them, each
 // stage's own work between its steps (the gradient sync, the tied embedding's sum, the optimizer step and its

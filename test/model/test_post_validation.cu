@@ -6,7 +6,7 @@
 //
 // Three runs of N steps each, every one twice on the same layout and batches, synchronously (train_step) and
 // post-validated (post_validated_step, then post_validation_settle): with no fault and a clip that never triggers;
-// with the NaN injection at step 3 (model/test_hooks.h: the synchronous step skips its update, the post-validated
+// with the NaN injection at step 3 (layers/test_hooks.h: the synchronous step skips its update, the post-validated
 // one rolls it back); with a clip threshold below most steps' norms (the synchronous step clips, the
 // post-validated one rolls back and redoes the update with the clip's scale). For each: every step's loss, norm
 // and verdict equal, the gathered weights and moments after the last step bitwise equal, and the rollbacks

@@ -101,19 +101,21 @@ function(emu_sources out dirs)
 endfunction()
 
 # The fragments' own add_library/add_executable calls on .cu files (tools/calculator.cmake's chart) go through
-# the transform too.
+# the transform too. The emulator's headers come before the sources' own folders, so that a .cu file's
+# #include "mma.cuh" finds test/emulator/include/mma.cuh, not layers/mma.cuh (the one header of the project that
+# the emulated build replaces).
 function(add_library name)
   emu_sources(srcs dirs ${ARGN})
   _add_library(${name} ${srcs})
   if(dirs)
-    target_include_directories(${name} PRIVATE ${dirs})
+    target_include_directories(${name} PRIVATE ${EMU_INCLUDES} ${dirs})
   endif()
 endfunction()
 function(add_executable name)
   emu_sources(srcs dirs ${ARGN})
   _add_executable(${name} ${srcs})
   if(dirs)
-    target_include_directories(${name} PRIVATE ${dirs})
+    target_include_directories(${name} PRIVATE ${EMU_INCLUDES} ${dirs})
   endif()
 endfunction()
 

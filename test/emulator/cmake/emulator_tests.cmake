@@ -48,7 +48,7 @@ target_include_directories(mm_flash_attention_key_bound_bug PRIVATE ${EMU_FLASH_
 target_compile_definitions(mm_flash_attention_key_bound_bug PRIVATE MM_FLASH_KEY_BOUND_BUG=1)
 target_link_libraries(mm_flash_attention_key_bound_bug PUBLIC mm_deps)
 mm_executable(test_flash_attention_key_bound_bug SOURCES test/layers/test_flash_attention.cu
-              MODULES flash_attention_key_bound_bug attention matmul runtime)
+              MODULES flash_attention_key_bound_bug flash_attention_tc attention matmul runtime)
 emu_test(emu_flash_partial_tile_off_by_one_fails ${EMU_EXPECT_SLOW}
          "FAIL .*test_flash_attention.cu:[0-9]+: norm_rel_err\\(gpu.o, cpu.o\\) < tol: flash"
          $<TARGET_FILE:test_flash_attention_key_bound_bug> --gpu)
