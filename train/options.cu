@@ -431,6 +431,10 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
     PipeOpTimes times;
     if (!o.pipeline_op_times.empty() && !parse_pipe_op_times(o.pipeline_op_times, &times).empty())
         bad(print, parse_pipe_op_times(o.pipeline_op_times, &times));
+    if (o.pipeline_schedule == "zb-v" && o.zero_stage >= 2)
+        bad(print, "--pipeline-schedule zb-v with --zero " + std::to_string(o.zero_stage) + ": ZeRO-2/3's per-unit gathers and "
+                   "reduce-scatters are not ordered for the V placement (one rank holds both ends) yet; use --zero 1 "
+                   "(--use-distributed-optimizer) or another schedule");
     if (o.post_validation && o.zero_stage >= 2)
         bad(print, "--optimizer-post-validation with --zero " + std::to_string(o.zero_stage) + ": its rollback restores whole "
                    "optimizer states and gradients, which ZeRO-2/3 keep in per-unit shards and buckets; use --zero 1 "
