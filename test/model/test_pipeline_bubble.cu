@@ -13,13 +13,14 @@
 // formula's model at that step's own op times: a replay of the schedule, communication free
 // (parallel/pipeline_simulation.h; at equal op times the closed forms of recompute/formulas.h, test_formulas). The
 // closed form at the run's mean op times is printed beside it (where formulas.h gives one: not ZB-V below M = 2P).
-// The step nearest its model must be within the tolerance; up to three attempts (the machine's noise hits some
+// The step nearest its model must be within the tolerance; up to five attempts (the machine's noise hits some
 // steps and some attempts, a stall of the executor every step of every attempt).
 //
 // The tolerance, from quantities measured in this run:
 //  - the exchange latency L: half the round trip of one boundary tensor between neighbouring stages through the
 //    executor's exchanges, the answer held as long as a stage waits for one (synchronous sends, as the strict
-//    rules; the median of 20 round trips per pair, the worst pair; again before each schedule and M), or, where
+//    rules; the median of 20 round trips per pair, the worst pair; again before each schedule and M, the least of
+//    up to three where one is above twice the first: a burst of load loosens it for that check only), or, where
 //    larger (as it is on this machine: about 1.5 times), the median of the run's own waits for messages (the
 //    producer's end to the consumer's start: the executor's path around a message, which the round trips
 //    measure only in part); medians, so that a rank descheduled once does not set it;
@@ -316,11 +317,11 @@ int main(int argc, char** argv) {
     const double hold_ms = std::max(3.0, 1.5 * std::max(op_times.f_ms, op_times.b_ms + op_times.w_ms));
 
     // The two measured quantities, on a grid of the same shape (the boundary tensor: S·b·C floats, b = 1).
-    double L = 0, e = 0;
+    double L = 0, e = 0, L_start = 0;
     {
         spec.cfg = tiny_config(2 * p);
         ModelHarness h(spec, MPI_COMM_WORLD);
-        L = measure_latency_us(h.grid.pp_comm, h.ctx, (size_t)S * h.model.cfg.channels * sizeof(float), hold_ms);
+        L_start = L = measure_latency_us(h.grid.pp_comm, h.ctx, (size_t)S * h.model.cfg.channels * sizeof(float), hold_ms);
         e = measure_resolution_us(h.grid.pp_comm, h.ctx);
     }
     // o: what the executor takes between two ops that wait for nothing (posting the exchange, the op's bookkeeping):
@@ -368,14 +369,20 @@ int main(int argc, char** argv) {
             spec.schedule = sch->s;
             spec.chunks = sch->chunks;
             spec.cfg = tiny_config(p * sch->chunks);
-            // Up to three attempts: the machine's noise (a rank descheduled) hits some steps and some attempts; a
-            // stall of the executor hits every step of every attempt.
-            for (int attempt = 1; attempt <= (expect_stall ? 1 : 3); attempt++) {
+            // Up to five attempts: the machine's noise (a rank descheduled, other work on the cores) hits some steps
+            // and some attempts; a stall of the executor hits every step of every attempt.
+            const int attempts = expect_stall ? 1 : 5;
+            for (int attempt = 1; attempt <= attempts; attempt++) {
                 ModelHarness h(spec, MPI_COMM_WORLD);
                 h.model.pipe.op_times = op_times;
                 h.model.pipe.timeline.keep_spans = true;
-                // L again now: the machine's load moves it from minute to minute.
-                L = measure_latency_us(h.grid.pp_comm, h.ctx, (size_t)S * h.model.cfg.channels * sizeof(float), hold_ms);
+                // L again now: the machine's load moves it from minute to minute. Above twice the first measure, up to
+                // two more and the least: a burst of load during these 20 round trips alone would loosen the tolerance
+                // enough to hide a stall (seen: 631 and 789 us against 80, a tolerance of 0.09-0.10).
+                const size_t bytes = (size_t)S * h.model.cfg.channels * sizeof(float);
+                L = measure_latency_us(h.grid.pp_comm, h.ctx, bytes, hold_ms);
+                for (int again = 0; again < 2 && L > 2 * L_start; again++)
+                    L = std::min(L, measure_latency_us(h.grid.pp_comm, h.ctx, bytes, hold_ms));
                 OptimConfig oc;
                 if (post) {  // steps that overlap: each stage's idle over its own period (model/pipeline_timeline.h)
                     PostValidation pv;
@@ -412,7 +419,7 @@ int main(int argc, char** argv) {
                                    ok ? "(within)" : "OUTSIDE the tolerance");
                     }
                     compared++;
-                    if (outside == 0 || attempt == 3) {
+                    if (outside == 0 || attempt == attempts) {
                         if (rank == 0) CHECK(outside == 0, "%s M %d post-validated: %d stage(s) outside", sch->name, M, outside);
                         break;
                     }
@@ -444,9 +451,9 @@ int main(int argc, char** argv) {
                                ok ? "(within)" : "OUTSIDE the tolerance");
                 }
                 compared++;
-                if (expect_stall || outside == 0 || attempt == 3) {
+                if (expect_stall || outside == 0 || attempt == attempts) {
                     if (!expect_stall && rank == 0)
-                        CHECK(outside == 0, "%s M %d: %d stage(s) outside the tolerance in 3 attempts", sch->name, M, outside);
+                        CHECK(outside == 0, "%s M %d: %d stage(s) outside the tolerance in %d attempts", sch->name, M, outside, attempts);
                     break;
                 }
             }
