@@ -42,9 +42,9 @@ int main(int argc, char** argv) {
         next_batch_or_stop(run.train);                  // data/dataloader.cu
         const float lr = learning_rate(opt, step);      // warmup, then constant or cosine
         begin_step(run, p, step);                       // counters, clocks, the memory report's snapshot
-        // One optimizer step (model/train_step.cu): forward, backward, gradient sync, clipping, AdamW.
-        const StepStats st = train_step(run.model, run.train.inputs.data(), run.train.targets.data(), run.train.B_local,
-                                        opt.seq, run.optim, step, lr, run.micro_batches);
+        // One optimizer step (model/train_step.cu): forward, backward, gradient sync, clipping, AdamW (with
+        // --optimizer-post-validation validated a step later: model/post_validation.cu).
+        const StepStats st = take_step(run, step, lr);
         end_step(run, p, step, st);                     // its time and counters; --memory-report after the first
         apply_nan_policy(run, p, step, st);             // a non-finite step: stop, or skip (--skip-bad-steps)
         log_step(run, p, step, st, lr);                 // the step line, the --log record

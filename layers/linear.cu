@@ -9,7 +9,6 @@
 // In Megatron's tensor parallelism the column-parallel (QKV, fc1) and row-parallel (projection, fc2) layers
 // call exactly these on their weight shards; the communication around them lives in parallel/.
 #include "linear.h"
-#include "weight_grad_queue.h"
 
 #include "linear_lt.h"
 #include "matmul.h"
@@ -339,11 +338,9 @@ void linear_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor 
                      int N, int IC, int OC, bool accumulate_din, GradWrite grads) {
     if (dout.n != (int64_t)N * OC) mm_fatal("linear_backward: dout has %lld elements, expected N*OC=%lld",
                                             (long long)dout.n, (long long)N * OC);
-    if (!dweight.empty() && ctx.deferred_weight_grads && ctx.deferred_weight_grads->deferring()) {
-        // A zero-bubble schedule's B: dW and db wait for its W (layers/weight_grad_queue.h).
-        ctx.deferred_weight_grads->defer(ctx, dweight, dbias, dout, in, N, IC, OC, grads);
+    // A zero-bubble schedule's B: dW and db wait for its W (WeightGradSink, linear.h).
+    if (!dweight.empty() && ctx.weight_grad_sink && ctx.weight_grad_sink->defer(ctx, dweight, dbias, dout, in, N, IC, OC, grads))
         dweight = dbias = Tensor();
-    }
     // Matmul FLOPs: one N×IC×OC GEMM for din, one for dweight (each skipped when its output is empty).
     const int gemms = (din.empty() ? 0 : 1) + (dweight.empty() ? 0 : 1);
     OpScope scope(ctx, "linear_backward", gemms * 2.0 * N * (double)IC * OC);

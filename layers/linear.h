@@ -11,6 +11,7 @@ void linear_forward(Ctx& ctx, Tensor out, Tensor in, Tensor weight, Tensor bias,
 // din = dout · weight (or din += when accumulate_din), dweight += doutᵀ · in (f32 [OC×IC]),
 // dbias += column sums of dout (f32 [OC]); with GradWrite::Overwrite, dweight = and dbias = (runtime.h).
 // Any of din, dweight, dbias may be empty (skipped). dout, in, weight, din: activation dtype.
+// While ctx.weight_grad_sink is set (a zero-bubble schedule's B), dweight and dbias go to the sink instead.
 void linear_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor dout, Tensor in,
                      Tensor weight, int N, int IC, int OC, bool accumulate_din = false,
                      GradWrite grads = GradWrite::Accumulate);
@@ -18,6 +19,17 @@ void linear_backward(Ctx& ctx, Tensor din, Tensor dweight, Tensor dbias, Tensor 
 // dbias[C] += (or = with GradWrite::Overwrite) the sum over the N rows of dout[N×C] (f32 accumulation,
 // deterministic order).
 void bias_backward(Ctx& ctx, Tensor dbias, Tensor dout, int N, int C, GradWrite grads = GradWrite::Accumulate);
+
+// Where a zero-bubble schedule's B puts the weight gradients off to its W (layers/weight_grad_queue.h implements
+// it; this interface keeps the layer from knowing the queue, so the queue may call linear_backward back).
+struct WeightGradSink {
+    // Take dweight += doutᵀ·in and dbias += Σ dout for later (false: compute them now, as without a sink).
+    virtual bool defer(Ctx& ctx, Tensor dweight, Tensor dbias, Tensor dout, Tensor in, int N, int IC, int OC,
+                       GradWrite grads) = 0;
+
+protected:
+    ~WeightGradSink() = default;
+};
 
 // Which GPU forward runs for a call with a bias. FusedBias: one cuBLASLt GEMM with the bias in its epilogue
 // (same input and output dtype, a 16-byte aligned bias, and only when cuBLASLt offers a kernel for the shape:

@@ -55,8 +55,8 @@ struct Ctx {
     // Device scratch for deterministic reductions (per-block partial sums); grown on demand, never shrunk.
     void* scratch = nullptr;
     size_t scratch_bytes = 0;
-    // Set while a zero-bubble schedule's B runs: linear_backward hands dW and db to it (layers/weight_grad_queue.h).
-    class WeightGradQueue* deferred_weight_grads = nullptr;
+    // Set while a zero-bubble schedule's B runs: linear_backward hands dW and db to it (WeightGradSink, layers/linear.h).
+    struct WeightGradSink* weight_grad_sink = nullptr;
 };
 
 // Create a context on `device`; for CUDA, selects `cuda_device` and creates streams and handles.

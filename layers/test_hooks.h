@@ -25,6 +25,10 @@ struct TestHooks {
     // under NCCL's rules (--comm mpi-strict) it deadlocks and the timeout names who waits for what
     // (test_equivalence's --ungrouped-p2p).
     bool ungrouped_p2p = false;
+    // Negative control: the pipeline's exchanges as they were before the posted ones (model/pipeline_step.cu:
+    // whole units, each exchange waiting for its sends too), to show that the synthetic-time bubble test then
+    // finds ZB-H2's first stage stalled (test_pipeline_bubble --expect-stall).
+    bool blocking_p2p = false;
     // Fault injection: pipeline stage stop_stage stops itself (SIGSTOP) in its stop_stage_at_step-th step
     // (model/pipeline_step.cu), to show that the other stages stop within --comm-timeout, naming it (the
     // trainer's hidden flag --stop-stage-at S:N; test/model/pipeline_peer_stopped.sh). -1: never.
@@ -33,7 +37,7 @@ struct TestHooks {
     // (parallel/context_parallel.cu), to show that the emulated GPU then fails the CP equivalence.
     bool skip_cp_ring_wait = false;
     // Negative control: under a zero-bubble schedule, micro-batch 0's W pass throws its put-off weight gradients
-    // away (model/gpt.cu), to show that the equivalence then fails (test_equivalence_pp2_zbh1_without_w).
+    // away (model/pipeline_step.cu), to show that the equivalence then fails (test_equivalence_pp2_zbh1_without_w).
     bool drop_first_weight_pass = false;
     // Negative control: activation offloading's copy stream does not wait for the layer's forward before it
     // copies the saved tensors out (recompute/activation_offload.cu), to show that the emulated GPU then

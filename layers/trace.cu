@@ -28,6 +28,7 @@ struct Event {
     double ts, dur;    // this rank's clock, µs
     std::string args;  // the inside of a JSON object, or ""
     uint64_t id;       // flows
+    int ev0 = -1, ev1 = -1;  // device events for ts and ts + dur (resolved at trace_stop), or -1
 };
 // One offset measurement of this rank's clock against rank 0's: offset = t_here - t_rank0, within
 // `uncertainty`, sampled at rank 0's time `at`.
@@ -43,6 +44,8 @@ struct State {
     std::vector<Offset> all_start, all_stop; // rank 0: every rank's
     double origin = 0;                       // rank 0's clock at trace_start
     const Ctx* ctx = nullptr;
+    std::vector<cudaEvent_t> device_events;  // recorded by trace_point, reused from one recording to none after
+    size_t device_used = 0;
     const char* label = nullptr;
     std::vector<std::pair<const void*, std::string>> groups;
 };
@@ -86,10 +89,67 @@ std::string trace_json_string(const std::string& s) {
 // ---- the device, the groups' names, the labels --------------------------------------------------------------
 void trace_sync_context(const Ctx* ctx) { g.ctx = ctx; }
 
-void trace_sync_device() {
-    if (!g.ctx || g.ctx->device != Device::CUDA) return;
+static bool on_device() { return g.ctx && g.ctx->device == Device::CUDA; }
+cudaStream_t trace_compute_stream() { return on_device() ? g.ctx->stream : nullptr; }
+TraceThread trace_host_thread() { return on_device() ? TraceThread::Host : TraceThread::Comm; }
+cudaStream_t trace_comm_stream() { return on_device() ? g.ctx->comm_stream : nullptr; }
+
+TracePoint trace_point(cudaStream_t stream) {
+    TracePoint p;
+    if (!on_device() || !stream) {
+        p.host_us = trace_now_us();
+        return p;
+    }
+    if (g.device_used == g.device_events.size()) {
+        cudaEvent_t e;
+        CUDA_CHECK(cudaEventCreate(&e));
+        g.device_events.push_back(e);
+    }
+    p.event = (int)g.device_used++;
+    CUDA_CHECK(cudaEventRecord(g.device_events[(size_t)p.event], stream));
+    return p;
+}
+
+void trace_event_between(TraceThread thread, const char* cat, const std::string& name, TracePoint t0, TracePoint t1,
+                         const std::string& args_json) {
+    if (!trace_recording()) return;
+    Event e{'X', (int)thread, cat, name, t0.host_us, std::max(0.0, t1.host_us - t0.host_us), args_json, 0};
+    e.ev0 = t0.event, e.ev1 = t1.event;
+    g.events.push_back(e);
+}
+
+void trace_flow_at(char phase, uint64_t id, TraceThread thread, TracePoint at, const std::string& args_json) {
+    if (!trace_recording()) return;
+    trace_flow(phase, id, thread, at.host_us, args_json);
+    g.events.back().ev0 = at.event;
+}
+
+// The device events into the host's clock: after the device has done everything (one synchronization, outside
+// the recorded steps), an anchor event recorded on the compute stream fires at once; the host's clock then is
+// its time, and every event is that less its distance to the anchor (cudaEventElapsedTime, any stream).
+static void resolve_device_events() {
+    if (g.device_used == 0 || !on_device()) return;
     CUDA_CHECK(cudaStreamSynchronize(g.ctx->stream));
     if (g.ctx->comm_stream) CUDA_CHECK(cudaStreamSynchronize(g.ctx->comm_stream));
+    cudaEvent_t anchor;
+    CUDA_CHECK(cudaEventCreate(&anchor));
+    CUDA_CHECK(cudaEventRecord(anchor, g.ctx->stream));
+    CUDA_CHECK(cudaEventSynchronize(anchor));
+    const double now = trace_now_us();
+    auto at = [&](int ev) {
+        float ms = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&ms, g.device_events[(size_t)ev], anchor));
+        return now - 1e3 * (double)ms;
+    };
+    for (Event& e : g.events) {
+        if (e.ev0 < 0 && e.ev1 < 0) continue;
+        const double t0 = e.ev0 >= 0 ? at(e.ev0) : e.ts, t1 = e.ev1 >= 0 ? at(e.ev1) : e.ts + e.dur;
+        e.ts = t0, e.dur = std::max(0.0, t1 - t0), e.ev0 = e.ev1 = -1;
+    }
+    CUDA_CHECK(cudaEventDestroy(anchor));
+    for (cudaEvent_t ev : g.device_events) CUDA_CHECK(cudaEventDestroy(ev));
+    g.device_events.clear();
+    g.device_used = 0;
 }
 
 void trace_name_group(const void* group, const std::string& name) {
@@ -125,8 +185,7 @@ TraceScope::TraceScope(TraceThread thread, const char* cat, std::string name, st
     cat_ = cat;
     name_ = std::move(name);
     args_ = std::move(args_json);
-    trace_sync_device();
-    t0_ = trace_now_us();
+    t0_ = trace_point(trace_compute_stream());
 }
 
 void TraceScope::add_args(const std::string& args_json) {
@@ -136,10 +195,12 @@ void TraceScope::add_args(const std::string& args_json) {
 
 TraceScope::~TraceScope() {
     if (!on_) return;
-    trace_sync_device();
-    const double t1 = trace_now_us();
+    if (g.stopped && t0_.event >= 0) return;  // recording stopped inside the span: its device start is gone
+    const TracePoint t1 = trace_point(trace_compute_stream());
     // Recorded even if recording stopped inside the span: it began in the window.
-    g.events.push_back(Event{'X', (int)thread_, cat_, std::move(name_), t0_, t1 - t0_, std::move(args_), 0});
+    Event e{'X', (int)thread_, cat_, std::move(name_), t0_.host_us, std::max(0.0, t1.host_us - t0_.host_us), std::move(args_), 0};
+    e.ev0 = t0_.event, e.ev1 = t1.event;
+    g.events.push_back(std::move(e));
 }
 
 // ---- the clock offsets -----------------------------------------------------------------------------------------
@@ -154,9 +215,22 @@ static void measure_offsets(MPI_Comm world, Offset* mine, std::vector<Offset>* a
     int rank = 0, size = 1;
     MPI_CHECK(MPI_Comm_rank(world, &rank));
     MPI_CHECK(MPI_Comm_size(world, &size));
+    // Ranks on one node read one clock (std::chrono::steady_clock is the system's monotonic clock): their offset
+    // is 0, exactly. A ping-pong on a loaded node would only add its own error (milliseconds when a rank waits
+    // for a core), so it is measured only when the group spans nodes.
+    MPI_Comm node;
+    MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+    int on_node = 0, one_node = 0;
+    MPI_CHECK(MPI_Comm_size(node, &on_node));
+    MPI_CHECK(MPI_Comm_free(&node));
+    one_node = on_node == size;
+    MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &one_node, 1, MPI_INT, MPI_LAND, world));
     MPI_CHECK(MPI_Barrier(world));
     std::vector<double> flat((size_t)size * 3, 0.0);  // offset, uncertainty, at
-    if (rank == 0) {
+    if (one_node) {
+        const double now = rank == 0 ? trace_now_us() : 0;
+        for (int r = 0; r < size; r++) flat[(size_t)r * 3 + 2] = now;
+    } else if (rank == 0) {
         for (int r = 1; r < size; r++) {
             double best = INFINITY;
             for (int k = 0; k < kRounds; k++) {
@@ -173,7 +247,7 @@ static void measure_offsets(MPI_Comm world, Offset* mine, std::vector<Offset>* a
             }
         }
         flat[2] = trace_now_us();  // rank 0 against itself: offset 0, exactly
-    } else {
+    } else if (!one_node) {
         for (int k = 0; k < kRounds; k++) {
             double t0 = 0;
             MPI_CHECK(MPI_Recv(&t0, 1, MPI_DOUBLE, 0, kTagPing, world, MPI_STATUS_IGNORE));
@@ -188,6 +262,14 @@ static void measure_offsets(MPI_Comm world, Offset* mine, std::vector<Offset>* a
         all->resize((size_t)size);
         for (int r = 0; r < size; r++) (*all)[(size_t)r] = Offset{flat[(size_t)r * 3], flat[(size_t)r * 3 + 1], flat[(size_t)r * 3 + 2]};
     }
+}
+
+double clock_offset_to_rank0(MPI_Comm comm, double* uncertainty_us) {
+    Offset mine;
+    std::vector<Offset> all;
+    measure_offsets(comm, &mine, &all);
+    if (uncertainty_us) *uncertainty_us = mine.uncertainty;
+    return mine.offset;
 }
 
 // ---- the recording window ----------------------------------------------------------------------------------------
@@ -210,6 +292,7 @@ void trace_start(MPI_Comm world) {
 void trace_stop(MPI_Comm world) {
     if (!g.started || g.stopped) return;
     trace_detail::recording = false;
+    resolve_device_events();
     measure_offsets(world, &g.stop, &g.all_stop);
     g.stopped = true;
 }
@@ -244,6 +327,9 @@ static std::string serialize_rank(int pid) {
     meta(1, "thread_name", "\"name\":\"communication\"");
     meta(0, "thread_sort_index", "\"sort_index\":0");
     meta(1, "thread_sort_index", "\"sort_index\":1");
+    bool host_row = false;
+    for (const Event& e : g.events) host_row = host_row || e.tid == (int)TraceThread::Host;
+    if (host_row) meta(2, "thread_name", "\"name\":\"host communication\""), meta(2, "thread_sort_index", "\"sort_index\":2");
     for (const Event& e : g.events) {
         snprintf(b, sizeof b, "{\"ph\":\"%c\",\"pid\":%d,\"tid\":%d,\"cat\":\"%s\",\"ts\":%.3f", e.ph, pid, e.tid, e.cat,
                  to_rank0(e.ts));

@@ -7,27 +7,34 @@
 // from a point-to-point send to its receive. At the end rank 0 gathers every rank's events, shifted to its
 // own clock, into one document (trace_gather_json; train/bookkeeping.cu writes it).
 //
-// What a span means. On the CPU every op is synchronous, so [start, end) is the op. On a GPU the host runs
-// ahead of the device; while recording, a TraceScope therefore synchronizes the device context given to
-// trace_sync_context at its start and at its end, so that its end means the work ended (the communicators'
-// hooks do the same around an exchange or a collective). Recording thus serialises host and device: no
-// overlap of the host's launches with the GPU's work, nor of the communication stream with compute. A
-// recorded step on a GPU is slower than the others; it shows where the time goes, not how well it overlaps.
+// What a span means. On the CPU every op is synchronous, so [start, end) is the op, on the host's clock. On a
+// GPU the host only queues the work: a span there is two points on a stream (TracePoint: an event recorded on
+// the stream, the host never waits for it), the start when the stream reaches the work queued first in the
+// span, the end when it has done the last; the events are turned into the host's clock when recording stops
+// (trace_stop: against an anchor event, after one synchronization). The compute spans are on the device
+// context's stream (trace_sync_context), an exchange or a collective on the stream it runs on (ctx.stream, or
+// comm_stream for exchange_start and the overlapped all-gather): recording changes neither the order nor the
+// overlap of the streams, so a W that runs while an exchange is in flight on the other stream shows as
+// overlapping it (verified on the emulated device: test/train/trace_gpu_check.py).
 //
 // Cost when not recording: trace_recording() is one test of a flag; TraceScope tests it and stores nothing.
 // The caller's arguments are still built (a short std::string such as "F3.0" fits in its own bytes, no
 // allocation); where building them would cost, test trace_recording() first.
 //
-// A leaf module: it includes layers/runtime.h only (the device synchronization), and MPI for the clocks and
-// the gather; nothing of the model or of the communicators.
+// A leaf module: it includes layers/runtime.h only (streams and events), and MPI for the clocks and the gather;
+// nothing of the model or of the communicators.
 #pragma once
 #include <mpi.h>
 #include <cstdint>
 #include <string>
+#include "runtime.h"  // cudaStream_t
 
-struct Ctx;
-
-enum class TraceThread : int { Compute = 0, Comm = 1 };
+// Compute: the schedule's ops (the compute stream on a GPU); Comm: exchanges and collectives (on a GPU, timed on
+// the streams they run on); Host: on a GPU, what the host does with the communicators on its own clock (the step's
+// host scalars, posting an exchange) — on the CPU that is the Comm row, where everything is the host's.
+enum class TraceThread : int { Compute = 0, Comm = 1, Host = 2 };
+// The row of a host-side communication event: Host on a CUDA context, Comm otherwise.
+TraceThread trace_host_thread();
 
 namespace trace_detail {
 inline bool recording = false;  // between trace_start and trace_stop
@@ -44,11 +51,26 @@ void trace_event(TraceThread thread, const char* cat, const std::string& name, d
 // A flow event from a send to its receive: phase 's' on the sender, 'f' on the receiver, the same id on both;
 // each binds to the event that encloses ts on its thread (the exchange). args_json as for trace_event.
 void trace_flow(char phase, uint64_t id, TraceThread thread, double ts_us, const std::string& args_json = "");
+
+// A moment on a stream: on a CUDA context (trace_sync_context) with a stream given, an event recorded on that
+// stream now, its time read when recording stops; otherwise (no stream, a CPU context) the host's clock now.
+struct TracePoint {
+    double host_us = 0;
+    int event = -1;  // index of a recorded device event, or -1
+};
+TracePoint trace_point(cudaStream_t stream);
+// A complete event between two points (recorded only while recording), and a flow event at a point.
+void trace_event_between(TraceThread thread, const char* cat, const std::string& name, TracePoint t0, TracePoint t1,
+                         const std::string& args_json = "");
+void trace_flow_at(char phase, uint64_t id, TraceThread thread, TracePoint at, const std::string& args_json = "");
+// The device context's streams: compute (ctx.stream) and communication (comm_stream); nullptr on the CPU.
+cudaStream_t trace_compute_stream();
+cudaStream_t trace_comm_stream();
 // An instant event ("ph":"i") on the compute thread: the start of a recorded step.
 void trace_instant(const std::string& name, double ts_us, const std::string& args_json = "");
 
 // RAII: records [construction, destruction) as one event when recording; no-op (no allocation) otherwise.
-// With a device context (trace_sync_context) it synchronizes the device at both ends while recording.
+// With a CUDA device context (trace_sync_context) its two ends are points on the context's stream.
 struct TraceScope {
     TraceScope(TraceThread thread, const char* cat, std::string name, std::string args_json = "");
     ~TraceScope();
@@ -62,7 +84,7 @@ private:
     TraceThread thread_ = TraceThread::Compute;
     const char* cat_ = "";
     std::string name_, args_;
-    double t0_ = 0;
+    TracePoint t0_;
 };
 
 // A few words on what the collectives issued while it lives are for ("the gradients' shards"), appended to
@@ -80,12 +102,9 @@ private:
 };
 const char* trace_label();  // the innermost TraceLabel's words, or nullptr
 
-// The device context whose streams the spans synchronize while recording (nullptr, the default, or a CPU
-// context: none). It must outlive the recording.
+// The device context whose streams the spans are timed on (nullptr, the default, or a CPU context: the host's
+// clock). It must outlive the recording.
 void trace_sync_context(const Ctx* ctx);
-// Synchronize that context's streams now, when it is a CUDA context (the communicators' hooks call it at
-// both ends of an exchange or a collective while recording).
-void trace_sync_device();
 
 // A communicator's short name ("tp", "pp", ...), registered once by the trainer for each group of its process
 // grid and shown in the collectives' event names; `group` is the Comm's address. "" when unregistered.
@@ -98,12 +117,16 @@ void trace_set_process(const std::string& name, int sort_index);
 // Start recording (collective over `world`, once per run). First each rank's clock offset to rank 0's is
 // measured, so that the events can be shifted to rank 0's clock: rank 0 ping-pongs with each rank in turn for
 // several rounds, and the round with the smallest round trip gives offset = t_remote - (t0 + t1) / 2, within
-// half that round trip (t0, t1: rank 0's clock when it sent and when the reply came). Rank 0's clock at this
+// half that round trip (t0, t1: rank 0's clock when it sent and when the reply came). When every rank is on one
+// node they share the clock: the offsets are 0, exactly, and nothing is measured. Rank 0's clock at this
 // moment is the file's time origin (ts 0).
 void trace_start(MPI_Comm world);
 // Stop recording (collective over `world`): the offsets are measured again, and the events shifted by the
 // offset interpolated between the two measurements (clocks of different machines drift apart).
 void trace_stop(MPI_Comm world);
+// This rank's clock (trace_now_us) minus rank 0's of `comm`, measured as trace_start measures it (ping-pong with
+// rank 0, the shortest of several round trips); *uncertainty_us: half that round trip. Collective over comm.
+double clock_offset_to_rank0(MPI_Comm comm, double* uncertainty_us = nullptr);
 // Every rank's events in one JSON document on rank 0 (`doc` stays empty on the others): {"traceEvents": [...],
 // "displayTimeUnit": "ms", "otherData": {...}}, times in µs on rank 0's clock from the origin. other_data_json:
 // the inside of the otherData object (the trainer's layout and steps); the clock offsets are added. Stops

@@ -1,10 +1,9 @@
 // weight_grad_queue.cu — weight gradients put off for a zero-bubble schedule's W (see the header).
 #include "weight_grad_queue.h"
 
-#include "linear.h"
-
-void WeightGradQueue::defer(Ctx& ctx, Tensor dweight, Tensor dbias, Tensor dout, Tensor in, int N, int IC, int OC,
+bool WeightGradQueue::defer(Ctx& ctx, Tensor dweight, Tensor dbias, Tensor dout, Tensor in, int N, int IC, int OC,
                             GradWrite grads) {
+    if (layer_ == kNotDeferring) return false;
     Task t{dweight, dbias, Tensor(), Tensor(), N, IC, OC, grads};
     // Copies on the context's stream (tensor_convert between equal dtypes): the caller frees its buffers at once.
     t.dout = alloc_->alloc(dout.dtype, dout.n, layer_, "w:dout");
@@ -12,6 +11,7 @@ void WeightGradQueue::defer(Ctx& ctx, Tensor dweight, Tensor dbias, Tensor dout,
     t.in = alloc_->alloc(in.dtype, in.n, layer_, "w:input");
     tensor_convert(ctx, t.in, in);
     pending_[key_].push_back(t);
+    return true;
 }
 
 void WeightGradQueue::run(Ctx& ctx, int j, int chunk) {
@@ -41,11 +41,11 @@ WeightGradDeferral::WeightGradDeferral(WeightGradQueue* q, Ctx& ctx, ActivationA
     q_->alloc_ = &alloc;
     q_->layer_ = layer;
     q_->key_ = {j, chunk};
-    ctx_.deferred_weight_grads = q_;
+    ctx_.weight_grad_sink = q_;
 }
 
 WeightGradDeferral::~WeightGradDeferral() {
     if (!q_) return;
     q_->layer_ = WeightGradQueue::kNotDeferring;
-    ctx_.deferred_weight_grads = nullptr;
+    ctx_.weight_grad_sink = nullptr;
 }

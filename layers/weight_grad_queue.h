@@ -3,7 +3,8 @@
 //
 // A linear layer's backward computes dX = dY·W (what the stage before waits for) and dW = dYᵀ·X, db = Σ dY
 // (what nobody waits for). While a WeightGradDeferral is in scope, linear_backward (layers/linear.cu) computes
-// dX only and hands dW and db here: the queue copies dY and X into tensors of its own, tagged "w:dout" and
+// dX only and hands dW and db here, through the WeightGradSink interface (layers/linear.h: the layer never names
+// this file, and this file calls linear_backward): the queue copies dY and X into tensors of its own, tagged "w:dout" and
 // "w:input" on the layer (the memory report counts them, apart from the saved activations), so the layer's
 // backward may release its buffers as usual. run() then computes every put-off gradient of one
 // (micro-batch, chunk), with the very GEMM calls the layer would have made, in the same order: the bits are
@@ -17,13 +18,13 @@
 #include <utility>
 #include <vector>
 #include "activation_allocator.h"
+#include "linear.h"
 
-class WeightGradQueue {
+class WeightGradQueue final : public WeightGradSink {
 public:
-    // Inside linear_backward: true when dW and db go to the queue (a WeightGradDeferral is in scope).
-    bool deferring() const { return layer_ != kNotDeferring; }
-    // Copy dout and in, and remember the GEMM (linear_backward's arguments, runtime.h's GradWrite).
-    void defer(Ctx& ctx, Tensor dweight, Tensor dbias, Tensor dout, Tensor in, int N, int IC, int OC, GradWrite grads);
+    // Inside linear_backward, while a WeightGradDeferral is in scope: copy dout and in, remember the GEMM
+    // (linear_backward's arguments, runtime.h's GradWrite) and return true. Outside one: false.
+    bool defer(Ctx& ctx, Tensor dweight, Tensor dbias, Tensor dout, Tensor in, int N, int IC, int OC, GradWrite grads) override;
     // The W pass of micro-batch j, chunk c: every gradient put off for it, in the order they came; frees the
     // copies. A (j, c) with nothing queued is an error (the schedule ran a W twice, or before its B).
     void run(Ctx& ctx, int j, int chunk);
@@ -42,7 +43,7 @@ private:
 };
 
 // While in scope: the weight gradients of layer `layer`'s backward for (micro-batch j, chunk) go to `q`
-// (ctx.deferred_weight_grads points to it). A null q defers nothing (every schedule but the zero-bubble ones).
+// (ctx.weight_grad_sink points to it). A null q defers nothing (every schedule but the zero-bubble ones).
 class WeightGradDeferral {
 public:
     WeightGradDeferral(WeightGradQueue* q, Ctx& ctx, ActivationAllocator& alloc, int j, int chunk, int layer);

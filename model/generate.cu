@@ -69,7 +69,7 @@ void generate(GPT& m, std::vector<int>& tokens, int n, int window, float tempera
         if (g.cp > 1 && m.stage.last())
             MPI_CHECK(MPI_Bcast(all.data(), (int)all.size(), MPI_FLOAT, owner, g.cp_comm.mpi));
         if (m.grid->pp > 1)
-            MPI_CHECK(MPI_Bcast(all.data(), (int)all.size(), MPI_FLOAT, m.grid->pp - 1, m.grid->pp_comm.mpi));
+            MPI_CHECK(MPI_Bcast(all.data(), (int)all.size(), MPI_FLOAT, m.stage.head_rank(), m.grid->pp_comm.mpi));
         gpt_release_activations(m);
         tokens.push_back(temperature > 0 ? sample_token(all, cfg.vocab, temperature, top_k, rng) : greedy_token(all, cfg.vocab));
         if (on_token) on_token(tokens.back());

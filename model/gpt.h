@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 #include "../layers/model_shape.h"
+#include "pipeline_timeline.h"
 #include "transformer_layer.h"
 #include "../layers/embedding.h"
 #include "../layers/weight_grad_queue.h"
@@ -64,6 +65,7 @@ struct GPT {
     int64_t step = 0;  // the optimizer step in flight: dropout masks are keyed by (seed, step) (layers/philox.h)
     PipelineStage stage;                    // the layers and tensors this rank holds (pp = 1: all)
     PipeSchedule schedule = PipeSchedule::OneFOneB;  // the order of forwards and backwards (pipeline_step.cu)
+    PipelineRunState pipe;  // the executor's: --pipeline-op-times, its op timeline (model/pipeline_timeline.h)
     // Under a zero-bubble schedule: the layers' weight gradients put off from each B to its W
     // (layers/weight_grad_queue.h).
     WeightGradQueue weight_grads;

@@ -12,17 +12,21 @@
 // The tensor an op of the schedule receives before it runs, as a receive for its unit's exchange
 // (parallel/point_to_point.h): a forward's input from the previous virtual stage, a backward's output gradient from
 // the next. Allocates the buffer; false (nothing allocated) when the op receives nothing (the first
-// virtual stage's forward embeds the tokens, the last's backward starts from the loss).
-bool pipeline_receive(GPT& m, const PipeOp& op, P2PMessage* recv);
+// virtual stage's forward embeds the tokens, the last's backward starts from the loss) or when its input comes
+// from this same rank (ZB-V's turn on rank p − 1: *local is then that tensor, handed over by the op that made it).
+bool pipeline_receive(GPT& m, const PipeOp& op, P2PMessage* recv, Tensor* local);
 // The same as an exchange of its own (with the sends queued before it), returning what arrived (an empty
 // tensor when the op receives nothing): one micro-batch's chain through the stages.
 Tensor pipeline_receive_alone(GPT& m, const PipeOp& op, const std::string& what);
 // One op of a schedule for micro-batch j and model chunk `chunk` of this stage, with what it received (an
 // empty tensor when it receives nothing): the chunk's forward (gpt_forward_chunk), returning the loss on the
 // last virtual stage (0 elsewhere), or its backward (gpt_backward_chunk). What the op sends on is queued for
-// the next exchange (send_later).
+// the next exchange (send_later), or handed over on this rank. Under --pipeline-op-times (m.pipe.op_times) each
+// op's work is a timed wait instead (model/pipeline_timeline.h): the same messages, zeros for their values.
 float pipeline_forward(GPT& m, int j, int chunk, Tensor in, std::vector<float>* token_losses = nullptr);
 void pipeline_backward(GPT& m, int j, int chunk, Tensor dout);
+// A zero-bubble W (gpt_weight_gradients), or its timed wait.
+void pipeline_weight_gradients(GPT& m, int j, int chunk);
 
 // gpt_forward at pp > 1: the batch as one micro-batch through every stage, chunk by chunk, each op's receive
 // an exchange of its own (a single chain cannot deadlock). A collective of the pipeline group: every stage

@@ -1,12 +1,13 @@
 // pipeline_step.h — the forwards and backwards of one training step at pp > 1, in a pipeline schedule's
 // order (at pp 1 the step is a plain micro-batch loop: model/train_step.cu).
 //
-// The schedule (parallel/pipeline_schedule.h: AFAB, 1F1B, interleaved 1F1B) lists this stage's ops in units
-// (each op alone; in the interleaved steady state a forward-backward pair). A forward of (micro-batch
-// j, chunk c) receives its input from the previous virtual stage, unless it is the first (the embeddings),
-// and sends its output on, unless it is the last (the loss); a backward receives the gradient of its output
-// and sends the gradient of its input back. Each unit starts with one exchange: the previous unit's sends
-// with this unit's receives (NCCL's rules, parallel/point_to_point.h). The messages themselves: model/pipeline_ops.h.
+// The schedule (parallel/pipeline_schedule.h: AFAB, 1F1B, interleaved 1F1B; parallel/zero_bubble_schedule.h:
+// ZB-H1, ZB-H2, ZB-V) lists this stage's ops. A forward of (micro-batch j, chunk c) receives its input from the
+// previous virtual stage, unless it is the first (the embeddings), and sends its output on, unless it is the
+// last (the loss); a backward receives the gradient of its output and sends the gradient of its input back; a W
+// neither. Each op starts by posting one exchange, the previous op's sends with its own receive, and waits only
+// for that receive (NCCL's rules, parallel/point_to_point.h); on NCCL the schedule's units, each one exchange
+// that completes as a whole. The messages themselves: model/pipeline_ops.h.
 #pragma once
 #include "gpt.h"
 #include "../recompute/memory_report.h"
@@ -19,6 +20,17 @@
 // (ActivationAllocator::mark_peak: the memory report's snapshot). Returns the mean loss over the M
 // micro-batches on every stage (the last stage computes it). No gradient synchronization.
 float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches);
+
+// Under optimizer post-validation (m.pipe.post_validation, model/post_validation.h) the step does not end in a
+// synchronization: the returned loss is the head stage's (0 on the others), and on the MPI backend with CPU
+// tensors the tied word embedding's gradient sum over the first and last stage (sync_gradients) starts as soon
+// as this stage's last B that writes it has run, so the first stage does not wait for the last at its end. This
+// finishes that sum (it waits for the other end's part only); false when none was started (the caller sums it
+// then).
+bool pipeline_embedding_sum_finish(GPT& m);
+// This stage's part of that sum leaves when the other end takes it: waited for before the next step's part
+// (its buffer) and before the run ends (post_validation_settle).
+void pipeline_embedding_send_wait(GPT& m);
 
 // What this stage holds at its schedule's peak over M micro-batches (the moment it marks): each of its
 // layers with the micro-batches of its chunk in flight, the embedding's on the first stage, the head's on the

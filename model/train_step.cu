@@ -11,6 +11,7 @@
 #include "../layers/adamw.h"
 #include "../layers/trace.h"
 #include "../parallel/data_parallel.h"
+#include "../parallel/point_to_point.h"
 #include "../parallel/sequence_parallel.h"
 
 // The gradient synchronization, in its one place and order:
@@ -25,13 +26,27 @@ void sync_gradients(GPT& m) {
     if (zero_sharded(m)) return zero_sync_gradients(m);  // ZeRO-2/3: the same order, the layers done already
     if (m.grid->sp && !g_test_hooks.skip_sequence_parallel_sum)
         sum_sequence_parallel_grads(m.grid->tp_comm, *m.ctx, m.grads, m.offsets, m.sizes);
-    if (m.grid->pp > 1 && !g_test_hooks.skip_tied_embedding_sum) all_reduce(m.grid->emb_comm, *m.ctx, gpt_grad(m, P_WTE));
+    // (Under ZB-V's placement the first stage holds both uses, like a single stage: nothing to sum.)
+    // (Under post-validation the executor may have started it already: model/pipeline_step.h.)
+    if (m.grid->pp > 1 && !m.grid->pipeline_v && !g_test_hooks.skip_tied_embedding_sum) {
+        if (!pipeline_embedding_sum_finish(m)) all_reduce(m.grid->emb_comm, *m.ctx, gpt_grad(m, P_WTE));
+    }
     // Then the mean over DP × CP: all-reduced, or reduce-scattered to each shard's owner (distributed optimizer).
     if (m.zero.on) reduce_scatter_gradients(weight_comm(*m.grid), *m.ctx, m.zero, m.grads);
     else average_gradients(weight_comm(*m.grid), *m.ctx, m.grads);
 }
 
 double gradient_norm(GPT& m) {
+    double total = gradient_norm_stage(m);
+    if (m.grid->pp > 1) {  // over the stages in rank order, as post-validation sums it (model/post_validation.h)
+        HostSum sum;
+        host_sum_post(side_comm(m.grid->pp_comm), &total, 1, &sum);
+        host_sum_wait(side_comm(m.grid->pp_comm), &sum, &total, m.grid->pp_comm.rules.timeout_s, "the gradient norm's sum");
+    }
+    return std::sqrt(total);
+}
+
+double gradient_norm_stage(GPT& m) {
     // All 16 sums are reduced on the device and come back together: one host synchronization per step. With
     // the distributed optimizer each rank holds the reduced gradient of its shard only: sum the shards over DP.
     std::vector<Tensor> grads;
@@ -48,9 +63,7 @@ double gradient_norm(GPT& m) {
     // Stages hold different tensors: their sums add up over the pipeline.
     double total = sums[0];
     all_reduce_host(m.grid->tp_comm, &total, 1, MPI_DOUBLE, MPI_SUM, "all-reduce of the gradient norm");
-    total += sums[1];
-    all_reduce_host(m.grid->pp_comm, &total, 1, MPI_DOUBLE, MPI_SUM, "all-reduce of the gradient norm");
-    return std::sqrt(total);
+    return total + sums[1];  // (the pipeline's stages: gradient_norm adds them up)
 }
 
 // Gradient accumulation on one stage: micro-batch by micro-batch, forward then backward (what 1F1B is at one
@@ -80,11 +93,9 @@ float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, in
 StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S,
                      const OptimConfig& opt, int step, float lr, int micro_batches) {
     StepStats st;
+    st.step = step;
     m.step = step;
-    const double t0 = MPI_Wtime(), wait0 = m.grid->pp_comm.counters.recv_wait_s;
     float local_loss = forward_backward(m, inputs, targets, B_local, S, micro_batches);
-    st.pipeline_seconds = MPI_Wtime() - t0;
-    st.recv_wait_seconds = m.grid->pp_comm.counters.recv_wait_s - wait0;
     sync_gradients(m);
     if (step == g_test_hooks.inject_nan_at_step && m.cfg.layers > 0 && m.stage.holds_layer(m.cfg.layers - 1)) {
         Tensor g = zero_sharded(m) ? zero_owned_gradient(m, P_ATTPROJW, m.cfg.layers - 1) : gpt_grad(m, P_ATTPROJW, m.cfg.layers - 1);
@@ -103,13 +114,20 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
         st.applied = false;
         return st;
     }
-    float scale = 1.0f;
-    if (opt.grad_clip > 0 && norm > opt.grad_clip) scale = (float)(opt.grad_clip / (norm + 1e-6));
+    optimizer_update(m, opt, step, lr, clip_scale(opt, norm));
+    return st;
+}
+
+float clip_scale(const OptimConfig& opt, double norm) {
+    return opt.grad_clip > 0 && norm > opt.grad_clip ? (float)(opt.grad_clip / (norm + 1e-6)) : 1.0f;
+}
+
+void optimizer_update(GPT& m, const OptimConfig& opt, int step, float lr, float scale) {
     if (m.zero.on || zero_sharded(m)) {  // AdamW on this rank's shard, then (ZeRO-1/2) the weights all-gathered
         const AdamWStep a{lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step, scale};
         if (m.zero.on) sharded_optimizer_step(weight_comm(*m.grid), *m.ctx, m.zero, gpt_model_states(m), a);
         else zero_model_optimizer_step(m, a);  // ZeRO-2/3 (model/zero_model.h)
-        return st;
+        return;
     }
     // AdamW on every tensor, the bf16 compute copy written in the same pass (fp32: the weights are the master).
     TraceScope span(TraceThread::Compute, "optimizer", "AdamW");  // --trace (layers/trace.h)
@@ -120,7 +138,6 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
                            m.adam_m.slice(off, n), m.adam_v.slice(off, n), n, lr, opt.beta1, opt.beta2, opt.eps,
                            param_decays(id) ? opt.weight_decay : 0.f, step, scale);
     }
-    return st;
 }
 
 std::string first_nonfinite_gradient(GPT& m) {

@@ -11,14 +11,18 @@ struct OptimConfig {
 };
 
 struct StepStats {
+    int step = 0;         // the step these describe (post-validation returns the step it validated; 0: none yet)
     float loss = 0;       // mean over the global batch
     float grad_norm = 0;  // global norm before clipping
     // False when the loss or the gradient norm was not finite: the optimizer update was NOT applied (the
     // weights and moments are those of the previous step; the gradients are left for inspection).
     bool applied = true;
-    // The forward and backward passes (forward_backward): their seconds, and of those the seconds this rank
-    // spent blocked in exchanges with its neighbouring pipeline stages (its idle time: the pipeline bubble).
-    double pipeline_seconds = 0, recv_wait_seconds = 0;
+    // Post-validation (model/post_validation.h): the update made as if valid was undone (and redone with the
+    // clip's scale when the norm was finite).
+    bool rolled_back = false;
+    // Post-validation, a step not applied: its first non-finite gradient (first_nonfinite_gradient), named at the
+    // rollback, before the next backward overwrites the gradients ("" when none: the loss itself).
+    std::string first_nonfinite;
 };
 
 // inputs/targets: this rank's host batch [B_local, S]. step counts from 1. micro_batches M > 1 (gradient
@@ -37,6 +41,14 @@ void sync_gradients(GPT& m);
 // Global L2 norm of the (synchronized) gradients over the whole model (all TP slices, replicated tensors
 // counted once).
 double gradient_norm(GPT& m);
+// Its part on this pipeline stage, squared (reduced over TP, and DP under the distributed optimizer):
+// gradient_norm is the square root of these summed over the pipeline (optimizer post-validation sums them later,
+// in the same order: model/post_validation.h).
+double gradient_norm_stage(GPT& m);
+// The clip's scale for a global norm: grad_clip / (norm + 1e-6) above grad_clip, else 1.
+float clip_scale(const OptimConfig& opt, double norm);
+// AdamW on this rank's parameters (or its shard, then the all-gather) with the gradients scaled by `scale`.
+void optimizer_update(GPT& m, const OptimConfig& opt, int step, float lr, float scale);
 // After a step with a non-finite gradient: the first gradient tensor, in llm.c order and per layer, that
 // holds a NaN or Inf on any rank, e.g. "qkvw (layer 1) on rank 0"; "" when every gradient is finite.
 // Collective: every rank of the grid must call it.

@@ -94,7 +94,7 @@ void layer_backward(LayerContext& run, SavedLayer& s, Tensor dresid, Recompute p
     }
     const LayerWeights& w = run.w;
     const LayerGrads& g = run.g;
-    const GradWrite gw = run.grads;  // each of the layer's 12 gradients is written exactly once below
+    const GradWrite gw = run.grads;  // each gradient written once below (ZB: linears' dW, db via ctx.weight_grad_sink)
     const int64_t n_ss = (int64_t)run.B * run.attn.NH * run.S * run.S;  // one s×s tensor per rank
 
     // ---- MLP block (reverse order) -----------------------------------------------------------------------

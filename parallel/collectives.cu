@@ -33,33 +33,33 @@ static void count(Comm& c, int kind, size_t full_bytes) {
 // ---- the timeline (--trace, layers/trace.h) --------------------------------------------------------------------
 // While a step is recorded, each collective is one event on the communication thread, named by its kind,
 // its group ("all-reduce tp") and the caller's TraceLabel, with the ring-model bytes this rank sent (the
-// counters' own figure) and the tensor's elements. On NCCL the device is synchronized at both ends, so the
-// event spans the collective's device time (trace.h: recording serialises host and device). Nothing but a
-// flag test when not recording.
+// counters' own figure) and the tensor's elements. On NCCL its ends are points on the stream it runs on
+// (layers/trace.h: events, no synchronization), so the event spans the collective's device time; on MPI the
+// host's (the collective is synchronous there). Nothing but a flag test when not recording.
 struct CollectiveTrace {
     Comm& c;
     int kind;
     const char* how;
     int64_t elements;
+    cudaStream_t stream;
     bool on = trace_recording();
-    double t0 = 0;
+    TracePoint t0;
     uint64_t bytes0 = 0;
-    CollectiveTrace(Comm& c_, int kind_, int64_t elements_, const char* how_ = "")
-        : c(c_), kind(kind_), how(how_), elements(elements_) {
+    CollectiveTrace(Comm& c_, const Ctx& ctx, int kind_, int64_t elements_, const char* how_ = "", bool comm_stream = false)
+        : c(c_), kind(kind_), how(how_), elements(elements_),
+          stream(c_.backend == CommBackend::NCCL ? (comm_stream && ctx.comm_stream ? ctx.comm_stream : ctx.stream) : nullptr) {
         if (!on) return;
-        trace_sync_device();
         bytes0 = c.counters.bytes[kind];
-        t0 = trace_now_us();
+        t0 = trace_point(stream);
     }
     ~CollectiveTrace() {
         if (!on) return;
-        trace_sync_device();
-        const double t1 = trace_now_us();
+        const TracePoint t1 = trace_point(stream);
         const std::string& group = trace_group_name(&c);
         const char* label = trace_label();
         std::string name = std::string(collective_name(kind)) + how + " " + (group.empty() ? "group" : group);
         if (label) name += std::string(": ") + label;
-        trace_event(TraceThread::Comm, "collective", name, t0, t1 - t0,
+        trace_event_between(TraceThread::Comm, "collective", name, t0, t1,
                     "\"group\":" + trace_json_string(group) + ",\"ranks\":" + std::to_string(c.size) + ",\"bytes\":" +
                         std::to_string(c.counters.bytes[kind] - bytes0) + ",\"elements\":" + std::to_string(elements) +
                         ",\"backend\":\"" + (c.backend == CommBackend::NCCL ? "nccl" : "mpi") + "\"");
@@ -138,7 +138,7 @@ void all_reduce(Comm& c, const Ctx& ctx, Tensor buf, ReduceOp op) {
     check_tensor(c, ctx, buf, "all_reduce");
     check_reducible(buf, "all_reduce");
     if (is_noop(c) || buf.n == 0) return;
-    CollectiveTrace trace(c, kAllReduce, buf.n);
+    CollectiveTrace trace(c, ctx, kAllReduce, buf.n);
     if (c.backend == CommBackend::NCCL)
         NCCL_CHECK(ncclAllReduce(buf.data, buf.data, (size_t)buf.n, nccl_type(buf.dtype),
                                  op == ReduceOp::SUM ? ncclSum : ncclMax, nccl_of(c), ctx.stream));
@@ -177,7 +177,7 @@ void all_gather(Comm& c, const Ctx& ctx, Tensor out, Tensor in) {
     check_pair(c, ctx, in, out, "all_gather");
     if (is_noop(c)) return copy_if_distinct(ctx, out, in);
     if (in.n == 0) return;
-    CollectiveTrace trace(c, kAllGather, out.n);
+    CollectiveTrace trace(c, ctx, kAllGather, out.n);
     if (c.backend == CommBackend::NCCL) nccl_all_gather(c, ctx.stream, out, in);
     else mpi_all_gather(c, ctx, out, in);
     count(c, kAllGather, out.bytes());
@@ -207,7 +207,7 @@ void reduce_scatter(Comm& c, const Ctx& ctx, Tensor out, Tensor in) {
     check_pair(c, ctx, out, in, "reduce_scatter");
     if (is_noop(c)) return copy_if_distinct(ctx, out, in);
     if (out.n == 0) return;
-    CollectiveTrace trace(c, kReduceScatter, in.n);
+    CollectiveTrace trace(c, ctx, kReduceScatter, in.n);
     if (c.backend == CommBackend::NCCL)
         NCCL_CHECK(ncclReduceScatter(in.data, out.data, (size_t)out.n, nccl_type(in.dtype), ncclSum, nccl_of(c),
                                      ctx.stream));
@@ -231,9 +231,9 @@ void all_gather_async(Comm& c, const Ctx& ctx, Tensor out, Tensor in) {
                  c.inflight.what.c_str());
     if (c.backend != CommBackend::NCCL || is_noop(c) || in.n == 0) return all_gather(c, ctx, out, in);
     check_pair(c, ctx, in, out, "all_gather_async");
-    CollectiveTrace trace(c, kAllGather, out.n, " (overlapped)");  // recorded: synchronized, so not overlapped
     CUDA_CHECK(cudaEventRecord(c.ready, ctx.stream));
     CUDA_CHECK(cudaStreamWaitEvent(ctx.comm_stream, c.ready, 0));
+    CollectiveTrace trace(c, ctx, kAllGather, out.n, " (overlapped)", true);  // on comm_stream, once its input is there
     nccl_all_gather(c, ctx.comm_stream, out, in);
     CUDA_CHECK(cudaEventRecord(c.done, ctx.comm_stream));
     count(c, kAllGather, out.bytes());
@@ -269,7 +269,7 @@ void broadcast(Comm& c, const Ctx& ctx, Tensor buf, int root) {
     check_tensor(c, ctx, buf, "broadcast");
     if (root < 0 || root >= c.size) mm_fatal("comm: broadcast root %d outside a group of %d", root, c.size);
     if (is_noop(c) || buf.n == 0) return;
-    CollectiveTrace trace(c, kBroadcast, buf.n);
+    CollectiveTrace trace(c, ctx, kBroadcast, buf.n);
     if (c.backend == CommBackend::NCCL)  // any dtype: broadcast moves bytes
         NCCL_CHECK(ncclBroadcast(buf.data, buf.data, buf.bytes(), ncclUint8, root, nccl_of(c), ctx.stream));
     else

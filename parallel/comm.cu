@@ -218,8 +218,8 @@ static Comm create(MPI_Comm parent, int color, int key, CommBackend backend, con
     MPI_CHECK(MPI_Comm_split(parent, color, key, &c.mpi));
     MPI_CHECK(MPI_Comm_rank(c.mpi, &c.rank));
     MPI_CHECK(MPI_Comm_size(c.mpi, &c.size));
-    c.sent.assign((size_t)c.size, 0);
-    c.received.assign((size_t)c.size, 0);
+    c.sent.assign((size_t)c.size * 2, 0);  // per (peer, channel): point_to_point.cu
+    c.received.assign((size_t)c.size * 2, 0);
     if (backend != CommBackend::NCCL || is_noop(c)) return c;
 
     if (ctx.device != Device::CUDA) mm_fatal("comm: the NCCL backend needs a CUDA context; use --comm mpi on CPU");
@@ -247,6 +247,15 @@ Comm comm_create(MPI_Comm parent, int color, int key, CommBackend backend, const
 }
 void comm_destroy(Comm& c) {
     if (!c.sends.empty()) mm_fatal("comm_destroy: %zu sends queued and never exchanged", c.sends.size());
+    if (!c.posted_recvs.empty()) mm_fatal("comm_destroy: %zu receives posted and never waited for", c.posted_recvs.size());
+    for (Comm::PostedSend& p : c.posted_sends) {  // sends posted (exchange_post) that their peers receive as they finish
+        std::vector<MPI_Request> reqs{p.reqs[0], p.reqs[1]};
+        std::vector<MPI_Status> st;
+        mpi_wait(c, reqs, st, [&](size_t) { return p.send.what + " (posted, waited for at the end)"; });
+        c.spare_sends.push_back(p.send);
+    }
+    c.posted_sends.clear();
+    for (HostBuffer& b : c.spare_stage) host_buffer_free(b);
     for (Comm::PendingSend& p : c.spare_sends) {
         if (p.device) CUDA_CHECK(cudaFree(p.device));
         host_buffer_free(p.host);
@@ -258,6 +267,7 @@ void comm_destroy(Comm& c) {
     if (c.done) CUDA_CHECK(cudaEventDestroy(c.done));
     host_buffer_free(c.stage);
     host_buffer_free(c.wide);
+    if (c.side != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&c.side));
     if (c.mpi != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&c.mpi));
     c = Comm();
 }
@@ -275,7 +285,7 @@ void all_reduce_host(Comm& c, void* data, int count, MPI_Datatype type, MPI_Op o
         int type_bytes = 0;
         MPI_CHECK(MPI_Type_size(type, &type_bytes));
         const std::string& group = trace_group_name(&c);
-        trace_event(TraceThread::Comm, "collective", std::string(what) + " (host, " + (group.empty() ? "group" : group) + ")", t0,
+        trace_event(trace_host_thread(), "collective", std::string(what) + " (host, " + (group.empty() ? "group" : group) + ")", t0,
                     trace_now_us() - t0, "\"group\":" + trace_json_string(group) + ",\"ranks\":" + std::to_string(c.size) +
                                              ",\"bytes\":" + std::to_string((long long)count * type_bytes));
     }

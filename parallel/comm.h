@@ -20,9 +20,12 @@
 #include <mpi.h>
 #include <cstdint>
 #include <functional>
+#include <list>
+#include <map>
 #include <string>
 #include <vector>
 #include "../layers/runtime.h"
+#include "../layers/trace.h"
 
 enum class CommBackend { MPI, NCCL };
 
@@ -113,7 +116,10 @@ struct Comm {
         std::string what;                        // for error messages
     };
     std::vector<PendingSend> sends, spare_sends;
-    std::vector<uint64_t> sent, received;
+    std::vector<uint64_t> sent, received;  // per (peer, channel)
+    // Point-to-point channels per pair of ranks (point_to_point.h): 1, or 2 when the two directions of a pair's
+    // messages (activations, gradients) each keep their own order (ZB-V: pipeline_v, set with the grid's).
+    int channels = 1;
     std::vector<HostBuffer> recv_stage;  // MPI backend: one staging buffer per CUDA receive of an exchange
     // NCCL backend: the end of the last exchange on ctx.stream, watched against the timeout by the next one.
     cudaEvent_t exchanged = nullptr;
@@ -130,7 +136,31 @@ struct Comm {
         std::string what;
         bool traced = false, whole = false;
         double trace_t0 = 0;
+        TracePoint device0, device1;  // NCCL: the group's start and end on its stream (layers/trace.h)
     } inflight;
+    // The pipeline's posted exchanges (exchange_post, point_to_point.h): receives not yet waited for, by id,
+    // and sends not yet completed (MPI: their requests; the order check's headers live here until done).
+    struct PostedRecv {
+        P2PMessage msg;
+        MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};  // header (order check), message
+        P2PHeader hdr;
+        uint64_t index = 0;      // its place among the messages from msg.peer (order check)
+        HostBuffer stage;        // MPI backend, CUDA tensor: the bytes land here first
+        std::string exchange;    // the exchange's words (the timeout's message)
+        bool done = false;       // NCCL: the group has been queued (the stream orders the rest)
+    };
+    struct PostedSend {
+        PendingSend send;
+        MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+        P2PHeader hdr;
+    };
+    std::map<int64_t, PostedRecv> posted_recvs;
+    int64_t next_recv_id = 0;
+    std::list<PostedSend> posted_sends;  // a list: MPI reads each header where it was posted
+    std::vector<HostBuffer> spare_stage;
+    // A duplicate of mpi for the sums and pairs of messages that run beside the pipeline's (host_sum_post,
+    // point_to_point.h): made on first use (collectively), freed with the Comm.
+    MPI_Comm side = MPI_COMM_NULL;
 };
 
 // Split `parent` into groups by `color`, ordered by `key` (MPI_Comm_split), and set up the backend.

@@ -10,6 +10,7 @@ const char* pipe_schedule_name(PipeSchedule s) {
         case PipeSchedule::OneFOneB: return "1f1b";
         case PipeSchedule::ZeroBubbleH1: return "zb-h1";
         case PipeSchedule::ZeroBubbleH2: return "zb-h2";
+        case PipeSchedule::ZeroBubbleV: return "zb-v";
         default: return "interleaved";
     }
 }
@@ -18,6 +19,7 @@ std::string pipe_schedule_problem(PipeSchedule s, int p, int M, int m) {
     if (p < 1 || M < 1 || m < 1)
         return "pipeline size " + std::to_string(p) + ", " + std::to_string(M) + " micro-batches and " +
                std::to_string(m) + " model chunks must all be at least 1";
+    if (is_zero_bubble(s)) return zero_bubble_problem(s, m);
     if (s != PipeSchedule::Interleaved && m != 1)
         return std::string("the ") + pipe_schedule_name(s) + " schedule runs one model chunk per stage, not " +
                std::to_string(m);
@@ -32,10 +34,10 @@ std::string pipe_schedule_problem(PipeSchedule s, int p, int M, int m) {
 }
 
 int pipe_warmup(PipeSchedule s, int p, int rank, int M, int m) {
+    if (is_zero_bubble(s)) return zero_bubble_warmup(s, p, rank, M);
     switch (s) {
         case PipeSchedule::AFAB: return M;
-        case PipeSchedule::OneFOneB: case PipeSchedule::ZeroBubbleH1: return std::min(p - rank - 1, M);
-        case PipeSchedule::ZeroBubbleH2: return std::min(2 * (p - rank - 1), M);  // the first stage: 2p − 1 in flight
+        case PipeSchedule::OneFOneB: return std::min(p - rank - 1, M);
         default: {
             // Rank r must have run its chunk-0 forwards of the first p micro-batches and enough of the later
             // chunks that the last virtual stage's first backward can reach it: 2 per stage below the last,
@@ -80,28 +82,28 @@ std::vector<PipeOp> pipe_schedule(PipeSchedule s, int p, int rank, int M, int m)
     return ops;
 }
 
-bool pipe_op_receives(const PipeOp& op, int p, int rank, int m, PipeMessage* msg) {
-    const int v = op.chunk * p + rank, P = p * m;
+bool pipe_op_receives(const PipeOp& op, int p, int rank, int m, PipeMessage* msg, bool v_shape) {
+    const int v = pipe_virtual_stage(p, rank, op.chunk, v_shape), P = p * m;
     if (op.kind == PipeOp::WeightGrad) return false;  // a W uses what its B kept: no message
     if (op.kind == PipeOp::Forward) {
         if (v == 0) return false;
-        *msg = PipeMessage{false, op.microbatch, v - 1, (v - 1) % p};
+        *msg = PipeMessage{false, op.microbatch, v - 1, pipe_rank_of(p, v - 1, v_shape)};
     } else {
         if (v == P - 1) return false;
-        *msg = PipeMessage{true, op.microbatch, v, (v + 1) % p};
+        *msg = PipeMessage{true, op.microbatch, v, pipe_rank_of(p, v + 1, v_shape)};
     }
     return true;
 }
 
-bool pipe_op_sends(const PipeOp& op, int p, int rank, int m, PipeMessage* msg) {
-    const int v = op.chunk * p + rank, P = p * m;
+bool pipe_op_sends(const PipeOp& op, int p, int rank, int m, PipeMessage* msg, bool v_shape) {
+    const int v = pipe_virtual_stage(p, rank, op.chunk, v_shape), P = p * m;
     if (op.kind == PipeOp::WeightGrad) return false;
     if (op.kind == PipeOp::Forward) {
         if (v == P - 1) return false;
-        *msg = PipeMessage{false, op.microbatch, v, (v + 1) % p};
+        *msg = PipeMessage{false, op.microbatch, v, pipe_rank_of(p, v + 1, v_shape)};
     } else {
         if (v == 0) return false;
-        *msg = PipeMessage{true, op.microbatch, v - 1, (v - 1) % p};
+        *msg = PipeMessage{true, op.microbatch, v - 1, pipe_rank_of(p, v - 1, v_shape)};
     }
     return true;
 }

@@ -19,9 +19,9 @@
 //  Interleaved 1F1B: the same with m chunks per rank, micro-batches taken in groups of p through each chunk
 //       in turn. The bubble shrinks by m; the first stage holds (p−1)·2 + (m−1)·p + 1 (micro-batch, chunk)
 //       pairs of L/(p·m) layers each: L·(1 + (p−1)/(p·m)) layers' worth (§4.2.3). Needs M a multiple of p.
-//  ZB-H1, ZB-H2 (zero bubble, Qi et al. 2024; beyond the paper): each backward split into B (the input's
+//  ZB-H1, ZB-H2, ZB-V (zero bubble, Qi et al. 2024; beyond the paper): each backward split into B (the input's
 //       gradient, which the stage before waits for) and W (the weights', which nobody waits for), W run
-//       later to fill the bubble. Their orders: parallel/zero_bubble_schedule.h.
+//       later to fill the bubble. Their orders (and ZB-V's placement): parallel/zero_bubble_schedule.h.
 //
 // Every schedule runs the backwards of one chunk in micro-batch order 0, 1, …, M−1 (FIFO), so each parameter
 // accumulates its micro-batches' gradients in the order of a single-rank accumulation loop.
@@ -29,8 +29,8 @@
 #include <string>
 #include <vector>
 
-enum class PipeSchedule { AFAB, OneFOneB, Interleaved, ZeroBubbleH1, ZeroBubbleH2 };
-const char* pipe_schedule_name(PipeSchedule s);  // "afab" | "1f1b" | "interleaved" | "zb-h1" | "zb-h2"
+enum class PipeSchedule { AFAB, OneFOneB, Interleaved, ZeroBubbleH1, ZeroBubbleH2, ZeroBubbleV };
+const char* pipe_schedule_name(PipeSchedule s);  // "afab" | "1f1b" | "interleaved" | "zb-h1" | "zb-h2" | "zb-v"
 
 struct PipeOp {
     enum Kind { Forward, Backward, WeightGrad } kind;  // WeightGrad: a zero-bubble schedule's W (Backward is then B)
@@ -62,9 +62,9 @@ struct PipeMessage {
     int peer;        // the other rank
 };
 // false when the op receives (sends) nothing: the first virtual stage's forward, the last's backward (and
-// conversely for sends).
-bool pipe_op_receives(const PipeOp& op, int p, int rank, int m, PipeMessage* msg);
-bool pipe_op_sends(const PipeOp& op, int p, int rank, int m, PipeMessage* msg);
+// conversely for sends). v_shape: ZB-V's placement (zero_bubble_schedule.h), where the peer may be this rank.
+bool pipe_op_receives(const PipeOp& op, int p, int rank, int m, PipeMessage* msg, bool v_shape = false);
+bool pipe_op_sends(const PipeOp& op, int p, int rank, int m, PipeMessage* msg, bool v_shape = false);
 // A message's name, the same on both sides: (micro-batch, boundary, direction) in one int (MPI tags go up to
 // 32767 at least, hence the modulo; a tag only names a message, point_to_point.h).
 int pipe_message_tag(const PipeMessage& msg, int p, int m);

@@ -5,11 +5,12 @@
 #include <cstring>
 #include "../layers/tensor.h"  // mm_fatal
 
-PipelineStage pipeline_stage(const GPTConfig& cfg, int pp, int rank, int chunks) {
+PipelineStage pipeline_stage(const GPTConfig& cfg, int pp, int rank, int chunks, bool v_shape) {
     PipelineStage st;
     st.pp = pp;
     st.rank = rank;
     st.chunks = chunks;
+    st.v_shape = v_shape && chunks == 2 && pp > 1;
     st.layers_per_chunk = cfg.layers / (pp * chunks);  // divisibility: grid_validate
     for (int c = 0; c < chunks; c++)
         for (int l = st.chunk_begin(c); l < st.chunk_end(c); l++) st.layers.push_back(l);
@@ -18,7 +19,7 @@ PipelineStage pipeline_stage(const GPTConfig& cfg, int pp, int rank, int chunks)
 
 int PipelineStage::local_layer(int l) const {
     if (!holds_layer(l)) mm_fatal("pipeline stage %d does not hold layer %d", rank, l);
-    const int v = l / layers_per_chunk;  // its virtual stage; chunk v / p of this rank
+    const int v = l / layers_per_chunk;  // its virtual stage; chunk v / p of this rank (as well under ZB-V's V)
     return (v / pp) * layers_per_chunk + l % layers_per_chunk;
 }
 

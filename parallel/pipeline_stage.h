@@ -7,10 +7,14 @@
 // the word embedding, and the sum of their two gradients is the gradient of the tied weight (sync_gradients
 // in model/train_step.cu all-reduces it over the tied-embedding group).
 //
+// ZB-V (parallel/zero_bubble_schedule.h) places the 2p virtual stages in a V instead: rank r holds v = r and
+// v = 2p − 1 − r, so rank 0 holds both the embeddings and the head (one copy of the word embedding, as at pp 1).
+//
 // A stage's flat parameter buffer keeps llm.c's tensor order with only what it holds: a per-layer tensor
 // holds its layers in local order (chunk 0's, then chunk 1's, ...), a tensor it does not hold has size 0.
 // With p = 1 this is exactly the whole model's (tensor-parallel slice) layout.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 #include "../layers/model_shape.h"
@@ -18,17 +22,22 @@
 struct PipelineStage {
     int pp = 1, rank = 0;  // p and this rank's place in the pipeline
     int chunks = 1;        // m: model chunks per rank (interleaved schedule)
+    bool v_shape = false;  // ZB-V's placement (chunks == 2)
     int layers_per_chunk = 0;
     std::vector<int> layers;  // the global indices of this stage's layers, in local order
     bool first() const { return rank == 0; }
-    bool last() const { return rank == pp - 1; }
-    int virtual_stage(int chunk) const { return chunk * pp + rank; }
+    bool last() const { return rank == head_rank(); }  // holds the last virtual stage (the head and the loss)
+    int head_rank() const { return v_shape ? 0 : pp - 1; }
+    int virtual_stage(int chunk) const { return v_shape && chunk == 1 ? 2 * pp - 1 - rank : chunk * pp + rank; }
     int num_virtual() const { return pp * chunks; }
     // The global layers [begin, end) of a chunk.
     int chunk_begin(int chunk) const { return virtual_stage(chunk) * layers_per_chunk; }
     int chunk_end(int chunk) const { return chunk_begin(chunk) + layers_per_chunk; }
     int local_layer(int l) const;  // position of global layer l in `layers`; fatal if not held
-    bool holds_layer(int l) const { return l >= 0 && !layers.empty() && (l / layers_per_chunk) % pp == rank; }
+    bool holds_layer(int l) const {
+        const int v = l / std::max(layers_per_chunk, 1);
+        return l >= 0 && !layers.empty() && (v_shape && v >= pp ? 2 * pp - 1 - v : v % pp) == rank;
+    }
     // Whether this stage holds (a copy of) parameter tensor id (every stage holds its layers' tensors).
     bool holds(int id) const;
     // Whether this stage's copy is the one a consolidated checkpoint takes (the word embedding: the first
@@ -36,7 +45,7 @@ struct PipelineStage {
     bool owns(int id) const { return holds(id) && (id != P_WTE || first()); }
 };
 
-PipelineStage pipeline_stage(const GPTConfig& cfg, int pp, int rank, int chunks);
+PipelineStage pipeline_stage(const GPTConfig& cfg, int pp, int rank, int chunks, bool v_shape = false);
 
 // Element counts of this stage's tensors, from the counts of the whole model's slice on this TP rank.
 void stage_param_sizes(const PipelineStage& st, const GPTConfig& cfg, const int64_t tp_sizes[NUM_PARAM_TENSORS],

@@ -19,6 +19,11 @@
 using namespace comm_detail;
 
 static ncclComm_t nccl_of(const Comm& c) { return (ncclComm_t)c.nccl; }
+// A message's channel between two ranks (Comm::channels): one, or with two its tag's lowest bit (the pipeline's
+// tags put the direction there, pipe_message_tag: activations 0, gradients 1). Messages of one channel match in
+// issue order (strict: the channel is the MPI tag); the order check counts each (peer, channel) apart.
+static int channel_of(const Comm& c, int tag) { return c.channels > 1 ? tag & 1 : 0; }
+static size_t channel(const Comm& c, int peer, int tag) { return (size_t)peer * 2 + (size_t)channel_of(c, tag); }
 
 // ---- send_later: a copy of the tensor, queued -----------------------------------------------------------------
 // send_later copies the tensor into a buffer of its own (taken from spare_sends when one is big enough) and
@@ -97,7 +102,7 @@ static void mpi_exchange_post(Comm& c, const std::vector<P2PMessage>& recvs) {
     f.reqs.clear();
     f.reqs.reserve((recvs.size() + c.sends.size()) * (size_t)per);
     if (c.recv_stage.size() < recvs.size()) c.recv_stage.resize(recvs.size());
-    auto mpi_tag = [&](int tag) { return c.rules.strict ? 0 : tag; };  // strict: one tag, matched in order
+    auto mpi_tag = [&](int tag) { return c.rules.strict ? channel_of(c, tag) : tag; };  // strict: a tag per channel, in order
     for (size_t i = 0; i < recvs.size(); i++) {
         const P2PMessage& r = recvs[i];
         void* dst = r.t.device == Device::CPU ? r.t.data : host_buffer(c, c.recv_stage[i], r.t.bytes(), true);
@@ -114,7 +119,7 @@ static void mpi_exchange_post(Comm& c, const std::vector<P2PMessage>& recvs) {
         auto post = c.rules.strict ? MPI_Issend : MPI_Isend;
         MPI_Request q;
         if (check) {
-            f.out_hdr[i] = P2PHeader{p.tag, (int64_t)p.bytes, (int64_t)c.sent[(size_t)p.peer]++};
+            f.out_hdr[i] = P2PHeader{p.tag, (int64_t)p.bytes, (int64_t)c.sent[channel(c, p.peer, p.tag)]++};
             MPI_CHECK(post(&f.out_hdr[i], (int)sizeof(P2PHeader), MPI_BYTE, p.peer, mpi_tag(p.tag), c.mpi, &q));
             f.reqs.push_back(q);
         }
@@ -139,7 +144,7 @@ static double mpi_exchange_complete(Comm& c, const Ctx& ctx) {
     const double waited = MPI_Wtime() - t0;
     for (size_t i = 0; i < recvs.size(); i++) {
         const P2PMessage& r = recvs[i];
-        if (check) check_header(c, f.in_hdr[i], r, c.received[(size_t)r.peer]++);
+        if (check) check_header(c, f.in_hdr[i], r, c.received[channel(c, r.peer, r.tag)]++);
         int got = 0;
         MPI_CHECK(MPI_Get_count(&st[i * (size_t)per + (size_t)(per - 1)], MPI_BYTE, &got));
         if ((size_t)got != r.t.bytes())
@@ -187,7 +192,7 @@ static void nccl_exchange(Comm& c, cudaStream_t stream, const std::vector<P2PMes
     std::vector<P2PHeader> host_hdr(c.sends.size() + recvs.size());
     if (check && !host_hdr.empty()) {
         for (size_t i = 0; i < c.sends.size(); i++)
-            host_hdr[i] = P2PHeader{c.sends[i].tag, (int64_t)c.sends[i].bytes, (int64_t)c.sent[(size_t)c.sends[i].peer]++};
+            host_hdr[i] = P2PHeader{c.sends[i].tag, (int64_t)c.sends[i].bytes, (int64_t)c.sent[channel(c, c.sends[i].peer, c.sends[i].tag)]++};
         hdr = tensor_alloc(Device::CUDA, DType::U8, (int64_t)(host_hdr.size() * sizeof(P2PHeader)));
         CUDA_CHECK(cudaMemcpyAsync(hdr.data, host_hdr.data(), c.sends.size() * sizeof(P2PHeader), cudaMemcpyHostToDevice, stream));
     }
@@ -215,7 +220,7 @@ static void nccl_exchange(Comm& c, cudaStream_t stream, const std::vector<P2PMes
         CUDA_CHECK(cudaMemcpyAsync(host_hdr.data(), hdr.data, host_hdr.size() * sizeof(P2PHeader), cudaMemcpyDeviceToHost, stream));
         CUDA_CHECK(cudaStreamSynchronize(stream));
         for (size_t i = 0; i < recvs.size(); i++)
-            check_header(c, host_hdr[c.sends.size() + i], recvs[i], c.received[(size_t)recvs[i].peer]++);
+            check_header(c, host_hdr[c.sends.size() + i], recvs[i], c.received[channel(c, recvs[i].peer, recvs[i].tag)]++);
         tensor_free(hdr);
     }
 }
@@ -223,14 +228,14 @@ static void nccl_exchange(Comm& c, cudaStream_t stream, const std::vector<P2PMes
 // ---- the timeline (--trace, layers/trace.h) ----------------------------------------------------------------------
 // While a step is recorded, an exchange is one event on the communication thread ("exchange pp [recv grad 3.0;
 // send act 4.0]"), or, in two halves, an "exchange_start" event (posting) and an "exchange_finish" event (the
-// wait), with args:
+// wait; on NCCL the group's time on its stream, between two events recorded there: nothing waits for them), and
+// the pipeline's posted exchanges an "exchange_post" event (posting) and an "exchange_wait" per receive, with args:
 //   what              the caller's words;
 //   recv, send        a label per message: "act j.c" / "grad j.c" for a pipeline activation / gradient of
 //                     micro-batch j (c: the chunk of the op that consumes it, for a receive; that produced it,
 //                     for a send: model/pipeline_ops.cu's words), else the message's own words;
 //   bytes_received, bytes_sent, peers (world ranks), group;
-//   blocked_us        the time spent in the final wait: MPI's wait for every request of the exchange, or on
-//                     NCCL the synchronization of the stream that carries the group. It is the time this rank
+//   blocked_us        (MPI) the time spent in the final wait for the exchange's requests: the time this rank
 //                     waited for its peers to post their side plus the transfer itself: MPI cannot tell the two
 //                     apart (small messages move while the receiver waits; large ones only once both sides have
 //                     posted). The rest of the event is posting the requests and staging copies.
@@ -279,26 +284,35 @@ static std::string json_list(const std::vector<std::string>& items) {
     return s + "]";
 }
 
-// At exchange_start, after posting: the sends' flows, and for a split exchange its first event.
+// At exchange_start, after posting: the sends' flows (NCCL: at the group's start on its stream), and for a split
+// exchange its first event (the host's posting).
 static void trace_exchange_posted(Comm& c, const std::string& what, double t0) {
     const int me = my_world_rank();
     std::vector<std::string> sends;
+    const bool nccl = c.backend == CommBackend::NCCL;
     for (const Comm::PendingSend& p : c.sends) {
         sends.push_back(message_label(p.what));
-        trace_flow('s', flow_id(g_flows_sent, me, world_rank_of(c, p.peer)), TraceThread::Comm, t0,
-                   "\"send\":" + trace_json_string(sends.back()));
+        TracePoint at = nccl ? c.inflight.device0 : TracePoint{};
+        if (!nccl) at.host_us = t0;
+        trace_flow_at('s', flow_id(g_flows_sent, me, world_rank_of(c, p.peer)), TraceThread::Comm, at,
+                      "\"send\":" + trace_json_string(sends.back()));
     }
     if (c.inflight.whole) return;
     const std::string& group = trace_group_name(&c);
-    trace_event(TraceThread::Comm, "p2p", "exchange_start " + (group.empty() ? std::string("group") : group), t0, trace_now_us() - t0,
+    trace_event(nccl ? trace_host_thread() : TraceThread::Comm, "p2p", "exchange_start " + (group.empty() ? std::string("group") : group), t0,
+                trace_now_us() - t0,
                 "\"what\":" + trace_json_string(what) + ",\"send\":" + json_list(sends));
 }
 
-// At exchange_finish, after the wait: the exchange's (or its second half's) event and the receives' flows.
+// At exchange_finish, after the wait: the exchange's (or its second half's) event and the receives' flows. On
+// NCCL the event is the group's time on its stream (its two points), whole or split, and blocked_us is not
+// measured (the host does not wait).
 static void trace_exchange_done(Comm& c, double t_finish, double blocked_us) {
     const Comm::InFlight& f = c.inflight;
     const int me = my_world_rank();
-    const double t0 = f.whole ? f.trace_t0 : t_finish;
+    const bool nccl = c.backend == CommBackend::NCCL;
+    TracePoint p0 = f.device0, p1 = f.device1;
+    if (!nccl) p0 = TracePoint{}, p1 = TracePoint{}, p0.host_us = f.whole ? f.trace_t0 : t_finish, p1.host_us = trace_now_us();
     std::vector<std::string> recvs, sends, parts;
     std::vector<int> peers;
     bool short_names = true;
@@ -313,8 +327,8 @@ static void trace_exchange_done(Comm& c, double t_finish, double blocked_us) {
         received += r.t.bytes();
         short_names = short_names && is_pipeline_label(recvs.back());
         parts.push_back("recv " + recvs.back());
-        trace_flow('f', flow_id(g_flows_received, peer(r.peer), me), TraceThread::Comm, t0,
-                   "\"recv\":" + trace_json_string(recvs.back()));
+        trace_flow_at('f', flow_id(g_flows_received, peer(r.peer), me), TraceThread::Comm, nccl ? p1 : p0,
+                      "\"recv\":" + trace_json_string(recvs.back()));
     }
     for (const Comm::PendingSend& p : c.sends) {
         sends.push_back(message_label(p.what));
@@ -333,9 +347,11 @@ static void trace_exchange_done(Comm& c, double t_finish, double blocked_us) {
     std::string peer_list = "[";
     for (size_t i = 0; i < peers.size(); i++) peer_list += (i ? "," : "") + std::to_string(peers[i]);
     char nums[160];
-    snprintf(nums, sizeof nums, ",\"blocked_us\":%.3f,\"bytes_received\":%llu,\"bytes_sent\":%llu,\"peers\":", blocked_us,
-             (unsigned long long)received, (unsigned long long)sent);
-    trace_event(TraceThread::Comm, "p2p", name, t0, trace_now_us() - t0,
+    if (nccl) snprintf(nums, sizeof nums, ",\"bytes_received\":%llu,\"bytes_sent\":%llu,\"peers\":", (unsigned long long)received,
+                       (unsigned long long)sent);
+    else snprintf(nums, sizeof nums, ",\"blocked_us\":%.3f,\"bytes_received\":%llu,\"bytes_sent\":%llu,\"peers\":", blocked_us,
+                  (unsigned long long)received, (unsigned long long)sent);
+    trace_event_between(TraceThread::Comm, "p2p", name, p0, p1,
                 "\"what\":" + trace_json_string(f.what) + ",\"group\":" + trace_json_string(group) + ",\"recv\":" +
                     json_list(recvs) + ",\"send\":" + json_list(sends) + nums + peer_list + "]");
 }
@@ -357,10 +373,7 @@ static void start(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs,
     f.stream = false;
     f.whole = whole;
     f.traced = trace_recording() && !(recvs.empty() && c.sends.empty());
-    if (f.traced) {
-        trace_sync_device();  // what ctx.stream has queued before is not the exchange's
-        f.trace_t0 = trace_now_us();
-    }
+    if (f.traced) f.trace_t0 = trace_now_us();
     const double t0 = MPI_Wtime();
     if (recvs.empty() && c.sends.empty()) return;
     if (c.backend == CommBackend::NCCL) {
@@ -372,7 +385,9 @@ static void start(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs,
             CUDA_CHECK(cudaEventRecord(c.ready, ctx.stream));
             CUDA_CHECK(cudaStreamWaitEvent(s, c.ready, 0));
         }
+        if (f.traced) f.device0 = trace_point(s);  // (--trace: the group's two ends on its stream, layers/trace.h)
         nccl_exchange(c, s, recvs, what);
+        if (f.traced) f.device1 = trace_point(s);
         if (f.stream) CUDA_CHECK(cudaEventRecord(c.done, s));
     } else {
         mpi_exchange_post(c, recvs);
@@ -389,11 +404,6 @@ static void finish(Comm& c, const Ctx& ctx) {
     if (!f.recvs.empty() || !c.sends.empty()) {
         if (c.backend == CommBackend::NCCL) {
             if (f.stream) CUDA_CHECK(cudaStreamWaitEvent(ctx.stream, c.done, 0));
-            if (f.traced) {  // the group's end on the device: what this rank waited for
-                const double w0 = trace_now_us();
-                trace_sync_device();
-                blocked_us = trace_now_us() - w0;
-            }
         } else {
             blocked_us = 1e6 * mpi_exchange_complete(c, ctx);
         }
@@ -422,6 +432,173 @@ void exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, con
     finish(c, same);
 }
 
+// ---- the posted exchange: waits for receives only (point_to_point.h) ------------------------------------------
+// MPI: each receive and each send is posted at once, as in mpi_exchange_post; a receive's requests are kept by id
+// until receive_wait, a send's until MPI reports it done (reap_sends, at every post, or sends_wait). The order
+// check's expected index is taken when the receive is posted: receives from one peer are posted in the order
+// its sends are, whatever order they are waited for in. NCCL: one whole exchange (exchange_post's header says
+// why), its receives marked done.
+static void reap_sends(Comm& c, bool wait_all_of_them) {
+    for (auto it = c.posted_sends.begin(); it != c.posted_sends.end();) {
+        Comm::PostedSend& p = *it;
+        int done = 1;
+        if (wait_all_of_them) {
+            std::vector<MPI_Request> reqs{p.reqs[0], p.reqs[1]};
+            std::vector<MPI_Status> st;
+            mpi_wait(c, reqs, st, [&](size_t) { return p.send.what + " (a posted send, waited for by sends_wait)"; });
+        } else {
+            MPI_CHECK(MPI_Testall(2, p.reqs, &done, MPI_STATUSES_IGNORE));
+        }
+        if (!done) {
+            ++it;
+            continue;
+        }
+        c.spare_sends.push_back(p.send);
+        it = c.posted_sends.erase(it);
+    }
+}
+
+static std::string trace_labels(const std::vector<std::string>& parts) {
+    std::string s;
+    for (size_t i = 0; i < parts.size(); i++) s += (i ? "; " : "") + parts[i];
+    return s.empty() ? s : " [" + s + "]";
+}
+
+std::vector<int64_t> exchange_post(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what) {
+    std::vector<int64_t> ids;
+    if (c.backend == CommBackend::NCCL) {  // one group, completed as a unit on ctx.stream (the header says why)
+        exchange(c, ctx, recvs, what);
+        for (const P2PMessage& r : recvs) {
+            Comm::PostedRecv& p = c.posted_recvs[c.next_recv_id];
+            p.msg = r, p.done = true;
+            ids.push_back(c.next_recv_id++);
+        }
+        return ids;
+    }
+    if (c.inflight.active) mm_fatal("comm: exchange_post (%s) while the exchange %s is in flight", what.c_str(), c.inflight.what.c_str());
+    const double t0 = MPI_Wtime(), trace_t0 = trace_recording() ? trace_now_us() : 0;
+    reap_sends(c, false);
+    const bool check = c.rules.check_order;
+    auto mpi_tag = [&](int tag) { return c.rules.strict ? channel_of(c, tag) : tag; };  // strict: a tag per channel, in order
+    std::vector<std::string> labels;
+    for (const P2PMessage& r : recvs) {
+        check_tensor(c, ctx, r.t, "exchange_post");
+        check_peer(c, r.peer, "exchange_post: receive from");
+        Comm::PostedRecv& p = c.posted_recvs[c.next_recv_id];
+        ids.push_back(c.next_recv_id++);
+        p.msg = r;
+        p.exchange = what;
+        p.index = c.received[channel(c, r.peer, r.tag)]++;
+        void* dst = r.t.data;
+        if (r.t.device != Device::CPU) {
+            if (!c.spare_stage.empty()) p.stage = c.spare_stage.back(), c.spare_stage.pop_back();
+            dst = host_buffer(c, p.stage, r.t.bytes(), true);
+        }
+        if (check) MPI_CHECK(MPI_Irecv(&p.hdr, (int)sizeof(P2PHeader), MPI_BYTE, r.peer, mpi_tag(r.tag), c.mpi, &p.reqs[0]));
+        MPI_CHECK(MPI_Irecv(dst, mpi_count((int64_t)r.t.bytes()), MPI_BYTE, r.peer, mpi_tag(r.tag), c.mpi, &p.reqs[1]));
+        labels.push_back("recv " + message_label(r.what));
+    }
+    const int me = trace_recording() ? my_world_rank() : 0;
+    for (Comm::PendingSend& send : c.sends) {
+        c.posted_sends.emplace_back();
+        Comm::PostedSend& p = c.posted_sends.back();
+        p.send = send;
+        auto post = c.rules.strict ? MPI_Issend : MPI_Isend;
+        if (check) {
+            p.hdr = P2PHeader{send.tag, (int64_t)send.bytes, (int64_t)c.sent[channel(c, send.peer, send.tag)]++};
+            MPI_CHECK(post(&p.hdr, (int)sizeof(P2PHeader), MPI_BYTE, send.peer, mpi_tag(send.tag), c.mpi, &p.reqs[0]));
+        }
+        MPI_CHECK(post(send.host.ptr, mpi_count((int64_t)send.bytes), MPI_BYTE, send.peer, mpi_tag(send.tag), c.mpi, &p.reqs[1]));
+        labels.push_back("send " + message_label(send.what));
+        if (trace_recording())  // the message's flow starts here (its finish: the receiver's receive_wait)
+            trace_flow('s', flow_id(g_flows_sent, me, world_rank_of(c, send.peer)), TraceThread::Comm, trace_t0,
+                       "\"send\":" + trace_json_string(message_label(send.what)));
+    }
+    c.sends.clear();
+    c.counters.recv_wait_s += MPI_Wtime() - t0;
+    if (trace_recording() && !labels.empty()) {
+        const std::string& group = trace_group_name(&c);
+        trace_event(TraceThread::Comm, "p2p", "exchange_post " + (group.empty() ? std::string("group") : group) + trace_labels(labels),
+                    trace_t0, trace_now_us() - trace_t0, "\"what\":" + trace_json_string(what));
+    }
+    return ids;
+}
+
+void receive_wait(Comm& c, const Ctx& ctx, int64_t id) {
+    auto it = c.posted_recvs.find(id);
+    if (it == c.posted_recvs.end()) mm_fatal("comm: receive_wait: no posted receive %lld (waited for twice?)", (long long)id);
+    Comm::PostedRecv& p = it->second;
+    if (p.done) return void(c.posted_recvs.erase(it));
+    const double t0 = MPI_Wtime(), trace_t0 = trace_recording() ? trace_now_us() : 0;
+    std::vector<MPI_Request> reqs{p.reqs[0], p.reqs[1]};
+    std::vector<MPI_Status> st;
+    mpi_wait(c, reqs, st, [&](size_t) { return p.msg.what + " in the exchange " + p.exchange; });
+    const double blocked_us = 1e6 * (MPI_Wtime() - t0);
+    if (c.rules.check_order) check_header(c, p.hdr, p.msg, p.index);
+    int got = 0;
+    MPI_CHECK(MPI_Get_count(&st[1], MPI_BYTE, &got));
+    if ((size_t)got != p.msg.t.bytes())
+        mm_fatal("comm: %s: got %d bytes, expected %zu (the stages disagree on the shapes)", p.msg.what.c_str(), got, p.msg.t.bytes());
+    if (p.msg.t.device != Device::CPU) {
+        host_to_device(ctx, p.msg.t, p.stage.ptr);
+        c.spare_stage.push_back(p.stage);
+    }
+    if (trace_recording()) {  // the flow ends where the wait ends: when the message was there
+        const std::string label = message_label(p.msg.what), &group = trace_group_name(&c);
+        trace_flow('f', flow_id(g_flows_received, world_rank_of(c, p.msg.peer), my_world_rank()), TraceThread::Comm,
+                   trace_now_us(), "\"recv\":" + trace_json_string(label));
+        char nums[96];
+        snprintf(nums, sizeof nums, ",\"blocked_us\":%.3f,\"bytes_received\":%zu", blocked_us, p.msg.t.bytes());
+        trace_event(TraceThread::Comm, "p2p", "exchange_wait " + (group.empty() ? std::string("group") : group) + " [recv " + label + "]",
+                    trace_t0, trace_now_us() - trace_t0,
+                    "\"what\":" + trace_json_string(p.exchange) + ",\"recv\":[" + trace_json_string(label) + "]" + nums);
+    }
+    c.posted_recvs.erase(it);
+    c.counters.recv_wait_s += MPI_Wtime() - t0;
+}
+
+void sends_wait(Comm& c, const Ctx& ctx) {
+    (void)ctx;
+    if (c.backend == CommBackend::MPI) reap_sends(c, true);
+}
+
+// ---- a sum of host values by messages (point_to_point.h) -----------------------------------------------------------
+MPI_Comm side_comm(Comm& c) {
+    if (c.side == MPI_COMM_NULL) MPI_CHECK(MPI_Comm_dup(c.mpi, &c.side));
+    return c.side;
+}
+
+void host_sum_post(MPI_Comm comm, const double* values, int n, HostSum* s) {
+    int rank = 0, size = 1;
+    MPI_CHECK(MPI_Comm_rank(comm, &rank));
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    s->n = n;
+    s->mine.assign(values, values + n);
+    s->all.assign((size_t)n * size, 0.0);
+    std::copy(values, values + n, s->all.begin() + (long)rank * n);
+    s->reqs.clear();
+    for (int r = 0; r < size; r++) {
+        if (r == rank) continue;
+        MPI_Request q;
+        MPI_CHECK(MPI_Irecv(s->all.data() + (size_t)r * n, n, MPI_DOUBLE, r, 7401, comm, &q));
+        s->reqs.push_back(q);
+        MPI_CHECK(MPI_Isend(s->mine.data(), n, MPI_DOUBLE, r, 7401, comm, &q));
+        s->reqs.push_back(q);
+    }
+}
+
+void host_sum_wait(MPI_Comm comm, HostSum* s, double* sums, double timeout_s, const std::string& what) {
+    int size = 1;
+    MPI_CHECK(MPI_Comm_size(comm, &size));
+    for (MPI_Request q : s->reqs) comm_wait_request(q, timeout_s, what);
+    s->reqs.clear();
+    for (int i = 0; i < s->n; i++) {
+        double total = 0;
+        for (int r = 0; r < size; r++) total += s->all[(size_t)r * s->n + (size_t)i];  // rank order: the same bits everywhere
+        sums[i] = total;
+    }
+}
+
 // ---- the pipeline's loss: host bytes from the last stage to every stage ----------------------------------------
 // NCCL: the previous exchange's end is watched first, so that a stage stuck there is reported as such.
 void broadcast_host(Comm& c, void* data, int bytes, int root, const std::string& what) {
@@ -435,7 +612,7 @@ void broadcast_host(Comm& c, void* data, int bytes, int root, const std::string&
     mpi_wait(c, reqs, st, [&](size_t) { return what + " from rank " + std::to_string(root); });
     if (trace_recording()) {  // on the timeline: one collective event (--trace)
         const std::string& group = trace_group_name(&c);
-        trace_event(TraceThread::Comm, "collective", "broadcast of " + what + " (host, " + (group.empty() ? "group" : group) + ")", t0,
+        trace_event(trace_host_thread(), "collective", "broadcast of " + what + " (host, " + (group.empty() ? "group" : group) + ")", t0,
                     trace_now_us() - t0, "\"group\":" + trace_json_string(group) + ",\"ranks\":" + std::to_string(c.size) +
                                              ",\"bytes\":" + std::to_string(bytes) + ",\"root\":" + std::to_string(root));
     }

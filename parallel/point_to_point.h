@@ -46,6 +46,36 @@ void exchange(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, con
 // it progresses, at the latest inside the wait.
 void exchange_start(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what);
 void exchange_finish(Comm& c, const Ctx& ctx);
+// The pipeline's exchange (model/pipeline_step.cu), NCCL's rules kept, that waits only for what the next op
+// receives. An exchange that completes as a unit makes an op wait for the previous op's sends too, i.e. for the
+// neighbour to reach the op that receives them: ZB-H2's first stage waited a whole B per steady unit that way
+// (bench/PERF_NOTES.md, "Zero-bubble schedules"). Here:
+//  - exchange_post posts the queued sends (send_later) and the receives `recvs` and returns at once, with one
+//    id per receive; the caller leaves the receive buffers alone until it has waited for them;
+//  - receive_wait waits for one posted receive: afterwards its tensor holds the message;
+//  - a posted send completes when its peer receives it: each exchange_post reaps those done (their copies are
+//    reused), sends_wait waits for all that are left.
+// Under the strict rules (--comm mpi-strict) the sends are synchronous (MPI_Issend) and every message between
+// two ranks travels with one tag, so the receives of a directed pair match its sends in issue order, and a send
+// is done only once received: what NCCL allows for a pair of ranks whose two directions do not wait for each
+// other (a communicator per direction). On NCCL this project still issues one group per exchange on ctx.stream
+// (exchange's semantics: the GPU waits for the sends too); the communicator per direction is not built.
+std::vector<int64_t> exchange_post(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what);
+void receive_wait(Comm& c, const Ctx& ctx, int64_t id);
+void sends_wait(Comm& c, const Ctx& ctx);
+// A sum of a few host values over a group, by messages: each rank sends its values to every other one and adds
+// all of them in rank order, so every rank gets the same bits at any group size, and a rank's part, once posted,
+// needs nothing more from it (a few bytes go eagerly: the others complete the sum without this rank calling MPI
+// again, which an MPI all-reduce in flight would need). Its own communicator (comm: a duplicate; no other
+// message may use it). host_sum_post starts it; host_sum_wait completes it into sums (n values) under the timeout.
+struct HostSum {
+    std::vector<double> mine, all;
+    std::vector<MPI_Request> reqs;
+    int n = 0;
+};
+MPI_Comm side_comm(Comm& c);  // c's duplicate (Comm::side), made on first use: every rank of c calls it first together
+void host_sum_post(MPI_Comm comm, const double* values, int n, HostSum* s);
+void host_sum_wait(MPI_Comm comm, HostSum* s, double* sums, double timeout_s, const std::string& what);
 // Bytes of host memory `bytes` from rank `root` to every rank of the group, under the communicator's rules
 // (timeout): the pipeline's loss, which the last stage computes.
 void broadcast_host(Comm& c, void* data, int bytes, int root, const std::string& what);

@@ -22,8 +22,19 @@ struct ProcessGrid {
     int tp = 1, dp = 1, pp = 1, tp_rank = 0, dp_rank = 0, pp_rank = 0;
     int cp = 1, cp_rank = 0;  // context parallelism (parallel/context_parallel.h)
     bool sp = false;  // sequence parallelism (meaningful when tp > 1)
+    // ZB-V's placement of the virtual stages (parallel/pipeline_stage.h): rank 0 holds both ends of the model, so
+    // emb_comm's sum is not needed. Set by the caller after grid_create, before the model is built.
+    bool pipeline_v = false;
     Comm tp_comm, dp_comm, pp_comm, emb_comm, cp_comm, dpcp_comm;
 };
+
+// ZB-V's placement on this grid (parallel/pipeline_stage.h): its pairs of stages exchange activations and
+// gradients both ways, each direction in its own order, so the pipeline communicator gets two channels
+// (parallel/comm.h: --comm mpi-strict keeps each in order; NCCL would need a communicator per channel).
+inline void grid_use_v_placement(ProcessGrid& g) {
+    g.pipeline_v = true;
+    g.pp_comm.channels = 2;
+}
 
 // The ranks that hold the same weights, every DP and CP rank of one (tp_rank, pp_rank): the gradients are
 // summed over them and the distributed optimizer shards over them. dp_comm when cp = 1.

@@ -3,12 +3,52 @@
 
 #include <algorithm>
 
+std::string zero_bubble_problem(PipeSchedule s, int m) {
+    const int want = s == PipeSchedule::ZeroBubbleV ? 2 : 1;
+    if (m == want) return "";
+    return std::string("the ") + pipe_schedule_name(s) + " schedule runs " + (want == 2 ? "two model chunks" : "one model chunk") +
+           " per stage, not " + std::to_string(m);
+}
+
 int zero_bubble_weight_lag(PipeSchedule s, int p, int rank) {
     (void)p;
     return s == PipeSchedule::ZeroBubbleH2 ? 2 * rank : rank;
 }
 
+int zero_bubble_warmup(PipeSchedule s, int p, int rank, int M) {
+    if (s == PipeSchedule::ZeroBubbleH1) return std::min(p - rank - 1, M);
+    if (s == PipeSchedule::ZeroBubbleH2) return std::min(2 * (p - rank - 1), M);  // the first stage: 2p − 1 in flight
+    // ZB-V: chunk 0's first forwards, then r pairs, then the first forward of chunk 1 before its first B.
+    return std::min(std::min(2 * (p - rank) - 1, M) + std::min(rank + 1, M) + std::min(rank, M - std::min(2 * (p - rank) - 1, M)),
+                    2 * M);
+}
+
+// ZB-V's order (the header): counters per chunk, each op added while it has one left; each B queues its W, and
+// a W runs once more than `lag` are queued.
+static std::vector<std::vector<PipeOp>> zero_bubble_v_units(int p, int rank, int M) {
+    std::vector<std::vector<PipeOp>> units;
+    int f[2] = {0, 0}, b[2] = {0, 0};
+    std::vector<PipeOp> queued;  // W's due, oldest first
+    const int lag = rank;
+    auto F = [&](int c) {
+        if (f[c] < M) units.push_back({{PipeOp::Forward, f[c]++, c}});
+    };
+    auto B = [&](int c) {
+        if (b[c] >= f[c]) return;
+        units.push_back({{PipeOp::Backward, b[c], c}});
+        queued.push_back({PipeOp::WeightGrad, b[c]++, c});
+        if ((int)queued.size() > lag) units.push_back({queued.front()}), queued.erase(queued.begin());
+    };
+    for (int k = 0; k < std::min(2 * (p - rank) - 1, M); k++) F(0);
+    for (int k = 0; k < rank; k++) F(1), F(0);
+    for (int k = 0; k < p - rank; k++) F(1), B(1);
+    while (b[0] < M || b[1] < M) F(0), B(0), F(1), B(1);
+    for (const PipeOp& w : queued) units.push_back({w});
+    return units;
+}
+
 std::vector<std::vector<PipeOp>> zero_bubble_units(PipeSchedule s, int p, int rank, int M, int w) {
+    if (s == PipeSchedule::ZeroBubbleV) return zero_bubble_v_units(p, rank, M);
     const int d = zero_bubble_weight_lag(s, p, rank);
     std::vector<std::vector<PipeOp>> units;
     std::vector<PipeOp> due;  // W's that lead the next unit (run while its exchange is in flight)
@@ -37,11 +77,14 @@ std::vector<std::vector<PipeOp>> zero_bubble_units(PipeSchedule s, int p, int ra
     return units;
 }
 
-ZeroBubblePeak zero_bubble_peak(const std::vector<PipeOp>& ops) {
+ZeroBubblePeak zero_bubble_peak(const std::vector<PipeOp>& ops, int m) {
     ZeroBubblePeak now, most;
+    now.saved_per_chunk.assign((size_t)std::max(m, 1), 0);
+    most.saved_per_chunk = now.saved_per_chunk;
     for (const PipeOp& op : ops) {
-        if (op.kind == PipeOp::Forward) now.saved++;
-        if (op.kind == PipeOp::Backward) now.saved--, now.pending++;
+        int& chunk = now.saved_per_chunk[(size_t)op.chunk];
+        if (op.kind == PipeOp::Forward) now.saved++, chunk++;
+        if (op.kind == PipeOp::Backward) now.saved--, chunk--, now.pending++;
         if (op.kind == PipeOp::WeightGrad) now.pending--;
         now.held = now.saved + now.pending;
         if (now.held > most.held) most = now;

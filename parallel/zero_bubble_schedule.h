@@ -18,29 +18,58 @@
 //         parallelogram), which only an optimizer step that does not synchronize would overlap with the next
 //         step (the paper's post-validation; not done here: the gradient norm and the clip synchronize). The
 //         first stage holds 2p − 1 micro-batches' activations.
+//  ZB-V: two model chunks per rank in a V (the paper's §6 schedule): the 2p virtual stages go down the ranks and
+//         back up, rank r holding v = r (chunk 0) and v = 2p − 1 − r (chunk 1), so rank 0 holds the first and the
+//         last virtual stage (the embedding and the loss) and rank p − 1 the turn, whose message stays on the
+//         rank. Each chunk holds L/(2p) layers. Order of rank r: min(2(p − r) − 1, M) forwards of chunk 0; r
+//         times a forward of chunk 1 and one of chunk 0; p − r times a forward and a B of chunk 1; then, until
+//         every B has run, F0 B0 F1 B1 (each while there is one left); after each B its W once more than r are
+//         pending (lag r, as ZB-H1's), the rest at the end. The first stage then holds 2p chunk-micro-batches
+//         at its peak, 2p · L/(2p) = L layers' worth: 1F1B's (once M >= 2p), with half the bubble of ZB-H1 at equal
+//         op times (recompute/formulas.h); twice 1F1B's point-to-point volume (each micro-batch crosses 2p − 2
+//         boundaries between ranks, and one on rank p − 1).
 // (All counts are capped by M.) Within a chunk the B's and the W's each run in micro-batch order, so every
 // weight gradient accumulates its micro-batches in a single rank's order.
 //
-// Units (what the executor runs between exchanges, model/pipeline_step.cu): under ZB-H1 each F and each B
-// alone, as in 1F1B; under ZB-H2 each steady (F, B) pair in one unit. (ZB-H2's extra warm-up forwards put a
-// stage's sends ahead of its neighbour's receives; an exchange completes only when its sends are matched too,
-// so with every op alone the stage would wait on the sends of its forwards before each B, and the two
-// stages of a p = 2 pipeline took turns in the trace.) Each W goes to the front of the unit after
-// it: the executor runs a unit's W's while that unit's exchange is in flight (exchange_start ... exchange_finish,
-// parallel/point_to_point.h), so the B's gradient has already left for the previous stage when the W starts. W's
-// after the last B form a last unit of their own. W's exchange nothing, so the exchanges are those of the F's
-// and B's units: test_pipeline_schedule simulates them under NCCL's rules.
+// Units (what the executor runs between exchanges where an exchange completes as a whole: NCCL's grouped
+// exchanges, model/pipeline_step.cu): under ZB-H1 each F and each B alone, as in 1F1B; under ZB-H2 each steady
+// (F, B) pair in one unit. (ZB-H2's extra warm-up forwards put a stage's sends ahead of its neighbour's
+// receives; a whole exchange completes only when its sends are matched too, so with every op alone the stage
+// would wait on the sends of its forwards before each B; the pairs still make its first stage wait for a B's
+// gradient before the F: bench/PERF_NOTES.md.) Each W goes to the front of the unit after it, run while that
+// unit's exchange is in flight (exchange_start ... exchange_finish, parallel/point_to_point.h); W's after the
+// last B form a last unit of their own. Elsewhere the executor posts one exchange per op and waits only for the
+// op's receive, so the units do not matter. W's exchange nothing: test_pipeline_schedule simulates the F's and
+// B's exchanges under NCCL's rules, both ways.
 #pragma once
+#include <string>
 #include <vector>
 #include "pipeline_schedule.h"
 
-inline bool is_zero_bubble(PipeSchedule s) { return s == PipeSchedule::ZeroBubbleH1 || s == PipeSchedule::ZeroBubbleH2; }
+inline bool is_zero_bubble(PipeSchedule s) {
+    return s == PipeSchedule::ZeroBubbleH1 || s == PipeSchedule::ZeroBubbleH2 || s == PipeSchedule::ZeroBubbleV;
+}
+// ZB-V's placement: virtual stage v is on rank v (v < p) or 2p − 1 − v; elsewhere (v_shape false) on v mod p.
+inline bool pipe_v_shape(PipeSchedule s) { return s == PipeSchedule::ZeroBubbleV; }
+inline int pipe_virtual_stage(int p, int rank, int chunk, bool v_shape) {
+    return v_shape && chunk == 1 ? 2 * p - 1 - rank : chunk * p + rank;
+}
+inline int pipe_rank_of(int p, int v, bool v_shape) { return v_shape && v >= p ? 2 * p - 1 - v : v % p; }
+// Why these schedules cannot run m chunks per stage ("" when they can: ZB-V takes 2, the others 1).
+std::string zero_bubble_problem(PipeSchedule s, int m);
 // The stage's W lag d (above).
 int zero_bubble_weight_lag(PipeSchedule s, int p, int rank);
-// The ops of ZB-H1 / ZB-H2 in units, warm-up count `warmup` (pipe_warmup's unless a test tries another).
+// The forwards before the stage's first B (pipe_warmup for these schedules).
+int zero_bubble_warmup(PipeSchedule s, int p, int rank, int M);
+// The ops of ZB-H1 / ZB-H2 / ZB-V in units, warm-up count `warmup` (pipe_warmup's unless a test tries another;
+// ZB-V's order takes none).
 std::vector<std::vector<PipeOp>> zero_bubble_units(PipeSchedule s, int p, int rank, int M, int warmup);
-// The moment a zero-bubble stage holds the most: the first op after which the most micro-batches have run
-// their F and not their W (each holds either its saved activations or its W inputs; the executor marks the
-// memory report's snapshot there). held = saved + pending: saved, B not run yet; pending, B run, W not.
-struct ZeroBubblePeak { int held = 0, saved = 0, pending = 0; };
-ZeroBubblePeak zero_bubble_peak(const std::vector<PipeOp>& ops);
+// The moment a zero-bubble stage holds the most: the first op after which the most (micro-batch, chunk) pairs
+// have run their F and not their W (each holds either its saved activations or its W inputs; the executor marks
+// the memory report's snapshot there). held = saved + pending: saved, B not run yet; pending, B run, W not;
+// saved_per_chunk: saved by chunk (m entries).
+struct ZeroBubblePeak {
+    int held = 0, saved = 0, pending = 0;
+    std::vector<int> saved_per_chunk;
+};
+ZeroBubblePeak zero_bubble_peak(const std::vector<PipeOp>& ops, int m = 1);

@@ -183,13 +183,17 @@ const char* bubble_schedule_name(BubbleSchedule s) {
         case BubbleSchedule::OneFOneB: return "1f1b";
         case BubbleSchedule::ZeroBubbleH1: return "zb-h1";
         case BubbleSchedule::ZeroBubbleH2: return "zb-h2";
+        case BubbleSchedule::AFAB: return "afab";
+        case BubbleSchedule::Interleaved: return "interleaved";
+        case BubbleSchedule::ZeroBubbleV: return "zb-v";
     }
     return "?";
 }
 
 bool parse_bubble_schedule(const char* text, BubbleSchedule* out) {
     if (!text) return false;
-    for (BubbleSchedule s : {BubbleSchedule::OneFOneB, BubbleSchedule::ZeroBubbleH1, BubbleSchedule::ZeroBubbleH2})
+    for (BubbleSchedule s : {BubbleSchedule::OneFOneB, BubbleSchedule::ZeroBubbleH1, BubbleSchedule::ZeroBubbleH2,
+                             BubbleSchedule::AFAB, BubbleSchedule::Interleaved, BubbleSchedule::ZeroBubbleV})
         if (strcmp(text, bubble_schedule_name(s)) == 0) {
             *out = s;
             return true;
@@ -203,7 +207,10 @@ double pipeline_bubble_time(BubbleSchedule s, int p, int M, double T_F, double T
     using std::max;
     // Each term is one dependency path's length minus the busy time (formulas.h names the two floors).
     switch (s) {
-        case BubbleSchedule::OneFOneB: return q * (T_F + T_B + T_W);
+        case BubbleSchedule::OneFOneB: case BubbleSchedule::AFAB: case BubbleSchedule::Interleaved: return q * (T_F + T_B + T_W);
+        case BubbleSchedule::ZeroBubbleV:
+            if (M < 2 * p || T_W > std::min(T_F, T_B)) return NAN;  // no closed form: pipeline_simulation.h
+            return q * max({2 * T_B - T_W, T_F + T_B - T_W, 2 * T_F - 3 * T_W});
         case BubbleSchedule::ZeroBubbleH1:
             if (M >= p) return q * max({T_F + T_B - T_W, T_F, T_B});
             return max({q * (T_F + T_B) - (M - 1) * T_W, q * T_F + T_B, (p - M) * T_F + q * T_B});
@@ -220,17 +227,33 @@ double pipeline_bubble_time(BubbleSchedule s, int p, int M, double T_F, double T
     return NAN;
 }
 
-double pipeline_bubble_rate(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W) {
-    return pipeline_bubble_time(s, p, M, T_F, T_B, T_W) / (M * (T_F + T_B + T_W));
+double pipeline_bubble_time_post_validated(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W) {
+    if (p < 1 || M < p || !(T_W >= 0) || T_W > std::min(T_F, T_B)) return NAN;
+    if (s != BubbleSchedule::ZeroBubbleH2) return pipeline_bubble_time(s, p, M, T_F, T_B, T_W);
+    if (M < 2 * p - 1) return NAN;
+    return (p - 1) * std::max({T_F + T_B - 2 * T_W, T_B - T_F, 0.0});
 }
 
-double pipeline_idle_share(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W) {
-    const double bubble = pipeline_bubble_time(s, p, M, T_F, T_B, T_W);
-    return bubble / (bubble + M * (T_F + T_B + T_W));
+int bubble_schedule_chunks(BubbleSchedule s, int chunks) {
+    return s == BubbleSchedule::ZeroBubbleV ? 2 : s == BubbleSchedule::Interleaved ? chunks : 1;
+}
+
+double pipeline_bubble_rate(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W, int chunks) {
+    return pipeline_bubble_time(s, p, M, T_F, T_B, T_W) / (M * bubble_schedule_chunks(s, chunks) * (T_F + T_B + T_W));
+}
+
+double bubble_idle_share(double bubble, int M, int m, double T_F, double T_B, double T_W) {
+    return bubble / (bubble + M * m * (T_F + T_B + T_W));
+}
+
+double pipeline_idle_share(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W, int chunks) {
+    return bubble_idle_share(pipeline_bubble_time(s, p, M, T_F, T_B, T_W), M, bubble_schedule_chunks(s, chunks), T_F, T_B, T_W);
 }
 
 int first_stage_in_flight(BubbleSchedule s, int p, int M) {
-    // Warm-up forwards plus the steady state's first forward: p − 1 + 1, or 2(p − 1) + 1 for ZB-H2.
+    // Warm-up forwards plus the steady state's first forward: p − 1 + 1, or 2(p − 1) + 1 for ZB-H2; ZB-V's 2p
+    // chunk-micro-batches are p of the stage's whole (two-chunk) micro-batches.
+    if (s == BubbleSchedule::ZeroBubbleV) return std::min(p, M);
     return std::min(s == BubbleSchedule::ZeroBubbleH2 ? 2 * p - 1 : p, M);
 }
 
@@ -246,9 +269,12 @@ FirstStageScheduleMemory first_stage_schedule_memory(const ModelFormulaInput& in
     const double per_mb = layers * layer_bytes(in.layer());
     f.in_flight = first_stage_in_flight(s, in.p, M);
     f.layers_at_peak = f.in_flight * per_mb;
-    if (s != BubbleSchedule::OneFOneB) {
+    if (s == BubbleSchedule::ZeroBubbleH1 || s == BubbleSchedule::ZeroBubbleH2) {
         f.w_inputs = layers * w_input_bytes_per_layer(in.s / in.c, in.b, in.h, in.t, in.d);
         f.after_b = (f.in_flight - 1) * per_mb + f.w_inputs;
+    } else if (s == BubbleSchedule::ZeroBubbleV) {  // in chunks of half the stage's layers: 2n − 1 of them and one W's
+        f.w_inputs = layers / 2 * w_input_bytes_per_layer(in.s / in.c, in.b, in.h, in.t, in.d);
+        f.after_b = (2 * f.in_flight - 1) * per_mb / 2 + f.w_inputs;
     }
     f.peak = std::max(f.layers_at_peak, f.after_b);
     return f;

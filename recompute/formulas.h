@@ -178,19 +178,43 @@ const PaperModel* find_paper_model(const std::string& name);  // case-insensitiv
 // and the first stage's wait q·(T_B − T_F) after its 2p − 1 forwards: with a synchronous end ZB-H2 does not
 // reach zero; at equal times T and M >= p it idles q·T, the same as ZB-H1 (1F1B: 3q·T), and for M < p
 // both idle (2p − 1 − M)·T.
-enum class BubbleSchedule { OneFOneB, ZeroBubbleH1, ZeroBubbleH2 };
-const char* bubble_schedule_name(BubbleSchedule s);                // "1f1b" | "zb-h1" | "zb-h2"
+// The other schedules the trainer runs, in the same terms (their op orders: parallel/pipeline_schedule.h and
+// parallel/zero_bubble_schedule.h; every time is one op's, i.e. one model chunk's under interleaving and ZB-V):
+//   AFAB and interleaved (m chunks, M·m ops of each kind per stage), any M:  q·(T_F + T_B + T_W), as 1F1B's: the
+//                       paper's (p − 1)/(m·M) as a rate, since a stage is busy M·m·(T_F + T_B + T_W)
+//   ZB-V (two chunks per stage, 2M ops of each kind), M >= 2p and T_W <= min(T_F, T_B):
+//                       q·max(2T_B − T_W, T_F + T_B − T_W, 2T_F − 3T_W)
+//                       (at equal times q·T against 2M·3T of work: a third of ZB-H1's rate; outside that range, NaN:
+//                       parallel/pipeline_simulation.h times the order itself).
+// With optimizer post-validation (model/post_validation.h: no synchronization between steps, each stage starts
+// its next step once it has run this one's ops) the steady bubble per step is, for T_W <= min(T_F, T_B) and
+// M >= p, the same for every schedule here but ZB-H2, whose last stage no longer waits q·T_F for its first
+// forward (the end triangle of the earlier stages overlaps the start of the next step):
+//   ZB-H2, M >= 2p − 1: q·max(T_F + T_B − 2T_W, T_B − T_F, 0), zero at equal times (the paper's zero bubble).
+// Elsewhere NaN (the simulation gives it). Checked against the simulation in test_formulas.
+enum class BubbleSchedule { OneFOneB, ZeroBubbleH1, ZeroBubbleH2, AFAB, Interleaved, ZeroBubbleV };
+// "1f1b" | "zb-h1" | "zb-h2" | "afab" | "interleaved" | "zb-v" (pipe_schedule_name's)
+const char* bubble_schedule_name(BubbleSchedule s);
 bool parse_bubble_schedule(const char* text, BubbleSchedule* out);  // those names; false otherwise
-// Idle time per stage per step (the closed forms above). NaN when p < 1, M < 1 or a time is negative.
+// Idle time per stage per step (the closed forms above). NaN when p < 1, M < 1 or a time is negative, or where no
+// closed form is given (ZB-V outside its range).
 double pipeline_bubble_time(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W);
-// Bubble rate: the idle time over the busy time, bubble / (M·(T_F + T_B + T_W)) (1F1B at equal times:
-// (p − 1)/M, pipe_ideal_bubble at m = 1; ZB-H1: (p − 1)/(3M) for M >= p).
-double pipeline_bubble_rate(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W);
-// The idle share of the step: bubble / (bubble + M·(T_F + T_B + T_W)).
-double pipeline_idle_share(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W);
+// The same with optimizer post-validation (above); NaN outside the range given there.
+double pipeline_bubble_time_post_validated(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W);
+// Model chunks per stage: ZB-V's 2, interleaved's `chunks`, 1 otherwise.
+int bubble_schedule_chunks(BubbleSchedule s, int chunks);
+// Bubble rate: the idle time over the busy time, bubble / (M·m·(T_F + T_B + T_W)) (1F1B at equal times:
+// (p − 1)/M, pipe_ideal_bubble at m = 1; ZB-H1: (p − 1)/(3M) for M >= p). chunks: interleaved's m.
+double pipeline_bubble_rate(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W, int chunks = 1);
+// The idle share of the step: bubble / (bubble + M·m·(T_F + T_B + T_W)).
+double pipeline_idle_share(BubbleSchedule s, int p, int M, double T_F, double T_B, double T_W, int chunks = 1);
+// The share of a given bubble (bubble_time, e.g. post-validated): bubble / (bubble + M·m·(T_F + T_B + T_W)).
+double bubble_idle_share(double bubble_time, int M, int m, double T_F, double T_B, double T_W);
 
 // Micro-batches whose F has run and B has not on the first stage at its peak: 1F1B and ZB-H1 min(p, M)
-// (its p warm-up-and-first forwards, as 1F1B: L layers' worth), ZB-H2 min(2p − 1, M) (about twice that).
+// (its p warm-up-and-first forwards, as 1F1B: L layers' worth), ZB-H2 min(2p − 1, M) (about twice that); ZB-V,
+// in micro-batches of the stage's two chunks (L/p layers), min(2p, 2M)/2 once M >= 2p: p, 1F1B's L layers (below
+// 2p micro-batches the order's own count: parallel/zero_bubble_schedule.h's zero_bubble_peak, in chunk units).
 int first_stage_in_flight(BubbleSchedule s, int p, int M);
 // What the trainer keeps for ONE layer's deferred W of ONE micro-batch, from its B until its W: copies of
 // the four linear layers' inputs and output gradients, e·s·b·h·(4 + 12/t) bytes (e = bytes per element):
@@ -205,7 +229,8 @@ double w_input_bytes_per_layer(double s, double b, double h, int t, int bytes_pe
 // rank's s/c tokens, in.d bytes). On the first stage the W lag is 0: each B(k) is followed by W(k), so at
 // most one micro-batch's W inputs are held, and never while the in-flight count is at its peak n: the two
 // candidate peaks are n micro-batches' activations (after a forward) and n − 1 micro-batches' plus one
-// micro-batch's W inputs (after a B). 1F1B defers nothing. Not counted: the terms outside the layers
+// micro-batch's W inputs (after a B); under ZB-V, in chunks of L/(2p) layers, 2n and 2n − 1 plus one chunk's W
+// inputs. 1F1B (and AFAB, interleaved) defers nothing. Not counted: the terms outside the layers
 // (first_stage_extra_bytes), the layer rebuilt during a backward, the transients of B and W themselves.
 struct FirstStageScheduleMemory {
     int in_flight = 0;          // n = first_stage_in_flight(s, p, M)

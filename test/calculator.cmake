@@ -1,5 +1,6 @@
 # The paper's formulas (recompute/memory_formulas.cu, recompute/formulas.cu) against the paper's printed numbers, and the calculator's CLI.
-mm_test(test_formulas SOURCES test/test_formulas.cu MODULES formulas memory_formulas memory_techniques pipeline_schedule zero_bubble_schedule runtime LABELS unit TIMEOUT 60)
+mm_test(test_formulas SOURCES test/test_formulas.cu MODULES formulas memory_formulas memory_techniques pipeline_schedule
+        zero_bubble_schedule pipeline_simulation runtime LABELS unit TIMEOUT 60)
 
 # memory_calculator: the default tables and JSON run; a bad flag exits non-zero; docs/paper.md's 530B
 # data-parallel example (39.15 s/iter on 2240 GPUs) gives 54.2% MFU, by flags and as the built-in 530B-dp8.

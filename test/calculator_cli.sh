@@ -142,6 +142,12 @@ expect_refusal "--cp not whole" "--cp must be a whole number, got '1\.5'" -- --m
 expect "zero bubble 1T 1f1b" "^  1T +1f1b +64 +512 +189 +12\.30% +10\.96% \| +64 +26\.56 +0\.00 +26\.56 \| +0\.39 +0\.39 +36\.6 +63\.9 fits$" --
 expect "zero bubble 1T zb-h1" "^  1T +zb-h1 +64 +512 +63 +4\.10% +3\.94% \| +64 +26\.56 +1\.07 +27\.22 \| +0\.39 +0\.39 +36\.6 +64\.6 fits$" --
 expect "zero bubble 1T zb-h2" "^  1T +zb-h2 +64 +512 +63 +4\.10% +3\.94% \| +127 +52\.71 +1\.07 +53\.37 \| +0\.78 +0\.39 +36\.6 +91\.1 does not fit$" --
+# zb-v: two chunks of one layer per stage, each op half a stage's (t = 0.5): 63 x max(1 - 0.5, 1 - 0.5, 1 - 1.5) =
+# 31.5 (2.05%, 31.5/1567.5 = 2.01%); the first stage holds 2 x 64 one-layer chunks = 64 micro-batches' 2 layers
+# (26.56 GiB, 1f1b's), after a B 127 x 222822400 + one layer's W inputs 576716800 = 28875161600 B = 26.89 GiB;
+# total 64.3 GiB. At 1:2:1 63 x max(2 - 0.5, 1.5 - 0.5, 1 - 1.5) = 94.5 (94.5/2048 = 4.61%).
+expect "zero bubble 1T zb-v" "^  1T +zb-v +64 +512 +31\.5 +2\.05% +2\.01% \| +64 +26\.56 +0\.54 +26\.89 \| +0\.39 +0\.39 +36\.6 +64\.3 fits$" --
+expect "--pipe-times 1:2:1 zb-v" "^  1T +zb-v +64 +512 +94\.5 +4\.61% " -- --model 1T --pipe-times 1:2:1
 # At 1:2:1 (busy 512 x 4 = 2048): 1f1b 63 x 4 = 252 (12.30%); zb-h1 63 x max(2, 1, 2) = 126 (6.15%, 126/2174 =
 # 5.80%); zb-h2 63 x max(1, 1, 1) = 63 (3.08%, 63/2111 = 2.98%).
 expect "--pipe-times 1:2:1 1f1b" "^  1T +1f1b +64 +512 +252 +12\.30% " -- --model 1T --pipe-times 1:2:1

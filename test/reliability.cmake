@@ -53,6 +53,8 @@ set_tests_properties(summary_and_log PROPERTIES LABELS mpi TIMEOUT 300 ENVIRONME
 mm_reliability_test(nan_stops_tp1 test_nan.sh 1)
 mm_reliability_test(nan_stops_tp2_sp test_nan.sh 2 --tp 2 --sp)
 mm_reliability_test(nan_stops_zero_dp2 test_nan.sh 2 --zero 1)
+# (--optimizer-post-validation: the step is rolled back a step later, named and stopped before its checkpoint)
+mm_reliability_test(nan_stops_pp2_post_validation test_nan.sh 2 --pp 2 --optimizer-post-validation)
 
 # The bad-input table: one test per case of test/bad_inputs.sh, sharing one fixture (shards + checkpoint).
 set(MM_BAD ${CMAKE_SOURCE_DIR}/test/bad_inputs.sh $<TARGET_FILE:train_gpt> $<TARGET_FILE:prepare_data>

@@ -28,6 +28,7 @@
 
 #include "layers/model_shape.h"
 #include "parallel/pipeline_schedule.h"
+#include "parallel/pipeline_simulation.h"
 #include "recompute/formulas.h"  // and memory_formulas.h
 #include "recompute/memory_techniques.h"
 #include "test/test_util.h"
@@ -752,6 +753,75 @@ static void test_zero_bubble() {
            "%.2f / %.2f / %.2f GiB\n", n, f1.peak / 1073741824.0, h1.peak / 1073741824.0, h2.peak / 1073741824.0);
 }
 
+// ---- the other schedules, and post-validation, against parallel/pipeline_simulation.h ------------------------
+// The simulation first against this file's own for 1F1B, ZB-H1 and ZB-H2 (two simulations written apart agree),
+// then the closed forms of AFAB, interleaved and ZB-V, and the post-validated bubble, where formulas.h gives them.
+static PipeSchedule pipe_of(BubbleSchedule s) {
+    switch (s) {
+        case BubbleSchedule::OneFOneB: return PipeSchedule::OneFOneB;
+        case BubbleSchedule::ZeroBubbleH1: return PipeSchedule::ZeroBubbleH1;
+        case BubbleSchedule::ZeroBubbleH2: return PipeSchedule::ZeroBubbleH2;
+        case BubbleSchedule::AFAB: return PipeSchedule::AFAB;
+        case BubbleSchedule::Interleaved: return PipeSchedule::Interleaved;
+        case BubbleSchedule::ZeroBubbleV: return PipeSchedule::ZeroBubbleV;
+    }
+    return PipeSchedule::OneFOneB;
+}
+
+static void test_schedule_simulation() {
+    const double times[][3] = {{1, 1, 1}, {1, 2, 1}, {2, 1, 1}, {1, 1, 2}, {3, 2, 1}, {1, 3, 2}, {2, 3, 5}, {5, 1, 1},
+                               {1, 1, 5}, {1, 5, 1}, {4, 1, 3}, {2, 3, 1}, {20, 11, 10}, {3, 1, 2}, {4, 4, 1}, {2, 1, 0.5}};
+    int n = 0, bad = 0, closed_forms = 0;
+    auto expect = [&](bool ok, const char* what, BubbleSchedule s, int p, int M, const double* T, double sim, double closed) {
+        n++;
+        if (!ok && bad++ < 10)
+            CHECK(false, "%s %s p=%d M=%d T=%g:%g:%g: simulated %g, closed form %g", what, bubble_schedule_name(s), p, M, T[0],
+                  T[1], T[2], sim, closed);
+    };
+    for (int p = 1; p <= 6; p++)
+        for (int M = 1; M <= 14; M++)
+            for (const auto& T : times) {
+                for (BubbleSchedule s : {BubbleSchedule::OneFOneB, BubbleSchedule::ZeroBubbleH1, BubbleSchedule::ZeroBubbleH2}) {
+                    const PipeSimulation sim = pipe_simulate(pipe_of(s), p, M, 1, T[0], T[1], T[2]);
+                    const double own = simulate_bubble(s, p, M, T[0], T[1], T[2]);
+                    expect(!sim.deadlock && sim.idle[0] == own, "two simulations", s, p, M, T, sim.idle[0], own);
+                }
+                for (BubbleSchedule s : {BubbleSchedule::AFAB, BubbleSchedule::Interleaved, BubbleSchedule::ZeroBubbleV}) {
+                    const int m = s == BubbleSchedule::AFAB ? 1 : 2;
+                    if (pipe_schedule_problem(pipe_of(s), p, M, m) != "" || p == 1) continue;
+                    const PipeSimulation sim = pipe_simulate(pipe_of(s), p, M, m, T[0], T[1], T[2]);
+                    const double closed = pipeline_bubble_time(s, p, M, T[0], T[1], T[2]);
+                    if (std::isnan(closed)) continue;  // ZB-V outside its range
+                    closed_forms++;
+                    expect(!sim.deadlock && std::fabs(sim.idle[0] - closed) < 1e-9, "closed form", s, p, M, T, sim.idle[0], closed);
+                }
+                // Post-validation: the steady bubble of repeated steps without synchronization.
+                for (BubbleSchedule s : {BubbleSchedule::OneFOneB, BubbleSchedule::ZeroBubbleH1, BubbleSchedule::ZeroBubbleH2,
+                                         BubbleSchedule::ZeroBubbleV}) {
+                    const double closed = pipeline_bubble_time_post_validated(s, p, M, T[0], T[1], T[2]);
+                    if (std::isnan(closed) || p == 1) continue;
+                    const PipeSimulation sim = pipe_simulate(pipe_of(s), p, M, bubble_schedule_chunks(s, 1), T[0], T[1], T[2], true);
+                    bool every = !sim.deadlock;
+                    for (double idle : sim.idle) every = every && std::fabs(idle - closed) < 1e-6;
+                    closed_forms++;
+                    expect(every, "post-validated", s, p, M, T, sim.idle[0], closed);
+                }
+            }
+    CHECK(bad == 0, "%d of %d comparisons differ", bad, n);
+    printf("schedule simulation: %d comparisons (%d closed forms) agree\n", n, closed_forms);
+    // At equal times: AFAB and interleaved idle (p − 1)·3T (the paper's (p − 1)/(m·M) as a rate), ZB-V (p − 1)·T
+    // against twice the ops; post-validated, ZB-H2 reaches 0 for M >= 2p − 1.
+    CHECK(pipeline_bubble_rate(BubbleSchedule::Interleaved, 4, 8, 1, 1, 1, 2) == pipe_ideal_bubble(4, 8, 2), "interleaved rate");
+    CHECK(pipeline_bubble_time(BubbleSchedule::ZeroBubbleV, 4, 8, 1, 1, 1) == 3 &&
+              std::isnan(pipeline_bubble_time(BubbleSchedule::ZeroBubbleV, 4, 7, 1, 1, 1)), "ZB-V at equal times, M >= 2p only");
+    CHECK(pipeline_bubble_time_post_validated(BubbleSchedule::ZeroBubbleH2, 4, 16, 1, 1, 1) == 0 &&
+              pipeline_bubble_time(BubbleSchedule::ZeroBubbleH2, 4, 16, 1, 1, 1) == 3, "ZB-H2: 3 synchronized, 0 post-validated");
+    // Negative: a message latency the formulas leave out shows in the simulation (the tolerance of the synthetic-time
+    // test comes from it): 1F1B at p 4 gains at least 2(p − 1) latencies.
+    const double base = pipe_simulate(PipeSchedule::OneFOneB, 4, 8, 1, 1, 1, 1).idle[0];
+    CHECK(pipe_simulate(PipeSchedule::OneFOneB, 4, 8, 1, 1, 1, 1, false, 0.1).idle[0] >= base + 6 * 0.1 - 1e-9, "latency shows");
+}
+
 // ZeRO-2/3 and offloading (recompute/memory_techniques.h): the bytes per parameter of each stage, written out;
 // the step's bytes against the all-reduce; the buffers; one layer's offload bytes and FLOPs.
 static void test_memory_techniques() {
@@ -800,6 +870,7 @@ int main() {
     test_flash();
     test_cp();
     test_zero_bubble();
+    test_schedule_simulation();
     test_memory_techniques();
     return test_finish("test_formulas");
 }

@@ -16,7 +16,7 @@ common="--device cpu --layers 2 --heads 4 --hidden 32 --max-seq 32 --seq 16 --ba
 # (rank 0); with the distributed optimizer only the owner of that shard does: attprojw of layer 1 lies past
 # the middle of this model's 38784 parameters, in dp rank 1's half.
 want_rank=0
-case " $flags " in *" --zero 1 "*) want_rank=1 ;; esac
+case " $flags " in *" --zero 1 "*|*" --pp 2 "*) want_rank=1 ;; esac  # (at pp 2 layer 1 is the second stage's)
 set +e
 out=$(timeout 120 $mpirun -np "$np" "$train" $common --inject-nan-at-step 3 --checkpoint-dir "$dir/ck" --save-every 1 2>&1); rc=$?
 set -e

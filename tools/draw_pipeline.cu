@@ -5,17 +5,22 @@
 //       a step the trainer recorded (--trace, layers/trace.h): the ops' measured times, in ms. Each stage is
 //       drawn from its first rank (tp 0, cp 0, dp 0: world rank stage · ranks_per_stage); the other ranks of a
 //       stage run the same ops. --step: which recorded step (default: the first).
-//   build/draw_pipeline --ideal --pp P --micro M --schedule 1f1b|afab|interleaved|zb-h1|zb-h2 [--chunks m]
-//                       [--tf X --tb Y --tw Z] --out ideal.png
-//       the schedule itself (parallel/pipeline_schedule.h's pipe_schedule for every stage), timed by a
-//       simple simulation: each stage runs its ops in order, each as soon as the stage is free and its input
-//       is there (F j on virtual stage v after F j on v − 1, B j on v after B j on v + 1; W only after its
-//       stage's earlier ops); communication is free; an op takes tf, tb or tw (default 1 each; a backward
-//       without its W, under 1F1B, AFAB and interleaved, takes tb + tw).
+//   build/draw_pipeline --ideal --pp P --micro M --schedule 1f1b|afab|interleaved|zb-h1|zb-h2|zb-v [--chunks m]
+//                       [--tf X --tb Y --tw Z] [--post-validation] --out ideal.png
+//       the schedule itself (parallel/pipeline_schedule.h's pipe_schedule for every stage), timed by the
+//       dependency simulation of parallel/pipeline_simulation.h: each stage runs its ops in order, each as soon
+//       as the stage is free and its input is there (F j on virtual stage v after F j on v − 1, B j on v after
+//       B j on v + 1; W only after its stage's earlier ops); communication is free; an op takes tf, tb or tw
+//       (default 1 each; a backward without its W, under 1F1B, AFAB and interleaved, takes tb + tw).
+//       --post-validation: steps without a synchronization between them (model/post_validation.h), drawn as one
+//       steady step with the next step's ops that overlap it (labelled j').
 //
 // Both print each stage's idle share: the time it runs no op, over the step's time (from the first op's
-// start on any stage to the last op's end on any stage), the measured counterpart of the bubble
-// (p − 1)/(m·M) / (1 + (p − 1)/(m·M)) when every op takes the same time.
+// start on any stage to the last op's end on any stage; post-validated, the stage's own period), the measured
+// counterpart of the bubble (p − 1)/(m·M) / (1 + (p − 1)/(m·M)) when every op takes the same time. ZB-V's rows
+// are its V (stage r holds chunks r and 2p − 1 − r: labels j.c). A recorded step also shows, on each stage, its
+// optimizer step (O) and any rollback of a post-validated step (R, model/post_validation.h), and the next step's
+// ops that ran before this one ended (j': the post-validation overlap).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -28,15 +33,17 @@
 #include <nlohmann/json.hpp>
 #include "chart.h"
 #include "../parallel/pipeline_schedule.h"
+#include "../parallel/pipeline_simulation.h"
 #include "../parallel/zero_bubble_schedule.h"
 #include "../recompute/formulas.h"
 
 namespace {
 
 struct Op {
-    char kind;  // 'F', 'B', 'W'
+    char kind;  // 'F', 'B', 'W'; 'O' the optimizer step, 'R' a rollback (recorded steps)
     int microbatch, chunk;
     double t0, t1;
+    bool next = false;  // an op of the next step (post-validation overlap)
 };
 
 // The schedules by their names (pipe_schedule_name). A schedule added to parallel/pipeline_schedule.h needs its
@@ -47,6 +54,7 @@ const std::pair<const char*, PipeSchedule> kSchedules[] = {
     {"interleaved", PipeSchedule::Interleaved},
     {"zb-h1", PipeSchedule::ZeroBubbleH1},
     {"zb-h2", PipeSchedule::ZeroBubbleH2},
+    {"zb-v", PipeSchedule::ZeroBubbleV},
 };
 
 // An op's letter. The one place that knows the kinds: a new kind (the zero-bubble schedules' weight gradient)
@@ -59,7 +67,8 @@ char op_letter(PipeOp::Kind k) {
     }
     return '?';
 }
-int kind_color(char kind) { return kind == 'F' ? 0 : kind == 'B' ? 1 : 2; }  // palette: blue, orange, green
+// palette: blue, orange, green; the optimizer (O) and a rollback (R) the next two
+int kind_color(char kind) { return kind == 'F' ? 0 : kind == 'B' ? 1 : kind == 'W' ? 2 : kind == 'O' ? 3 : 4; }
 
 [[noreturn]] void die(const std::string& msg) {
     fprintf(stderr, "error: %s (see --help)\n", msg.c_str());
@@ -67,44 +76,21 @@ int kind_color(char kind) { return kind == 'F' ? 0 : kind == 'B' ? 1 : 2; }  // 
 }
 
 // ---- the ideal schedule ------------------------------------------------------------------------------------
-// Every stage's ops from pipe_schedule, started as early as order and dependencies allow. Sweeps over the
-// stages until every op is placed; a sweep that places none means the schedule waits for itself (a deadlock).
-std::vector<std::vector<Op>> simulate(PipeSchedule s, int p, int M, int m, double tf, double tb, double tw) {
-    std::vector<std::vector<PipeOp>> ops((size_t)p);
-    for (int r = 0; r < p; r++) ops[(size_t)r] = pipe_schedule(s, p, r, M, m);
-    const int P = p * m;
-    const bool zb = is_zero_bubble(s);
-    // end[kind][v][j]: when op (kind, j) of virtual stage v ended (NAN: not yet)
-    std::map<char, std::vector<std::vector<double>>> end;
-    for (char k : {'F', 'B', 'W'}) end[k].assign((size_t)P, std::vector<double>((size_t)M, NAN));
+// Every stage's ops from pipe_schedule, timed by parallel/pipeline_simulation.h. Post-validated: a steady step,
+// and the next step's ops that begin before it ends.
+std::vector<std::vector<Op>> simulate(PipeSchedule s, int p, int M, int m, double tf, double tb, double tw, bool post) {
+    const PipeSimulation sim = pipe_simulate(s, p, M, m, tf, tb, tw, post);
+    if (sim.deadlock) die("the schedule cannot proceed: every stage waits for an input no stage produces");
     std::vector<std::vector<Op>> out((size_t)p);
-    std::vector<size_t> next((size_t)p, 0);
-    std::vector<double> free_at((size_t)p, 0.0);
-    size_t placed = 0, total = 0;
-    for (const auto& o : ops) total += o.size();
-    while (placed < total) {
-        size_t before = placed;
-        for (int r = 0; r < p; r++) {
-            while (next[(size_t)r] < ops[(size_t)r].size()) {
-                const PipeOp& op = ops[(size_t)r][next[(size_t)r]];
-                const char k = op_letter(op.kind);
-                const int v = op.chunk * p + r, j = op.microbatch;
-                double input = 0;  // when its input is there (NAN: not produced yet)
-                if (k == 'F' && v > 0) input = end['F'][(size_t)v - 1][(size_t)j];
-                if (k == 'B' && v < P - 1) input = end['B'][(size_t)v + 1][(size_t)j];
-                if (std::isnan(input)) break;  // wait for another stage
-                const double ready = std::max(free_at[(size_t)r], input);
-                // (without a W op, a backward is B and W together: tb + tw)
-                const double t = k == 'F' ? tf : k == 'W' ? tw : zb ? tb : tb + tw;
-                out[(size_t)r].push_back(Op{k, j, op.chunk, ready, ready + t});
-                end[k][(size_t)v][(size_t)j] = ready + t;
-                free_at[(size_t)r] = ready + t;
-                next[(size_t)r]++;
-                placed++;
-            }
+    double t_end = -INFINITY;
+    for (int r = 0; r < p; r++)
+        for (const SimulatedOp& o : sim.stages[(size_t)r]) {
+            out[(size_t)r].push_back(Op{op_letter(o.op.kind), o.op.microbatch, o.op.chunk, o.t0, o.t1});
+            t_end = std::max(t_end, o.t1);
         }
-        if (placed == before) die("the schedule cannot proceed: every stage waits for an input no stage produces");
-    }
+    for (int r = 0; r < p && post; r++)
+        for (const SimulatedOp& o : sim.next[(size_t)r])
+            if (o.t0 < t_end) out[(size_t)r].push_back(Op{op_letter(o.op.kind), o.op.microbatch, o.op.chunk, o.t0, std::min(o.t1, t_end), true});
     return out;
 }
 
@@ -148,20 +134,27 @@ Recorded read_trace(const std::string& path, int want_step) {
         return s;
     };
     rec.stages.assign((size_t)rec.pp, {});
-    double t_min = INFINITY;
+    double t_min = INFINITY, t_max = -INFINITY;
+    std::vector<std::pair<int, Op>> later;  // the next step's ops (pid's stage, op), kept if they overlap this one
     for (const auto& e : doc["traceEvents"]) {
-        if (e.value("ph", "") != "X" || e.value("cat", "") != "compute") continue;
+        const std::string cat = e.value("cat", "");
+        if (e.value("ph", "") != "X" || (cat != "compute" && cat != "optimizer")) continue;
         const std::string name = e.value("name", "");
         char kind = 0;
         int j = 0, c = 0;
-        if (sscanf(name.c_str(), "%c%d.%d", &kind, &j, &c) != 3 || !strchr("FBW", kind)) continue;
+        if (cat == "optimizer") kind = name.rfind("rollback", 0) == 0 ? 'R' : 'O';
+        else if (sscanf(name.c_str(), "%c%d.%d", &kind, &j, &c) != 3 || !strchr("FBW", kind)) continue;
         const int pid = e["pid"].get<int>();
         if (pid % per_stage != 0 || pid / per_stage >= rec.pp) continue;  // the first rank of each stage
-        const double ts = e["ts"].get<double>();
-        if (step_of(pid, ts) != rec.step) continue;
-        rec.stages[(size_t)(pid / per_stage)].push_back(Op{kind, j, c, ts, ts + e["dur"].get<double>()});
-        t_min = std::min(t_min, ts);
+        const double ts = e["ts"].get<double>(), te = ts + e["dur"].get<double>();
+        const int s = step_of(pid, ts);
+        if (s == rec.step + 1 && cat == "compute") later.push_back({pid / per_stage, Op{kind, j, c, ts, te, true}});
+        if (s != rec.step) continue;
+        rec.stages[(size_t)(pid / per_stage)].push_back(Op{kind, j, c, ts, te});
+        if (cat == "compute") t_min = std::min(t_min, ts), t_max = std::max(t_max, te);
     }
+    for (auto& [stage, op] : later)  // the post-validation overlap: the next step's ops before this one's end
+        if (op.t0 < t_max) op.t1 = std::min(op.t1, t_max), rec.stages[(size_t)stage].push_back(op);
     size_t n = 0;
     for (const auto& s : rec.stages) n += s.size();
     if (n == 0)
@@ -185,6 +178,7 @@ void report_formula(const std::vector<std::vector<Op>>& stages, int chunks, cons
         double st[3] = {0, 0, 0};
         int sn[3] = {0, 0, 0};
         for (const Op& o : stages[r]) {
+            if (o.next || !strchr("FBW", o.kind)) continue;
             const int k = o.kind == 'F' ? 0 : o.kind == 'B' ? 1 : 2;
             st[k] += o.t1 - o.t0, sn[k]++;
             sum[k] += o.t1 - o.t0, n[k]++;
@@ -201,30 +195,39 @@ void report_formula(const std::vector<std::vector<Op>>& stages, int chunks, cons
 
 void report_and_draw(const std::vector<std::vector<Op>>& stages, int chunks, const std::string& title, const std::string& subtitle,
                      const std::string& unit, const std::string& out) {
-    double t0 = INFINITY, t1 = -INFINITY;
+    double t0 = INFINITY, t1 = -INFINITY;  // the step: its own ops (not the next step's, nor the optimizer's)
     for (const auto& s : stages)
-        for (const Op& o : s) t0 = std::min(t0, o.t0), t1 = std::max(t1, o.t1);
+        for (const Op& o : s)
+            if (!o.next && strchr("FBW", o.kind)) t0 = std::min(t0, o.t0), t1 = std::max(t1, o.t1);
     const double step = t1 - t0;
     TimelineChart chart;
     chart.title = title;
     chart.subtitle = subtitle;
     chart.x_label = "time (" + unit + ")";
     chart.legend = {"F forward", "B backward"};
-    bool has_w = false;
+    bool has_w = false, has_o = false, has_r = false, has_next = false;
     for (size_t r = 0; r < stages.size(); r++) {
         chart.rows.push_back("stage " + std::to_string(r));
         double busy = 0;
+        size_t ops = 0;
         for (const Op& o : stages[r]) {
-            busy += o.t1 - o.t0;
-            has_w = has_w || o.kind == 'W';
-            const std::string label = std::to_string(o.microbatch) + (chunks > 1 ? "." + std::to_string(o.chunk) : "");
+            const bool op = strchr("FBW", o.kind) != nullptr;
+            if (op && !o.next) busy += o.t1 - o.t0, ops++;
+            has_w = has_w || o.kind == 'W', has_o = has_o || o.kind == 'O', has_r = has_r || o.kind == 'R';
+            has_next = has_next || o.next;
+            const std::string label = !op ? std::string(1, o.kind)
+                                          : std::to_string(o.microbatch) + (chunks > 1 ? "." + std::to_string(o.chunk) : "") +
+                                                (o.next ? "'" : "");
             chart.boxes.push_back(TimelineBox{(int)r, o.t0, o.t1, kind_color(o.kind), label});
         }
         const double idle = step - busy;
-        printf("stage %zu: %zu ops, busy %.3f %s, idle %.3f %s, idle share %.3f\n", r, stages[r].size(), busy, unit.c_str(), idle,
+        printf("stage %zu: %zu ops, busy %.3f %s, idle %.3f %s, idle share %.3f\n", r, ops, busy, unit.c_str(), idle,
                unit.c_str(), step > 0 ? idle / step : 0.0);
     }
-    if (has_w) chart.legend.push_back("W weight gradient");
+    if (has_w || has_o || has_r) chart.legend.push_back("W weight gradient");
+    if (has_o || has_r) chart.legend.push_back("O optimizer step");
+    if (has_r) chart.legend.push_back("R rollback (post-validation)");
+    if (has_next) chart.subtitle += "; j': next step";
     printf("step time %.3f %s (first op's start to last op's end)\n", step, unit.c_str());
     std::string err;
     if (!write_timeline_png(chart, out, &err)) {
@@ -237,8 +240,8 @@ void report_and_draw(const std::vector<std::vector<Op>>& stages, int chunks, con
 void usage() {
     printf(
         "usage: draw_pipeline TRACE.json [--step N] --out FILE.png\n"
-        "       draw_pipeline --ideal --pp P --micro M --schedule 1f1b|afab|interleaved|zb-h1|zb-h2 [--chunks m]\n"
-        "                     [--tf X --tb Y --tw Z] --out FILE.png\n"
+        "       draw_pipeline --ideal --pp P --micro M --schedule 1f1b|afab|interleaved|zb-h1|zb-h2|zb-v [--chunks m]\n"
+        "                     [--tf X --tb Y --tw Z] [--post-validation] --out FILE.png\n"
         "One row per pipeline stage, each op a box (F blue, B orange, W green) labelled with its micro-batch; the\n"
         "trainer's --trace file (a recorded step, each stage's first rank), or the ideal schedule with ops of\n"
         "times tf, tb, tw (default 1) and free communication. Prints each stage's idle share of the step.\n");
@@ -248,7 +251,7 @@ void usage() {
 
 int main(int argc, char** argv) {
     std::string trace, out, schedule;
-    bool ideal = false;
+    bool ideal = false, post = false;
     int pp = 0, micro = 0, chunks = 0, step = 0;
     double tf = 1, tb = 1, tw = 1;
     auto number = [&](int& i, const char* flag) {
@@ -270,6 +273,7 @@ int main(int argc, char** argv) {
             return 0;
         }
         if (a == "--ideal") ideal = true;
+        else if (a == "--post-validation") post = true;
         else if (a == "--out" && i + 1 < argc) out = argv[++i];
         else if (a == "--schedule" && i + 1 < argc) schedule = argv[++i];
         else if (a == "--pp") pp = count(i, "--pp");
@@ -302,20 +306,28 @@ int main(int argc, char** argv) {
         names += std::string(names.empty() ? "" : "|") + k.first;
     }
     if (!s) die("--schedule " + schedule + " is not one of parallel/pipeline_schedule.h's: " + names);
-    if (chunks == 0) chunks = *s == PipeSchedule::Interleaved ? 2 : 1;
+    if (chunks == 0) chunks = *s == PipeSchedule::Interleaved || *s == PipeSchedule::ZeroBubbleV ? 2 : 1;
     const std::string problem = pipe_schedule_problem(*s, pp, micro, chunks);
     if (!problem.empty()) die(problem);
     // The bubble rate (idle over busy time): the paper's (p-1)/(m*M) for the 1F1B family, recompute/formulas.h's
     // at these times for the zero-bubble ones (there B and W are apart; 1F1B's backward takes tb + tw).
     BubbleSchedule bs;
     const bool zb = is_zero_bubble(*s);
-    const double rate = zb && parse_bubble_schedule(schedule.c_str(), &bs) ? pipeline_bubble_rate(bs, pp, micro, tf, tb, tw)
-                                                                          : pipe_ideal_bubble(pp, micro, chunks);
-    char sub[200];
-    snprintf(sub, sizeof sub, "p %d, M %d%s; tf %g, tb %g, tw %g; communication free; bubble rate %s = %.3f", pp, micro,
-             chunks > 1 ? (", m " + std::to_string(chunks)).c_str() : "", tf, tb, tw, zb ? "(formulas)" : "(p-1)/(m*M)", rate);
-    const std::vector<std::vector<Op>> stages = simulate(*s, pp, micro, chunks, tf, tb, tw);
+    parse_bubble_schedule(schedule.c_str(), &bs);
+    const PipeSimulation sim = pipe_simulate(*s, pp, micro, chunks, tf, tb, tw, post);
+    const double rate = sim.idle[0] / sim.busy;  // the simulation's (the closed forms', where formulas.h gives one)
+    char sub[240];
+    snprintf(sub, sizeof sub, "p %d, M %d%s%s; tf %g, tb %g, tw %g; communication free; bubble rate %s = %.3f%s", pp, micro,
+             chunks > 1 ? (", m " + std::to_string(chunks)).c_str() : "", *s == PipeSchedule::ZeroBubbleV ?
+             " (V: stage r holds chunks r and 2p-1-r)" : "", tf, tb, tw, zb ? "(formulas)" : "(p-1)/(m*M)", rate,
+             post ? "; post-validated" : "");
+    const std::vector<std::vector<Op>> stages = simulate(*s, pp, micro, chunks, tf, tb, tw, post);
     report_and_draw(stages, chunks, std::string("Pipeline schedule ") + schedule + " (ideal)", sub, "units", out);
     report_formula(stages, chunks, schedule, micro, "units");
+    if (post) {  // the steady period of steps without a synchronization between them, and its formula
+        const double closed = pipeline_bubble_time_post_validated(bs, pp, micro, tf, tb, tw);
+        printf("post-validated: steady period %.3f units, idle %.3f units per stage per step (formula without the end "
+               "triangle: %s)\n", sim.step, sim.idle[0], std::isnan(closed) ? "none here" : std::to_string(closed).c_str());
+    }
     return 0;
 }

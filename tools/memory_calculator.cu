@@ -539,13 +539,17 @@ Result compute(const ModelSpec& m, const Options& o) {
         const Layout& lay = kLayouts[kZBLayout];
         const ModelFormulaInput in = model_input(m, lay, o.d, stage_attention(lay, o), m.c);
         const double* T = o.pipe_times;
-        for (BubbleSchedule s : {BubbleSchedule::OneFOneB, BubbleSchedule::ZeroBubbleH1, BubbleSchedule::ZeroBubbleH2}) {
+        for (BubbleSchedule s : {BubbleSchedule::OneFOneB, BubbleSchedule::ZeroBubbleH1, BubbleSchedule::ZeroBubbleH2,
+                                 BubbleSchedule::ZeroBubbleV}) {
             ZBRow row;
             const int M = r.pipe.microbatches;
             row.schedule = s;
-            row.bubble = pipeline_bubble_time(s, m.p, M, T[0], T[1], T[2]);
-            row.rate = pipeline_bubble_rate(s, m.p, M, T[0], T[1], T[2]);
-            row.idle_share = pipeline_idle_share(s, m.p, M, T[0], T[1], T[2]);
+            // ZB-V's ops are half a stage's (two chunks per stage): its times are halved, the work the same.
+            const double k = s == BubbleSchedule::ZeroBubbleV ? 0.5 : 1.0, tf = k * T[0], tb = k * T[1], tw = k * T[2];
+            row.bubble = pipeline_bubble_time(s, m.p, M, tf, tb, tw);
+            if (std::isnan(row.bubble)) continue;  // (ZB-V below M = 2p: no closed form; build/draw_pipeline --ideal)
+            row.rate = pipeline_bubble_rate(s, m.p, M, tf, tb, tw);
+            row.idle_share = pipeline_idle_share(s, m.p, M, tf, tb, tw);
             row.mem = first_stage_schedule_memory(in, s, M);
             // The masks of all in-flight micro-batches are added to the peak (after a B one fewer is held).
             row.extras = first_stage_extra_bytes(in, row.mem.in_flight);
@@ -624,7 +628,9 @@ void print_zb_table(const std::vector<Result>& all, const Options& o) {
            "  together on every stage (gradient norm, clip), so ZB-H2 keeps two triangles of idle time.\n"
            "  T_F : T_B : T_W = %s : %s : %s (--pipe-times). bubble = idle time per stage per step, in those units;\n"
            "  rate = bubble / (M(T_F + T_B + T_W)); idle = bubble / step. For M >= 2p - 1 (q = p - 1):\n"
-           "    1f1b q(T_F + T_B + T_W), zb-h1 q max(T_F + T_B - T_W, T_F, T_B), zb-h2 q max(T_F + T_B - 2T_W, T_F, T_B - T_F)\n"
+           "    1f1b q(T_F + T_B + T_W), zb-h1 q max(T_F + T_B - T_W, T_F, T_B), zb-h2 q max(T_F + T_B - 2T_W, T_F, T_B - T_F);\n"
+           "    zb-v (two chunks per stage in a V, each op half a stage's: t = T/2, M >= 2p, t_W <= t_F, t_B)\n"
+           "    q max(2t_B - t_W, t_F + t_B - t_W, 2t_F - 3t_W); its first stage holds 2p half-stage chunks: 1f1b's p\n"
            "  First stage, %s, GiB: 'layers' = the n micro-batches in flight x L/p layers; 'W inputs'\n"
            "  = one micro-batch's copies of the 4 linears' inputs and output gradients, e sbh(4 + 12/t) per layer,\n"
            "  held from its B to its W; 'peak' = the larger of n micro-batches' layers (after a forward) and n - 1\n"

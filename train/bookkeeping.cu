@@ -11,6 +11,7 @@
 #include "../model/generate.h"
 #include "../model/model_file.h"
 #include "../model/pipeline_step.h"
+#include "../parallel/pipeline_simulation.h"
 #include "../parallel/zero_bubble_schedule.h"
 #include "../model/offload_model.h"
 #include "../model/zero_model.h"
@@ -65,8 +66,6 @@ void end_step(Run& run, Progress& p, int step, const StepStats& st) {
     p.step_p2p_bytes = run.grid.pp_comm.counters.p2p_bytes;
     report_memory(run, step);
     if (step > run.start_step || run.opt.steps == run.start_step) {  // the timed steps: the pipeline's idle time (bubble)
-        p.t_pipeline += st.pipeline_seconds;
-        p.t_recv_wait += st.recv_wait_seconds;
         p.t_steps += p.dt, p.cp_compute_s += cp_step.compute_s;
     }
 }
@@ -111,29 +110,30 @@ static void report_context_parallel(const Run& run, const Progress& p) {
 }
 
 
-// Pipeline parallelism: the ideal bubble of the schedule (ideal_bubble_rate, train/run.h) next to what each
-// stage measured, the share of its forward-backward time spent blocked in exchanges (collective; rank 0
-// prints). The first stage waits at the start of its cool-down, the last stage at the start of the step: the
-// paper's bubble (§2).
-static void report_bubble(const Run& run, const Progress& p) {
+// After the run: each stage's measured idle share, from the op times the executor recorded on every backend
+// (model/pipeline_timeline.h: on CUDA events on the stream), over the timed steps (the first step left out when
+// there are more), next to the formula's at the run's own mean op times (schedule_bubble, train/run.h).
+// Collective over each pipeline; rank 0 prints its own pipeline's.
+static void report_bubble(Run& run) {
     const ProcessGrid& g = run.grid;
     if (g.pp == 1) return;
-    double mine[2] = {p.t_recv_wait, p.t_pipeline};
-    std::vector<double> all(2 * (size_t)g.world);
-    MPI_CHECK(MPI_Gather(mine, 2, MPI_DOUBLE, all.data(), 2, MPI_DOUBLE, 0, MPI_COMM_WORLD));
-    if (g_rank != 0) return;
-    // The paper's bubble fraction (p-1)/(m*M) is the idle time over the ideal (bubble-free) time; as a share of
-    // the whole step that is b/(1+b), the number comparable with the time measured idle.
-    std::string formula;
+    run.model.pipe.timeline.flush(run.ctx);
+    const size_t first = run.model.pipe.timeline.steps().size() > 1 ? 1 : 0;
+    const bool post = run.opt.post_validation;  // steps that overlap: each stage's own period (pipeline_timeline.h)
+    const PipelineIdle idle = pipeline_idle(run.model.pipe.timeline, run.grid.pp_comm, post, first);
+    if (g_rank != 0 || idle.steps == 0) return;
+    std::string formula, how;
     const double b = ideal_bubble_rate(run, &formula);
-    LOG0("pipeline bubble (%s, p %d, m %d, M %d): ideal %s = %.3f of the ideal time, an idle share %.3f of the step; "
-         "measured idle share (blocked in exchanges):", pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches,
-         formula.c_str(), b, b / (1 + b));
-    for (int s = 0; s < g.pp; s++) {
-        const int r = s * ranks_per_stage(g);
-        const double idle = all[2 * (size_t)r + 1] > 0 ? all[2 * (size_t)r] / all[2 * (size_t)r + 1] : 0;
-        LOG0(" stage %d %.3f%s", s, idle, s + 1 < g.pp ? "," : "\n");
-    }
+    const double tf = idle.mean_op_ms[0], tb = idle.mean_op_ms[1], tw = idle.mean_op_ms[2];
+    const double bubble = schedule_bubble(run, run.micro_batches, tf, tb, tw, &how);
+    const double share = bubble_idle_share(bubble, run.micro_batches, run.chunks, tf, tb, tw);
+    LOG0("pipeline bubble (%s, p %d, m %d, M %d): ideal %s = %.3f of the ideal time, an idle share %.3f of the step\n",
+         pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches, formula.c_str(), b, b / (1 + b));
+    LOG0("  measured over %d step%s (op spans on every stage; %s): T_F %.3f, T_B %.3f, T_W %.3f ms per op; the formula's idle "
+         "share at these times %.3f (%s); measured idle share:", idle.steps, idle.steps == 1 ? "" : "s",
+         run.device == Device::CUDA ? "CUDA events on the stream" : "host clock", tf, tb, tw, share, how.c_str());
+    for (const StageIdle& s : idle.stages)
+        LOG0(" stage %d %.3f [%.3f-%.3f]%s", s.stage, s.mean_share, s.min_share, s.max_share, s.stage + 1 < g.pp ? "," : "\n");
 }
 
 // Under a zero-bubble schedule, after the report: the W passes' inputs the stage held at the same moment
@@ -152,10 +152,10 @@ static void print_weight_inputs(FILE* f, const Run& run, const MemoryReport& r, 
     const ModelFormulaInput& s = r.shape;
     const int pending = pipeline_weight_pending(run.model, run.micro_batches);
     const double per_layer = w_input_bytes_per_layer(s.s / s.c, s.b, s.h, s.t, s.d);  // recompute/formulas.h
-    const double formula = pending * (int)run.model.stage.layers.size() * per_layer;
-    fprintf(f, "W inputs held for the zero-bubble W passes (%d micro-batch%s with B run and W not, %d layers; "
-               "d(s/c)bh(4 + 12/t) = %.0f bytes per layer each)\n", pending, pending == 1 ? "" : "es",
-            (int)run.model.stage.layers.size(), per_layer);
+    const int layers = run.model.stage.layers_per_chunk;  // each (micro-batch, chunk) pending holds one chunk's layers
+    const double formula = pending * layers * per_layer;
+    fprintf(f, "W inputs held for the zero-bubble W passes (%d micro-batch%s with B run and W not, %d layers each; "
+               "d(s/c)bh(4 + 12/t) = %.0f bytes per layer)\n", pending, pending == 1 ? "" : "es", layers, per_layer);
     fprintf(f, "  %-16s %14s %14s %10s\n", "", "measured", "formula", "difference");
     fprintf(f, "  %-16s %14.0f %14.0f %10.0f\n", "W inputs", measured, formula, measured - formula);
 }
@@ -205,7 +205,8 @@ static void report_memory(Run& run, int step) {
 // A step whose loss or gradient norm was NaN/Inf (its update was not applied): name the first bad gradient
 // tensor and stop -- or, with --skip-bad-steps, go on (at most 10 in a row). Returns the new run of bad steps.
 static int handle_bad_step(const TrainOptions& o, GPT& model, const StepStats& st, int step, int bad_in_a_row) {
-    std::string where = first_nonfinite_gradient(model);  // collective
+    // (collective; under post-validation named at the rollback: model/post_validation.cu)
+    std::string where = st.rolled_back ? st.first_nonfinite : first_nonfinite_gradient(model);
     char head[160];
     snprintf(head, sizeof head, "step %d: the loss (%g) or the gradient norm (%g) is not finite; first non-finite gradient: ", step, st.loss, st.grad_norm);
     std::string what = head + (where.empty() ? std::string("none (the loss itself)") : where);
@@ -217,9 +218,34 @@ static int handle_bad_step(const TrainOptions& o, GPT& model, const StepStats& s
     return bad_in_a_row + 1;
 }
 
-void apply_nan_policy(Run& run, Progress& p, int step, const StepStats& st) {
-    // Numerical faults (model/train_step.cu): a non-finite step was not applied; stop, naming the first bad
-    // gradient, before anything reaches a checkpoint -- or skip it with --skip-bad-steps.
+// Post-validation: the pending step validated now (before a checkpoint, an evaluation, the end), its statistics
+// queued for the next step lines. Collective.
+static void settle_steps(Run& run) {
+    if (!run.opt.post_validation) return;
+    for (const StepStats& st : post_validation_settle(run.model, run.pv)) run.validated.push_back(st);
+}
+
+StepStats take_step(Run& run, int step, float lr) {
+    const TrainOptions& opt = run.opt;
+    if (!opt.post_validation)
+        return train_step(run.model, run.train.inputs.data(), run.train.targets.data(), run.train.B_local, opt.seq, run.optim,
+                          step, lr, run.micro_batches);
+    const StepStats st = post_validated_step(run.model, run.pv, run.train.inputs.data(), run.train.targets.data(),
+                                             run.train.B_local, opt.seq, run.optim, step, lr, run.micro_batches);
+    if (st.step) run.validated.push_back(st);
+    // A step that a checkpoint, an evaluation or the end follows is validated now, so that the nan policy and the
+    // step line see it before them (a failed step never reaches a checkpoint).
+    if (checkpoint_due(opt, step) || exit_interval_reached(opt, step) || eval_due(opt.val_every, step, opt.steps) ||
+        eval_due(opt.eval_every, step, opt.steps) || step == opt.steps)
+        settle_steps(run);
+    return st;
+}
+
+static void nan_policy_one(Run& run, Progress& p, const StepStats& st) {
+    const int step = st.step;
+    if (st.rolled_back)
+        LOG0("post-validation: step %d rolled back (%s)\n", step, st.applied ? "the clip changes its update: redone with it"
+                                                                             : "not finite: skipped");
     if (!st.applied) {
         run.skipped_steps++;
         p.bad_in_a_row = handle_bad_step(run.opt, run.model, st, step, p.bad_in_a_row);
@@ -231,8 +257,26 @@ void apply_nan_policy(Run& run, Progress& p, int step, const StepStats& st) {
     p.steps_run++;
 }
 
+void apply_nan_policy(Run& run, Progress& p, int step, const StepStats& st) {
+    // Numerical faults (model/train_step.cu): a non-finite step was not applied; stop, naming the first bad
+    // gradient, before anything reaches a checkpoint -- or skip it with --skip-bad-steps. Under post-validation
+    // the steps validated since the last call (model/post_validation.h: a step behind).
+    if (!run.opt.post_validation) return nan_policy_one(run, p, st);
+    (void)step;
+    for (const StepStats& v : run.validated) nan_policy_one(run, p, v);
+}
+
+static void log_one(const Run& run, const Progress& p, const StepStats& st, float lr);
+void log_step(Run& run, const Progress& p, int step, const StepStats& st, float lr) {
+    if (!run.opt.post_validation) return log_one(run, p, st, lr);
+    (void)step;
+    for (const StepStats& v : run.validated) log_one(run, p, v, learning_rate(run.opt, v.step));
+    run.validated.clear();
+}
+
 // dt is this step's time, t_steps that of the timed steps so far (for the ETA).
-void log_step(const Run& run, const Progress& p, int step, const StepStats& st, float lr) {
+static void log_one(const Run& run, const Progress& p, const StepStats& st, float lr) {
+    const int step = st.step;
     const TrainOptions& opt = run.opt;
     const double dt = p.dt, t_steps = p.t_steps;
     const uint64_t p2p_bytes = p.step_p2p_bytes;
@@ -292,6 +336,7 @@ bool checkpoint_due(const TrainOptions& o, int step) {
 
 void save_checkpoint(Run& run, int step) {
     if (run.opt.checkpoint_dir.empty()) return;
+    settle_steps(run);  // (post-validation: the weights saved are validated ones)
     save_checkpoint_pair(run.opt.checkpoint_dir, run.model, run.state, run.train, step, run.skipped_steps);
 }
 
@@ -305,6 +350,7 @@ void stop_at_exit_interval(Run& run, int step) {
 // The validation loss over the first --val-batches batches, printed and logged; *best keeps the lowest.
 // Nothing without validation data or with --val-batches 0. p keeps the lowest loss and the activation peak.
 void validate(Run& run, Progress& p, int step) {
+    settle_steps(run);
     float* best = &p.best_val;
     size_t* peak = &p.val_peak;
     const TrainOptions& opt = run.opt;
@@ -329,6 +375,7 @@ void validate(Run& run, Progress& p, int step) {
 // its share of the examples, a quarter of its batch's rows' worth of examples per forward pass.
 void evaluate_hellaswag(Run& run, int step) {
     if (run.hellaswag.empty()) return;
+    settle_steps(run);
     TraceScope span(TraceThread::Compute, "eval", "hellaswag", trace_recording() ? "\"step\":" + std::to_string(step) : "");
     const int per_forward = std::max(1, run.train.B_local / kEvalCompletions);
     EvalScore s = hellaswag_evaluate(run.model, run.hellaswag, run.opt.seq, per_forward);
@@ -422,8 +469,14 @@ static void write_trace(Run& run, const Progress& p) {
 // --trace (written first, before --save and --sample, which it does not record), --save (model/checkpoint.cu:
 // one consolidated llm.c file), --sample (model/generate.cu), the TP group's communication in the last step,
 // and the done line. t_start: when training began.
-void finish_run(Run& run, const Progress& p) {
+void finish_run(Run& run, Progress& p) {
     const TrainOptions& opt = run.opt;
+    if (opt.post_validation) {  // the last step, validated (and its line); the rollbacks
+        settle_steps(run);
+        for (const StepStats& v : run.validated) nan_policy_one(run, p, v), log_one(run, p, v, learning_rate(opt, v.step));
+        run.validated.clear();
+        LOG0("post-validation: %d step%s rolled back\n", run.pv.rollbacks, run.pv.rollbacks == 1 ? "" : "s");
+    }
     write_trace(run, p);
     if (!opt.save.empty()) save_final_model(run);
     if (opt.sample > 0) {
@@ -445,7 +498,7 @@ void finish_run(Run& run, const Progress& p) {
              (unsigned long long)cc.calls[kAllReduce], cc.bytes[kAllReduce] / 1e6, (unsigned long long)cc.calls[kAllGather],
              cc.bytes[kAllGather] / 1e6, cc.regather_bytes / 1e6, (unsigned long long)cc.calls[kReduceScatter],
              cc.bytes[kReduceScatter] / 1e6);
-    report_bubble(run, p);
+    report_bubble(run);
     report_context_parallel(run, p);
     const std::string dp_line = distributed_optimizer_comm_line(run.model);  // parallel/distributed_optimizer.h
     if (!dp_line.empty()) LOG0("%s\n", dp_line.c_str());

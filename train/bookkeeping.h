@@ -23,7 +23,6 @@ struct Progress {
     int bad_in_a_row = 0;    // consecutive non-finite steps (apply_nan_policy)
     CommCounters step_comm;  // the TP group's collectives of the last training step
     uint64_t step_p2p_bytes = 0;              // pipeline: bytes this rank sent to neighbouring stages, last step
-    double t_pipeline = 0, t_recv_wait = 0;   // pipeline: forward-backward time and time blocked in exchanges
     // Context parallelism: ring attention's work in the first training step, and its compute time over the
     // timed steps (parallel/context_parallel.h); validation's forwards are not counted.
     CpStats cp0;  // the counters at the start of the step in flight
@@ -43,11 +42,16 @@ void begin_step(Run& run, Progress& p, int step);
 // on the first step with --memory-report, the report built from the peak's snapshot, printed and logged
 // (collective).
 void end_step(Run& run, Progress& p, int step, const StepStats& st);
+// The step: train_step (model/train_step.h), or with --optimizer-post-validation post_validated_step
+// (model/post_validation.h), whose statistics are those of the step before, validated.
+StepStats take_step(Run& run, int step, float lr);
 // A step whose loss or gradient norm was not finite (its update was not applied): name the first bad gradient
-// and stop, or with --skip-bad-steps go on (at most 10 in a row). Counts the step. Collective.
+// and stop, or with --skip-bad-steps go on (at most 10 in a row). Counts the step. Collective. Under
+// post-validation: the steps validated since the last call (a step behind; the last one at finish_run).
 void apply_nan_policy(Run& run, Progress& p, int step, const StepStats& st);
 // The step's line: on stdout every --log-every steps (and the first and last), in the --log file every step.
-void log_step(const Run& run, const Progress& p, int step, const StepStats& st, float lr);
+// Under post-validation the lines of the steps validated since the last call.
+void log_step(Run& run, const Progress& p, int step, const StepStats& st, float lr);
 // --exit-interval K: this step ends the job (step % K == 0, before the last step).
 bool exit_interval_reached(const TrainOptions& o, int step);
 // --checkpoint-dir: a checkpoint is due every --save-every steps and at the last step.
@@ -64,4 +68,4 @@ void validate(Run& run, Progress& p, int step);
 void evaluate_hellaswag(Run& run, int step);
 // --save, --sample, the TP group's communication in the last step, the pipeline's bubble, the CP report, the
 // distributed optimizer's line, and the done line. Collective.
-void finish_run(Run& run, const Progress& p);
+void finish_run(Run& run, Progress& p);

@@ -1,6 +1,8 @@
 // options.cu — command-line parsing for train_gpt (see options.h).
 #include "options.h"
 
+#include "../model/pipeline_timeline.h"
+
 #include <mpi.h>
 #include <cctype>
 #include <algorithm>
@@ -48,9 +50,17 @@ static const char* train_usage() {
         "                              needs flash attention, the default with --cp > 1; --seq divisible by 2N)\n"
         "  --pp N                      pipeline-parallel size (default 1): N stages of L/N layers (alias\n"
         "                              --pipeline-model-parallel-size); ranks = tp · cp · dp · pp, tp fastest\n"
-        "  --pipeline-schedule 1f1b|afab|interleaved|zb-h1|zb-h2   the order of forwards and backwards (default\n"
-        "                              1f1b; interleaved needs --num-layers-per-virtual-pipeline-stage; zb-h1 and\n"
-        "                              zb-h2: zero bubble, each backward split into B and a later W)\n"
+        "  --pipeline-schedule 1f1b|afab|interleaved|zb-h1|zb-h2|zb-v   the order of forwards and backwards\n"
+        "                              (default 1f1b; interleaved needs --num-layers-per-virtual-pipeline-stage;\n"
+        "                              zb-*: zero bubble, each backward split into B and a later W; zb-v: two\n"
+        "                              chunks per stage in a V, stage r holding chunks r and 2pp-1-r)\n"
+        "  --optimizer-post-validation no synchronization at a step's end (default off): each stage steps its\n"
+        "                              optimizer as its gradients are ready; norm, clip and non-finite check arrive\n"
+        "                              a step later and a failing step is rolled back and redone (Qi et al. 2024;\n"
+        "                              the same weights)\n"
+        "  --pipeline-op-times F:B:W   test mode (default off): every pipeline op's work is a timed wait of F, B or\n"
+        "                              W ms (a backward without W: B + W); messages, gradient sync and optimizer\n"
+        "                              run for real; the run ends with each stage's idle share next to the formula's\n"
         "  --num-layers-per-virtual-pipeline-stage k   interleaving: (L/pp)/k model chunks per stage (default: not\n"
         "                              interleaved)\n"
         "  --recompute none|selective|full   activation recomputation policy (default none; alias\n"
@@ -243,6 +253,7 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         if (switch_flag({"--op-times"})) { o.op_times = true; continue; }
         if (switch_flag({"--skip-bad-steps"})) { o.skip_bad_steps = true; continue; }
         if (switch_flag({"--use-distributed-optimizer"})) { o.distributed_optimizer = true; continue; }
+        if (switch_flag({"--optimizer-post-validation"})) { o.post_validation = true; continue; }
         if (switch_flag({"--override-opt_param-scheduler"})) { o.override_schedule = true; continue; }
         if (switch_flag({"--use-checkpoint-opt_param-scheduler"})) { o.checkpoint_schedule = true; continue; }
         if (switch_flag({"--offload-activations", "--cpu-offloading"})) { o.offload = o.offload.empty() ? "layers" : o.offload; continue; }
@@ -265,7 +276,9 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--tp", "--tensor-model-parallel-size"})) o.tp = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--pp", "--pipeline-model-parallel-size"})) o.pp = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--cp", "--context-parallel-size"})) o.cp = (int)to_int(print, f, v, 1, 4096);
-        else if (flag({"--pipeline-schedule"})) o.pipeline_schedule = one_of(print, f, v, {"1f1b", "afab", "interleaved", "zb-h1", "zb-h2"});
+        else if (flag({"--pipeline-schedule"}))
+            o.pipeline_schedule = one_of(print, f, v, {"1f1b", "afab", "interleaved", "zb-h1", "zb-h2", "zb-v"});
+        else if (flag({"--pipeline-op-times"})) o.pipeline_op_times = v;
         else if (flag({"--num-layers-per-virtual-pipeline-stage"})) o.layers_per_virtual_stage = (int)to_int(print, f, v, 1, 4096);
         else if (flag({"--recompute", "--recompute-granularity"})) o.recompute = one_of(print, f, v, {"none", "selective", "full"});
         else if (flag({"--attention", "--attention-backend"})) o.attention = one_of(print, f, v, {"unfused", "flash"});
@@ -414,5 +427,19 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
     if (o.pipeline_schedule != "interleaved" && o.layers_per_virtual_stage > 0)
         bad(print, "--num-layers-per-virtual-pipeline-stage goes with the interleaved schedule, not --pipeline-schedule " +
                    o.pipeline_schedule);
+    // --pipeline-op-times (model/pipeline_timeline.h): a pipeline test mode.
+    PipeOpTimes times;
+    if (!o.pipeline_op_times.empty() && !parse_pipe_op_times(o.pipeline_op_times, &times).empty())
+        bad(print, parse_pipe_op_times(o.pipeline_op_times, &times));
+    if (o.pipeline_schedule == "zb-v" && o.zero_stage >= 2)
+        bad(print, "--pipeline-schedule zb-v with --zero " + std::to_string(o.zero_stage) + ": ZeRO-2/3's per-unit gathers and "
+                   "reduce-scatters are not ordered for the V placement (one rank holds both ends) yet; use --zero 1 "
+                   "(--use-distributed-optimizer) or another schedule");
+    if (o.post_validation && o.zero_stage >= 2)
+        bad(print, "--optimizer-post-validation with --zero " + std::to_string(o.zero_stage) + ": its rollback restores whole "
+                   "optimizer states and gradients, which ZeRO-2/3 keep in per-unit shards and buckets; use --zero 1 "
+                   "(--use-distributed-optimizer) or leave one of the two out");
+    if (!o.pipeline_op_times.empty() && o.pp == 1)
+        bad(print, "--pipeline-op-times times the ops of a pipeline schedule: it needs --pp > 1");
     return o;
 }

@@ -21,10 +21,12 @@ struct TrainOptions {
     bool sp = false;
     int pp = 1;                              // pipeline stages
     int cp = 1;                              // context parallelism (parallel/context_parallel.h)
-    std::string pipeline_schedule = "1f1b";  // 1f1b | afab | interleaved
+    std::string pipeline_schedule = "1f1b";  // 1f1b | afab | interleaved | zb-h1 | zb-h2 | zb-v
+    std::string pipeline_op_times;           // "F:B:W" ms: the test mode of model/pipeline_timeline.h ("" off)
     int layers_per_virtual_stage = 0;        // interleaving: layers per model chunk (0: not interleaved)
     std::string recompute = "none";  // none | selective | full
     std::string attention = "unfused";  // unfused | flash (layers/attention.h, layers/flash_attention.h)
+    bool post_validation = false;  // --optimizer-post-validation (model/post_validation.h)
     bool distributed_optimizer = false;  // ZeRO-1: optimizer states sharded over DP (parallel/distributed_optimizer.h)
     int zero_stage = 0;                  // 0..3: what is sharded over DP × CP (1: = distributed_optimizer;
                                          // 2, 3: parallel/zero_sharding.h)

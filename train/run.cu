@@ -6,12 +6,14 @@
 #include <cblas.h>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include "../data/hf_tokenizer.h"
 #include "../data/paths.h"
 #include "../model/checkpoint.h"
 #include "../layers/trace.h"
+#include "../parallel/pipeline_simulation.h"
 #include "../parallel/zero_bubble_schedule.h"
 #include "../model/model_file.h"
 #include "../model/offload_model.h"
@@ -201,7 +203,16 @@ static void pipeline_layout(Run& run) {
     const int k = opt.layers_per_virtual_stage;
     const std::string& s = opt.pipeline_schedule;
     run.schedule = s == "afab" ? PipeSchedule::AFAB : s == "interleaved" ? PipeSchedule::Interleaved
-                 : s == "zb-h1" ? PipeSchedule::ZeroBubbleH1 : s == "zb-h2" ? PipeSchedule::ZeroBubbleH2 : PipeSchedule::OneFOneB;
+                 : s == "zb-h1" ? PipeSchedule::ZeroBubbleH1 : s == "zb-h2" ? PipeSchedule::ZeroBubbleH2
+                 : s == "zb-v" ? PipeSchedule::ZeroBubbleV : PipeSchedule::OneFOneB;
+    if (run.schedule == PipeSchedule::ZeroBubbleV) {  // two chunks per stage in a V (parallel/zero_bubble_schedule.h)
+        refuse_if(run.cfg.layers % (2 * p) == 0 ? "" : "--pipeline-schedule zb-v cuts the " + std::to_string(run.cfg.layers) +
+                  " layers into 2 · --pp " + std::to_string(p) + " = " + std::to_string(2 * p) + " chunks: they do not divide them");
+        refuse_if(run.backend != CommBackend::NCCL ? "" : "--pipeline-schedule zb-v on --comm nccl: its pairs of stages send "
+                  "activations and gradients both ways, each in its own order, which needs a communicator per direction "
+                  "(not built); use --comm mpi");
+        run.chunks = 2;
+    }
     if (p == 1 && run.schedule == PipeSchedule::AFAB)  // (interleaved at pp 1 is refused by the option parser)
         LOG0("note: --pipeline-schedule afab with --pp 1 changes nothing (one stage runs the forward and backward of each "
              "micro-batch in turn)\n");
@@ -306,6 +317,7 @@ void make_process_grid(Run& run) {
     run.ctx = ctx_create(run.device, run.gpu);
     run.grid = grid_create(MPI_COMM_WORLD, opt.tp, opt.sp, run.backend, run.ctx, opt.pp, CommRules{opt.comm == "mpi-strict", opt.comm_timeout},
                            opt.cp);
+    if (run.schedule == PipeSchedule::ZeroBubbleV && opt.pp > 1) grid_use_v_placement(run.grid);  // parallel/process_grid.h
     if (opt.sp && opt.tp == 1) LOG0("note: --sp with --tp 1 changes nothing (one rank holds the whole sequence)\n");
 }
 
@@ -339,6 +351,11 @@ void make_model(Run& run) {
                opt.zero_stage);  // parallel/distributed_optimizer.h, parallel/zero_sharding.h
     run.model.schedule = run.schedule;
     run.model.attention = run.attention;
+    if (!opt.pipeline_op_times.empty()) {  // the test mode (model/pipeline_timeline.h); the flag was checked
+        parse_pipe_op_times(opt.pipeline_op_times, &run.model.pipe.op_times);
+        LOG0("note: --pipeline-op-times %s: every pipeline op's work is a timed wait (F:B:W ms); the loss is 0 and the "
+             "weights move only by weight decay\n", opt.pipeline_op_times.c_str());
+    }
     if (opt.zero_stage > 0 && weight_ranks(run.grid) == 1)
         LOG0("note: %s with data-parallel size 1 changes nothing (one rank holds every optimizer state)\n",
              opt.zero_stage == 1 ? "--use-distributed-optimizer" : ("--zero " + std::to_string(opt.zero_stage)).c_str());
@@ -427,16 +444,26 @@ static void open_trace(Run& run) {
     trace_sync_context(&run.ctx);
 }
 
+double schedule_bubble(const Run& run, int M, double tf, double tb, double tw, std::string* how) {
+    const int p = run.grid.pp;
+    const bool post = run.opt.post_validation;
+    BubbleSchedule bs;
+    parse_bubble_schedule(pipe_schedule_name(run.schedule), &bs);  // the same names
+    const double closed = post ? pipeline_bubble_time_post_validated(bs, p, M, tf, tb, tw) : pipeline_bubble_time(bs, p, M, tf, tb, tw);
+    if (how) *how = std::string(post ? "post-validated " : "") + (std::isnan(closed) ? "simulation" : "closed form");
+    return std::isnan(closed) ? pipe_simulate(run.schedule, p, M, run.chunks, tf, tb, tw, post).idle[0] : closed;
+}
+
 // The ideal bubble of `run`'s schedule at M micro-batches per step.
 static double bubble_at(const Run& run, int M, std::string* formula) {
-    const int p = run.grid.pp;
     if (!is_zero_bubble(run.schedule)) {
         *formula = "(p-1)/(m*M)";
-        return pipe_ideal_bubble(p, M, run.chunks);
+        return pipe_ideal_bubble(run.grid.pp, M, run.chunks);
     }
-    *formula = M >= p ? "(p-1)/(3M) at T_F = T_B = T_W" : "(2p-1-M)/(3M) at T_F = T_B = T_W";
-    const BubbleSchedule s = run.schedule == PipeSchedule::ZeroBubbleH1 ? BubbleSchedule::ZeroBubbleH1 : BubbleSchedule::ZeroBubbleH2;
-    return pipeline_bubble_rate(s, p, M, 1, 1, 1);
+    std::string how;
+    const double bubble = schedule_bubble(run, M, 1, 1, 1, &how);
+    *formula = "at T_F = T_B = T_W (" + how + ")";
+    return bubble / (3.0 * M * run.chunks);
 }
 
 double ideal_bubble_rate(const Run& run, std::string* formula) { return bubble_at(run, run.micro_batches, formula); }
@@ -482,8 +509,8 @@ void print_startup(const Run& run) {
         const double bubble = ideal_bubble_rate(run, &formula);  // (ZB-H1 and ZB-H2 are equal at equal times)
         LOG0("pipeline: %d stages of %d layers, schedule %s%s%s, %d micro-batches per step; ideal bubble %s = %.3f%s\n",
              run.grid.pp, cfg.layers / run.grid.pp, pipe_schedule_name(run.schedule), is_zero_bubble(run.schedule) ? " (B and W split)" : "",
-             chunks, run.micro_batches, formula.c_str(), bubble, run.schedule == PipeSchedule::ZeroBubbleH2
-                 ? " (the step's synchronous end keeps it: 0 needs an optimizer that does not synchronize)" : "");
+             chunks, run.micro_batches, formula.c_str(), bubble, run.schedule == PipeSchedule::ZeroBubbleH2 &&
+             !opt.post_validation ? " (the step's synchronous end keeps it: 0 needs --optimizer-post-validation)" : "");
         bubble_hint(run, bubble);
     }
     const int per_rank = opt.batch / run.grid.dp, M = run.micro_batches;
@@ -497,6 +524,7 @@ void print_startup(const Run& run) {
 
 void free_run(Run& run) {
     if (run.logf) fclose(run.logf);
+    post_validation_free(run.pv);
     gpt_destroy(run.model);
     grid_destroy(run.grid);
     ctx_destroy(run.ctx);

@@ -13,6 +13,7 @@
 #include "../data/text_tokenizer.h"
 #include "../model/gpt.h"
 #include "../model/hellaswag.h"
+#include "../model/post_validation.h"
 #include "../model/train_state.h"
 #include "../model/train_step.h"
 #include "../recompute/memory_report.h"
@@ -59,6 +60,8 @@ struct Run {
     int chunks = 1;                              // model chunks per pipeline rank (interleaved schedule)
     int64_t skipped_steps = 0;                   // updates not applied (--skip-bad-steps), kept across resumes
     OptimConfig optim;
+    PostValidation pv;                           // --optimizer-post-validation (model/post_validation.h)
+    std::vector<StepStats> validated;            // its steps validated, their lines not yet printed
     ModelFormulaInput shape;                     // the paper's symbols for this rank (recompute/formulas.h)
     FILE* logf = nullptr;                        // --log, on rank 0: one JSON object per line
 };
@@ -89,7 +92,12 @@ void open_log(Run& run);
 void print_startup(const Run& run);
 // The schedule's ideal bubble rate (idle over busy time; every op of a chunk equally long, communication free)
 // and its formula, for the log: (p-1)/(m*M) for AFAB, 1F1B and interleaved (pipe_ideal_bubble); under a
-// zero-bubble schedule recompute/formulas.h's at T_F = T_B = T_W (with the synchronous step end; M < p too).
+// zero-bubble schedule the formula's at T_F = T_B = T_W (schedule_bubble).
 double ideal_bubble_rate(const Run& run, std::string* formula);
+// The bubble of the schedule's formula at M micro-batches and op times T_F, T_B, T_W, in idle time per stage per
+// step: recompute/formulas.h's closed form where it gives one, else the schedule's dependency simulation
+// (parallel/pipeline_simulation.h); under post-validation without the end triangle (steps overlap). *how names
+// which.
+double schedule_bubble(const Run& run, int M, double tf, double tb, double tw, std::string* how);
 // Free what the set-up made, in reverse order (the allocator goes with `run`, after MPI_Finalize).
 void free_run(Run& run);

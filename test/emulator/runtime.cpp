@@ -565,6 +565,12 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t e, unsigned int
     return cudaSuccess;
 }
 
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void* data) {
+    if (!fn) return ret(cudaErrorInvalidValue);
+    enqueue(stream, [fn, data] { fn(data); }, "cudaLaunchHostFunc");
+    return cudaSuccess;
+}
+
 // ---- events ---------------------------------------------------------------------------------------------------------
 cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned int flags) {

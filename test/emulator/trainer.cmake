@@ -47,6 +47,12 @@ emu_trainer_test(emu_trainer_dp2_distributed_optimizer 2 fp32 --use-distributed-
 emu_trainer_test(emu_trainer_pp2_zero3_offload_first_stage 4 bf16 --pp 2 --zero 3 --micro-batch-size 1
                  --offload-beyond-in-flight last-stage)
 
+# --trace on the GPU keeps the streams' order and overlap (layers/trace.h: spans timed by events on their streams):
+# test/train/trace_gpu_test.sh, with its corrupted copies.
+add_test(NAME emu_trace_keeps_overlap COMMAND bash ${CMAKE_SOURCE_DIR}/test/train/trace_gpu_test.sh $<TARGET_FILE:train_gpt>
+         $<TARGET_FILE:prepare_data> ${CMAKE_SOURCE_DIR} "${MPIEXEC_EXECUTABLE}")
+set_tests_properties(emu_trace_keeps_overlap PROPERTIES LABELS gpu TIMEOUT 300 ENVIRONMENT "${EMU_ENV}")
+
 # Negative control: ring attention without its event wait fails the CP equivalence (trainer_cp_without_wait.sh).
 add_test(NAME emu_cp_ring_without_wait_fails COMMAND bash ${EMU_DIR}/trainer_cp_without_wait.sh "${MPIEXEC_EXECUTABLE}"
          $<TARGET_FILE:test_equivalence>)

@@ -60,6 +60,19 @@ endforeach()
 mm_test(test_equivalence_pp2_zbh1_selective EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --schedule zb-h1 --recompute selective --bitwise --steps 5)
 mm_test(test_equivalence_pp2_zbh2_full EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --schedule zb-h2 --recompute full --bitwise --steps 5)
 mm_test(test_equivalence_pp2_zbh1_flash EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --schedule zb-h1 --attention flash --seq 80 --steps 5)
+# ZB-V (two chunks per stage in a V; the first stage holds both ends of the model): the same under NCCL's rules (two
+# channels per pair, parallel/comm.h), pp 2 and 4 with M < 2p, M = 2p and M > 2p, tp 2 + SP, dp 2 + ZeRO-1, and
+# each recompute policy; bit for bit at tp 1 except the word embedding (its two uses meet on one stage in another
+# order than a single rank's).
+mm_test(test_equivalence_pp2_zbv_m1 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 1 --schedule zb-v --comm mpi-strict)
+mm_test(test_equivalence_pp2_zbv_m4 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --schedule zb-v --comm mpi-strict --bitwise)
+mm_test(test_equivalence_pp2_zbv_m8 EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 8 --batch 8 --schedule zb-v --comm mpi-strict --bitwise --steps 5)
+mm_test(test_equivalence_pp4_zbv_m4 EXE test_equivalence LABELS mpi NP 4 ARGS --tp 1 --pp 4 --micro 4 --schedule zb-v --comm mpi-strict --steps 5 --bitwise)
+mm_test(test_equivalence_pp4_zbv_m8 EXE test_equivalence LABELS mpi NP 4 ARGS --tp 1 --pp 4 --micro 8 --batch 8 --schedule zb-v --comm mpi-strict --steps 5 --bitwise)
+mm_test(test_equivalence_sp_tp2_pp2_zbv EXE test_equivalence LABELS mpi NP 4 ARGS --tp 2 --sp --pp 2 --micro 4 --schedule zb-v --comm mpi-strict --steps 5)
+mm_test(test_equivalence_pp2_dp2_zero_zbv EXE test_equivalence LABELS mpi NP 4 ARGS --tp 1 --pp 2 --micro 4 --batch 8 --distributed-optimizer --schedule zb-v --comm mpi-strict --steps 5)
+mm_test(test_equivalence_pp2_zbv_selective EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --schedule zb-v --recompute selective --comm mpi-strict --bitwise --steps 5)
+mm_test(test_equivalence_pp2_zbv_full EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --schedule zb-v --recompute full --comm mpi-strict --bitwise --steps 5)
 # Negative control: micro-batch 0's W pass throws its weight gradients away; the equivalence must fail.
 mm_test(test_equivalence_pp2_zbh1_without_w EXE test_equivalence LABELS mpi NP 2 ARGS --tp 1 --pp 2 --micro 4 --schedule zb-h1 --expect-fail-without-w)
 # Negative control: without the layer-norm / bias gradient sum over the TP group, SP must NOT match.
@@ -136,6 +149,12 @@ mm_cli_error(cli_interleaved_M_not_multiple "3 micro-batches are not a multiple 
 mm_cli_error(cli_interleaved_k_not_dividing "--num-layers-per-virtual-pipeline-stage 2 does not divide the 3 layers of a stage" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --pp 2 --layers 6 --num-layers-per-virtual-pipeline-stage 2)
 mm_cli_error(cli_interleaved_without_k "--pipeline-schedule interleaved needs --num-layers-per-virtual-pipeline-stage" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --pp 2 --pipeline-schedule interleaved)
 mm_cli_error(cli_zero_bubble_pp1 "--pipeline-schedule zb-h1 needs --pp > 1" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --pipeline-schedule zb-h1)
+mm_cli_error(cli_zbv_layers "--pipeline-schedule zb-v cuts the 6 layers into 2 · --pp 2 = 4 chunks: they do not divide them"
+             ${MM_MPIRUN} -np 2 ${MM_TRAIN} --pp 2 --layers 6 --pipeline-schedule zb-v)
+mm_cli_error(cli_pipeline_op_times "--pipeline-op-times expects F:B:W, three times in milliseconds from 0 to 10000 .e.g. 2:3:1.5., got '2:3'"
+             ${MM_MPIRUN} -np 2 ${MM_TRAIN} --pp 2 --pipeline-op-times 2:3)
+mm_cli_error(cli_pipeline_op_times_pp1 "--pipeline-op-times times the ops of a pipeline schedule: it needs --pp > 1"
+             ${MM_MPIRUN} -np 1 ${MM_TRAIN} --pipeline-op-times 2:3:1)
 mm_cli_error(cli_interleaved_one_chunk "needs at least 2 model chunks per stage" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --pp 2 --num-layers-per-virtual-pipeline-stage 2)
 mm_cli_error(cli_unknown_flag "unknown flag --frobnicate" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --frobnicate 1)
 mm_cli_error(cli_bad_recompute "--recompute must be none.selective.full" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --recompute some)

@@ -10,6 +10,7 @@
 #include "../../model/gpt.h"
 #include "../../model/train_step.h"
 #include "../../parallel/data_parallel.h"
+#include "../../parallel/zero_bubble_schedule.h"
 
 struct ModelSpec {
     GPTConfig cfg;
@@ -56,6 +57,7 @@ struct ModelHarness {
         ctx = ctx_create(s.device, gpu);
         alloc.reset(new ActivationAllocator(s.device));
         grid = grid_create(comm, s.tp, s.sp, s.backend, ctx, s.pp, s.rules, s.cp);
+        if (s.pp > 1 && pipe_v_shape(s.schedule)) grid_use_v_placement(grid);  // ZB-V (parallel/pipeline_stage.h)
         gpt_create(model, s.cfg, grid, ctx, *alloc, s.dtype, s.rc, s.dropout, s.seed, s.chunks,
                    std::max(s.zero, s.distributed_optimizer ? 1 : 0));
         model.schedule = s.schedule;

@@ -11,7 +11,7 @@
 //                    [--expect-fail-without-micro-scale]   (negative control: drop the 1/M, expect gradients M times
 //                                  too large)
 //                    [--recompute none|selective|full]   both runs' policy (default none)
-//                    [--pp P] [--schedule afab|1f1b|interleaved|zb-h1|zb-h2] [--chunks m]   pipeline parallelism (a 4-layer model);
+//                    [--pp P] [--schedule afab|1f1b|interleaved|zb-h1|zb-h2|zb-v] [--chunks m]   pipeline parallelism (a 4-layer model);
 //                                  world = tp × dp × pp
 //                    [--expect-fail-without-tied-sum]   (negative control: drop the tied embedding's gradient sum
 //                                  over the first and last stage, expect a mismatch)
@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
             const char* v = argv[++i];
             par.schedule = !strcmp(v, "afab") ? PipeSchedule::AFAB : !strcmp(v, "interleaved") ? PipeSchedule::Interleaved
                          : !strcmp(v, "zb-h1") ? PipeSchedule::ZeroBubbleH1 : !strcmp(v, "zb-h2") ? PipeSchedule::ZeroBubbleH2
-                                                                                 : PipeSchedule::OneFOneB;
+                         : !strcmp(v, "zb-v") ? PipeSchedule::ZeroBubbleV : PipeSchedule::OneFOneB;
+            if (par.schedule == PipeSchedule::ZeroBubbleV) par.chunks = 2;  // the V: two chunks per stage
         }
     }
     if (par.pp > 1) par.cfg = tiny_config(std::max(4, par.pp * par.chunks));  // a layer per virtual stage, at least 4
@@ -219,7 +220,7 @@ int main(int argc, char** argv) {
             c_par = loss_curve(h, B, S, steps, micro);
             // The first and the last stage each hold a copy of the tied word embedding: after training they must
             // still be bitwise equal (the same summed gradient, the same update).
-            if (par.pp > 1 && h.grid.emb_comm.size == 2) {
+            if (par.pp > 1 && h.grid.emb_comm.size == 2 && !h.grid.pipeline_v) {  // (ZB-V: one copy, on stage 0)
                 GPT& m = h.model;  // (ZeRO-2/3: the master is a shard; its whole local values hold the copy)
                 std::vector<float> local = zero_sharded(m) ? zero_local_values(weight_comm(h.grid), m.sharded, m.master) : tensor_to_host_f32(m.master);
                 std::vector<float> mine(local.begin() + m.offsets[P_WTE], local.begin() + m.offsets[P_WTE] + m.sizes[P_WTE]);

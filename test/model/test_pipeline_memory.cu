@@ -8,8 +8,10 @@
 // micro-batch on the first stage and the head's tensors on the last). The first stage's in-flight count is
 // checked against the paper's statements, written out here independently of the schedule code:
 //   1F1B: min(p, M) micro-batches of L/p layers (L layers' worth when M ≥ p);  AFAB: M·L/p;
-//   interleaved: L·(1 + (p−1)/(p·m));  ZB-H1: 1F1B's;  ZB-H2: min(2p − 1, M) micro-batches.
-// Under ZB-H1/ZB-H2 the W inputs held at that moment equal their formula too (the last stage's, p − 1 micro-batches').
+//   interleaved: L·(1 + (p−1)/(p·m));  ZB-H1: 1F1B's;  ZB-H2: min(2p − 1, M) micro-batches;
+//   ZB-V: 2p chunk-micro-batches of L/(2p) layers, 1F1B's L (M >= 2p).
+// Under ZB-H1/ZB-H2/ZB-V the W inputs held at that moment equal their formula too (ZB-H1's last stage: p − 1
+// micro-batches').
 // After the step no activation is left.
 #include <cstring>
 #include "model_fixture.h"
@@ -38,6 +40,9 @@ int main(int argc, char** argv) {
         {"zb-h1 M > p", PipeSchedule::ZeroBubbleH1, 2 * p + 1, 1, (double)L},
         {"zb-h1 M < p", PipeSchedule::ZeroBubbleH1, p - 1, 1, (double)(p - 1) * L / p},
         {"zb-h2 M > p", PipeSchedule::ZeroBubbleH2, 2 * p + 1, 1, (2.0 * p - 1) * L / p},
+        // ZB-V: 2p (micro-batch, chunk) pairs of L/(2p) layers: 1F1B's L layers, on the first stage (which holds
+        // both ends of the V) once M >= 2p.
+        {"zb-v M >= 2p", PipeSchedule::ZeroBubbleV, 2 * p + 1, 2, (double)L},
     };
     if (rank == 0)
         printf("test_pipeline_memory: tp %d x pp %d, L = %d, micro-batches of %d sequences of %d, %s attention\n", tp, p, L, b,
@@ -77,10 +82,12 @@ int main(int argc, char** argv) {
                     for (const ActivationRecord& a : h.alloc->peak_snapshot())
                         if (a.name.rfind("w:", 0) == 0) w_measured += (double)a.bytes;
                     const int pending = pipeline_weight_pending(h.model, c.M);
-                    const double w_formula = (double)pending * (L / p) * dtype_size(dt) * S * b * s.cfg.channels * (4.0 + 12.0 / tp);
+                    // (each pending (micro-batch, chunk) holds one chunk's layers: L/p, or L/(2p) under ZB-V)
+                    const double w_formula = (double)pending * (L / (p * c.chunks)) * dtype_size(dt) * S * b * s.cfg.channels *
+                                             (4.0 + 12.0 / tp);
                     const bool w_ok = w_measured == w_formula &&
                                       (c.sched != PipeSchedule::ZeroBubbleH1 || c.M <= p || h.grid.pp_rank != p - 1 || pending == p - 1) &&
-                                      (p == 1 || c.sched == PipeSchedule::ZeroBubbleH1 || c.sched == PipeSchedule::ZeroBubbleH2 || pending == 0);
+                                      (p == 1 || is_zero_bubble(c.sched) || pending == 0);
                     const bool ok = r.stage_layers_measured == r.stage_layers_formula && r.model_measured == r.model_formula &&
                                     r.per_layer_measured == r.per_layer_formula && r.layers_identical && left == 0 &&
                                     (h.grid.pp_rank != 0 || r.in_flight_layers == c.first_stage_layers) &&

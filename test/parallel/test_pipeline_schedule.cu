@@ -17,6 +17,7 @@
 #include <tuple>
 #include "../test_util.h"
 #include "../../parallel/pipeline_schedule.h"
+#include "../../parallel/pipeline_simulation.h"
 #include "../../parallel/zero_bubble_schedule.h"
 
 // One message of a rank's exchange, as the executor posts it.
@@ -30,22 +31,26 @@ using Exchange = std::vector<SimMessage>;
 // What an op receives and sends, derived here from the virtual stages rather than taken from the schedule
 // code: a forward of virtual stage v gets its input from v − 1 and passes its output to v + 1; a backward
 // the other way. The tag names (micro-batch, boundary, direction) like pipe_message_tag.
+// Placement: virtual stage v on rank v mod p, or (ZB-V) on v and then back up, 2p − 1 − v.
+static bool g_v = false;  // the layout being checked is ZB-V's
+static int vstage(int chunk, int p, int r) { return g_v && chunk == 1 ? 2 * p - 1 - r : chunk * p + r; }
+static int rank_of(int v, int p) { return g_v && v >= p ? 2 * p - 1 - v : v % p; }
 static bool receives(const PipeOp& op, int p, int r, int m, SimMessage* out) {
     if (op.kind == PipeOp::WeightGrad) return false;  // a zero-bubble W: computed from what its B kept
-    const int v = op.chunk * p + r, P = p * m;
+    const int v = vstage(op.chunk, p, r), P = p * m;
     const bool fwd = op.kind == PipeOp::Forward;
     if (fwd ? v == 0 : v == P - 1) return false;
     const int from = fwd ? v - 1 : v + 1, boundary = fwd ? v - 1 : v;
-    *out = SimMessage{false, from % p, (op.microbatch * P + boundary) * 2 + (fwd ? 0 : 1), 1};
+    *out = SimMessage{false, rank_of(from, p), (op.microbatch * P + boundary) * 2 + (fwd ? 0 : 1), 1};
     return true;
 }
 static bool sends(const PipeOp& op, int p, int r, int m, SimMessage* out) {
     if (op.kind == PipeOp::WeightGrad) return false;
-    const int v = op.chunk * p + r, P = p * m;
+    const int v = vstage(op.chunk, p, r), P = p * m;
     const bool fwd = op.kind == PipeOp::Forward;
     if (fwd ? v == P - 1 : v == 0) return false;
     const int to = fwd ? v + 1 : v - 1, boundary = fwd ? v : v - 1;
-    *out = SimMessage{true, to % p, (op.microbatch * P + boundary) * 2 + (fwd ? 0 : 1), 1};
+    *out = SimMessage{true, rank_of(to, p), (op.microbatch * P + boundary) * 2 + (fwd ? 0 : 1), 1};
     return true;
 }
 
@@ -68,22 +73,23 @@ static std::vector<Exchange> exchanges(const std::vector<std::vector<PipeOp>>& u
     Exchange pending;  // the previous unit's sends
     SimMessage msg;
     for (const std::vector<PipeOp>& unit : units) {
+        // (ZB-V's turn on rank p − 1 stays on the rank: no message.)
         if (grouped) {
             Exchange x;
             for (const PipeOp& op : unit)
-                if (receives(op, p, r, m, &msg)) x.push_back(msg);
+                if (receives(op, p, r, m, &msg) && msg.peer != r) x.push_back(msg);
             x.insert(x.end(), pending.begin(), pending.end());
             pending.clear();
             post(x);
             for (const PipeOp& op : unit) {
                 run(op);
-                if (sends(op, p, r, m, &msg)) pending.push_back(msg);
+                if (sends(op, p, r, m, &msg) && msg.peer != r) pending.push_back(msg);
             }
         } else {
             for (const PipeOp& op : unit) {
-                if (receives(op, p, r, m, &msg)) post({msg});
+                if (receives(op, p, r, m, &msg) && msg.peer != r) post({msg});
                 run(op);
-                if (sends(op, p, r, m, &msg)) post({msg});
+                if (sends(op, p, r, m, &msg) && msg.peer != r) post({msg});
             }
         }
     }
@@ -95,25 +101,27 @@ static std::vector<Exchange> exchanges(const std::vector<std::vector<PipeOp>>& u
 
 // Every directed pair (a → b): a's sends to b and b's receives from a, in issue order, must be the same
 // messages (tag, bytes). Returns "" or the first disagreement.
-static std::string order_problem(const std::vector<std::vector<Exchange>>& ex, int p) {
+// channels: 1, or 2 (ZB-V: activations and gradients each in their own order, parallel/comm.h's Comm::channels).
+static std::string order_problem(const std::vector<std::vector<Exchange>>& ex, int p, int channels = 1) {
     for (int a = 0; a < p; a++)
-        for (int b = 0; b < p; b++) {
-            if (a == b) continue;
-            std::vector<std::pair<int, long>> sent, got;
-            for (const Exchange& x : ex[a])
-                for (const SimMessage& s : x)
-                    if (s.send && s.peer == b) sent.push_back({s.tag, s.bytes});
-            for (const Exchange& x : ex[b])
-                for (const SimMessage& s : x)
-                    if (!s.send && s.peer == a) got.push_back({s.tag, s.bytes});
-            if (sent != got) {
-                size_t k = 0;
-                while (k < sent.size() && k < got.size() && sent[k] == got[k]) k++;
-                return "rank " + std::to_string(a) + " -> " + std::to_string(b) + ": message " + std::to_string(k) +
-                       " sent as tag " + (k < sent.size() ? std::to_string(sent[k].first) : "none") + ", received as tag " +
-                       (k < got.size() ? std::to_string(got[k].first) : "none");
+        for (int b = 0; b < p; b++)
+            for (int ch = 0; ch < channels && a != b; ch++) {
+                auto on = [&](const SimMessage& s) { return channels == 1 || (s.tag & 1) == ch; };
+                std::vector<std::pair<int, long>> sent, got;
+                for (const Exchange& x : ex[a])
+                    for (const SimMessage& s : x)
+                        if (s.send && s.peer == b && on(s)) sent.push_back({s.tag, s.bytes});
+                for (const Exchange& x : ex[b])
+                    for (const SimMessage& s : x)
+                        if (!s.send && s.peer == a && on(s)) got.push_back({s.tag, s.bytes});
+                if (sent != got) {
+                    size_t k = 0;
+                    while (k < sent.size() && k < got.size() && sent[k] == got[k]) k++;
+                    return "rank " + std::to_string(a) + " -> " + std::to_string(b) + ": message " + std::to_string(k) +
+                           " sent as tag " + (k < sent.size() ? std::to_string(sent[k].first) : "none") + ", received as tag " +
+                           (k < got.size() ? std::to_string(got[k].first) : "none");
+                }
             }
-        }
     return "";
 }
 
@@ -195,7 +203,31 @@ static double step_time(PipeSchedule s, int p, int M, int m, const std::vector<i
 
 static int g_ungrouped_stuck = 0, g_ungrouped_total = 0;
 
+// The posted exchanges (model/pipeline_step.cu, exchange_post / receive_wait): each op waits only for its own
+// input, which arrives once the rank that sends it has run the op that produced it (its sends are posted at once
+// and complete later); a rank never waits for its own sends. Returns "" when every op runs, else who waits.
+static std::string drain_posted(const std::vector<std::vector<PipeOp>>& ops, int p, int m) {
+    std::set<std::tuple<int, int, int>> sent;  // (from, to, tag)
+    std::vector<size_t> at(p, 0);
+    for (bool progress = true; progress;) {
+        progress = false;
+        for (int r = 0; r < p; r++)
+            for (; at[r] < ops[r].size(); at[r]++) {
+                SimMessage msg;
+                const PipeOp& op = ops[r][at[r]];
+                if (receives(op, p, r, m, &msg) && msg.peer != r && !sent.count({msg.peer, r, msg.tag})) break;
+                if (sends(op, p, r, m, &msg)) sent.insert({r, msg.peer, msg.tag});
+                progress = true;
+            }
+    }
+    std::string stuck;
+    for (int r = 0; r < p; r++)
+        if (at[r] < ops[r].size()) stuck += " rank " + std::to_string(r) + " waits before op " + std::to_string(at[r]) + ";";
+    return stuck.empty() ? "" : "deadlock:" + stuck;
+}
+
 static void check_layout(PipeSchedule s, int p, int M, int m) {
+    g_v = s == PipeSchedule::ZeroBubbleV;
     char what[96];
     snprintf(what, sizeof what, "%s p=%d M=%d m=%d", pipe_schedule_name(s), p, M, m);
     std::vector<std::vector<PipeOp>> ops(p);
@@ -216,12 +248,13 @@ static void check_layout(PipeSchedule s, int p, int M, int m) {
         CHECK(once, "%s rank %d: every forward and backward (and W) must run once", what, r);
         if (is_zero_bubble(s)) {
             // Each W after its B, W's in micro-batch order, and no W under the other schedules.
-            std::set<int> b_done;
-            int next_w = 0;
+            std::set<std::pair<int, int>> b_done;
+            std::vector<int> next_w(m, 0);
             bool w_ok = true;
             for (const PipeOp& op : ops[r]) {
-                if (op.kind == PipeOp::Backward) b_done.insert(op.microbatch);
-                if (op.kind == PipeOp::WeightGrad) w_ok &= b_done.count(op.microbatch) && op.microbatch == next_w++;
+                if (op.kind == PipeOp::Backward) b_done.insert({op.microbatch, op.chunk});
+                if (op.kind == PipeOp::WeightGrad)
+                    w_ok &= b_done.count({op.microbatch, op.chunk}) && op.microbatch == next_w[op.chunk]++;
             }
             CHECK(w_ok, "%s rank %d: a W before its B, or out of micro-batch order", what, r);
         }
@@ -236,20 +269,28 @@ static void check_layout(PipeSchedule s, int p, int M, int m) {
         for (const PipeOp& op : ops[r]) {
             SimMessage want;
             PipeMessage got;
-            const bool rw = receives(op, p, r, m, &want), rg = pipe_op_receives(op, p, r, m, &got);
+            const bool rw = receives(op, p, r, m, &want), rg = pipe_op_receives(op, p, r, m, &got, g_v);
             CHECK(rw == rg && (!rw || (got.peer == want.peer && pipe_message_tag(got, p, m) == want.tag % 32768)),
                   "%s rank %d: pipe_op_receives disagrees", what, r);
-            const bool sw = sends(op, p, r, m, &want), sg = pipe_op_sends(op, p, r, m, &got);
+            const bool sw = sends(op, p, r, m, &want), sg = pipe_op_sends(op, p, r, m, &got, g_v);
             CHECK(sw == sg && (!sw || (got.peer == want.peer && pipe_message_tag(got, p, m) == want.tag % 32768)),
                   "%s rank %d: pipe_op_sends disagrees", what, r);
         }
     }
-    // NCCL's rules: order agreement per pair, then the grouped exchanges drain.
+    // NCCL's rules: order agreement per pair (ZB-V: per pair and direction, its two channels), then the grouped
+    // exchanges drain (the whole units NCCL runs; ZB-V is not run on NCCL), and the posted ones do.
     const std::vector<std::vector<Exchange>> ex = all_exchanges(s, p, M, m, warmup, true);
-    const std::string order = order_problem(ex, p);
+    const std::string order = order_problem(ex, p, g_v ? 2 : 1);
     CHECK(order.empty(), "%s: %s", what, order.c_str());
-    const std::string stuck = drain(ex, p);
-    CHECK(stuck.empty(), "%s: %s", what, stuck.c_str());
+    if (!g_v) {
+        const std::string stuck = drain(ex, p);
+        CHECK(stuck.empty(), "%s: %s", what, stuck.c_str());
+    }
+    const std::string posted = drain_posted(ops, p, m);
+    CHECK(posted.empty(), "%s (posted exchanges): %s", what, posted.c_str());
+    if (g_v && p > 1 && M >= 2 * p) {  // one channel per pair would not do: ZB-V's two directions cross
+        CHECK(!order_problem(ex, p, 1).empty(), "%s: one channel per pair keeps the order; the second is not needed", what);
+    }
     // The warm-up counts, derived by simulating the executor's exchanges with other counts on one rank (the
     // others as scheduled):
     //  - 1F1B and interleaved (M > p): the fewest forwards that give the shortest step (step_time); each one
@@ -276,11 +317,20 @@ static void check_layout(PipeSchedule s, int p, int M, int m) {
         const bool same = derived >= 0 && pipe_units(s, p, r, M, m, derived) == pipe_units(s, p, r, M, m, warmup[r]);
         CHECK(derived == warmup[r] || same, "%s rank %d: warm-up %d, but the simulation gives %d", what, r, warmup[r], derived);
     }
-    if (is_zero_bubble(s))
+    if (is_zero_bubble(s) && !g_v)
         for (int r = 0; r < p; r++)
             CHECK(warmup[r] == (s == PipeSchedule::ZeroBubbleH1 ? pipe_warmup(PipeSchedule::OneFOneB, p, r, M, 1)
                                                                 : std::min(2 * (p - 1 - r), M)),
                   "%s rank %d: warm-up %d", what, r, warmup[r]);
+    if (g_v)  // the forwards before the first B, as pipe_warmup says
+        for (int r = 0; r < p; r++) {
+            int f = 0;
+            for (const PipeOp& op : ops[r]) {
+                if (op.kind == PipeOp::Backward) break;
+                f += op.kind == PipeOp::Forward;
+            }
+            CHECK(warmup[r] == f, "%s rank %d: warm-up %d, the order has %d forwards before its first B", what, r, warmup[r], f);
+        }
     if (all_first && p > 1 && !is_zero_bubble(s))
         for (int r = 0; r < p; r++) CHECK(warmup[r] == M * m, "%s rank %d: warm-up %d, not every forward", what, r, warmup[r]);
     // Negative control: the ungrouped order (each receive, each send alone, as issued before the grouping).
@@ -288,7 +338,8 @@ static void check_layout(PipeSchedule s, int p, int M, int m) {
         const std::vector<std::vector<Exchange>> ungrouped = all_exchanges(s, p, M, m, warmup, false);
         const bool hangs = !drain(ungrouped, p).empty();
         g_ungrouped_total++, g_ungrouped_stuck += hangs;
-        if ((s == PipeSchedule::OneFOneB || is_zero_bubble(s)) && M >= 2) CHECK(hangs, "%s: the ungrouped order should deadlock under NCCL's rules", what);
+        if ((s == PipeSchedule::OneFOneB || (is_zero_bubble(s) && !g_v)) && M >= 2)
+            CHECK(hangs, "%s: the ungrouped order should deadlock under NCCL's rules", what);
         if (s == PipeSchedule::Interleaved) CHECK(hangs, "%s: the ungrouped order should deadlock under NCCL's rules", what);
     }
     // The first stage's peak: 1F1B holds min(p, M) micro-batches, AFAB M, interleaved (p−1)·2 + (m−1)·p + 1
@@ -297,6 +348,18 @@ static void check_layout(PipeSchedule s, int p, int M, int m) {
     // ZB-H1 holds 1F1B's p on the first stage (and on every stage: the later ones keep their W's back instead of
     // idling), ZB-H2 2p − 1.
     int want_peak = s == PipeSchedule::AFAB ? M : s == PipeSchedule::ZeroBubbleH2 ? std::min(2 * p - 1, M) : std::min(p, M);
+    if (g_v) {
+        // ZB-V: the first stage holds 2p chunk-micro-batches at its peak (2p · L/(2p) = L layers: 1F1B's) once M >= 2p,
+        // fewer below; activations only (its W's follow their B's). Rank r keeps r W's back: 2p + r at most.
+        const ZeroBubblePeak zp = zero_bubble_peak(ops[0], 2);
+        CHECK(zp.pending == 0 && zp.saved == zp.held && (M >= 2 * p ? zp.held == 2 * p : zp.held <= 2 * p),
+              "%s: first stage holds %d (%d saved, %d W inputs), expected %s2p = %d saved", what, zp.held, zp.saved, zp.pending,
+              M >= 2 * p ? "" : "at most ", 2 * p);
+        for (int r = 0; r < p; r++)
+            CHECK(zero_bubble_peak(ops[r], 2).held <= 2 * p + r, "%s rank %d: more than 2p + r in flight", what, r);
+        CHECK(pipe_peak_in_flight(ops[0]) == zp.held, "%s: peak %d, F-to-W peak %d", what, pipe_peak_in_flight(ops[0]), zp.held);
+        return;
+    }
     if (is_zero_bubble(s)) {
         // Micro-batches whose F ran and W not (activations or W inputs): at most the first stage's peak anywhere.
         for (int r = 0; r < p; r++) {
@@ -334,11 +397,27 @@ int main() {
             check_layout(PipeSchedule::ZeroBubbleH1, p, M, 1);
             check_layout(PipeSchedule::ZeroBubbleH2, p, M, 1);
             layouts += 4;
+            if (p > 1) check_layout(PipeSchedule::ZeroBubbleV, p, M, 2), layouts++;
             for (int m = 2; m <= 4; m++)
                 if (pipe_schedule_problem(PipeSchedule::Interleaved, p, M, m).empty()) {
                     check_layout(PipeSchedule::Interleaved, p, M, m);
                     layouts++;
                 }
+        }
+    // Whole units against posted exchanges, timed (a forward 1, a B or W 2; communication free): under 1F1B a whole-unit
+    // exchange costs nothing (every op alone), under ZB-H2 its steady (F, B) unit makes the F wait for the B's
+    // gradient, and the step is longer than the schedule's own dependencies allow (pipeline_simulation.h); the posted
+    // exchanges wait for inputs only, so their step is exactly that (drain_posted runs the same dependencies).
+    for (int p = 2; p <= 4; p++)
+        for (int M = 2 * p; M <= 16; M += p) {
+            std::vector<int> w1(p), w2(p);
+            for (int r = 0; r < p; r++)
+                w1[r] = pipe_warmup(PipeSchedule::OneFOneB, p, r, M, 1), w2[r] = pipe_warmup(PipeSchedule::ZeroBubbleH2, p, r, M, 1);
+            const double whole_1f1b = step_time(PipeSchedule::OneFOneB, p, M, 1, w1), whole_h2 = step_time(PipeSchedule::ZeroBubbleH2, p, M, 1, w2);
+            const double deps_1f1b = pipe_simulate(PipeSchedule::OneFOneB, p, M, 1, 1, 2, 0).step;  // (its backward: 2)
+            const double deps_h2 = pipe_simulate(PipeSchedule::ZeroBubbleH2, p, M, 1, 1, 2, 2).step;
+            CHECK(whole_1f1b == deps_1f1b, "1f1b p=%d M=%d: whole units %g, dependencies %g", p, M, whole_1f1b, deps_1f1b);
+            CHECK(whole_h2 > deps_h2, "zb-h2 p=%d M=%d: whole units %g should stall beyond the dependencies' %g", p, M, whole_h2, deps_h2);
         }
     // The paper's example: p = 2, m = 2, L = 4, M = 4 holds 5 layer-micro-batches on the first stage.
     CHECK(pipe_peak_in_flight(pipe_schedule(PipeSchedule::Interleaved, 2, 0, 4, 2)) == 5, "p=2 m=2 M=4: 5 in flight");

@@ -115,7 +115,7 @@ def check(doc, schedule, p, M, chunks, require_ops):
 
     exchanges = {}  # pid -> exchange events on the communication thread
     for e in spans:
-        if e["cat"] == "p2p" and e["name"].startswith("exchange") and not e["name"].startswith("exchange_start"):
+        if e["cat"] == "p2p" and e["name"].startswith("exchange") and not e["name"].startswith(("exchange_start", "exchange_post")):
             exchanges.setdefault(e["pid"], []).append(e)
 
     # ---- [ops] --------------------------------------------------------------------------------------------------
@@ -255,12 +255,13 @@ def corruptions(doc, has_ops):
         i = next(i for i, e in enumerate(d["traceEvents"]) if e.get("cat") == "compute" and e.get("pid") == 0)
         del d["traceEvents"][i]
         out.append(("op missing", "[ops]", d))
-        # B0.0 of pid 0 moved to the start of its step's first exchange, before its gradient can have arrived.
+        # B0.0 of pid 0 moved 0.1 ms before the end of the exchange that brought its gradient (a posted exchange's
+        # wait can end at once, so its start is not early enough).
         d = copy.deepcopy(doc)
         b = next(e for e in d["traceEvents"] if e.get("pid") == 0 and e.get("name") == "B0.0")
-        x = min((e for e in d["traceEvents"] if e.get("pid") == 0 and "grad 0.0" in e.get("args", {}).get("recv", [])
-                 and e["ts"] < b["ts"]), key=lambda e: b["ts"] - e["ts"])
-        b["ts"] = x["ts"]
+        x = min((e for e in d["traceEvents"] if e.get("pid") == 0 and e.get("ph") == "X"
+                 and "grad 0.0" in e.get("args", {}).get("recv", []) and e["ts"] < b["ts"]), key=lambda e: b["ts"] - e["ts"])
+        b["ts"] = end(x) - 100.0
         out.append(("backward before its gradient", "[order]", d))
     return out
 
