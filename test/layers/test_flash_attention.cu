@@ -441,7 +441,7 @@ static void cpu_checks() {
 // =========================================================================================================
 
 static void test_flash_gpu() {
-    for (const FlashGpuCase& c : kFlashGpuCases)
+    for (const FlashGpuCase& c : gpu_cases(kFlashGpuCases, kFlashGpuCasesSmall))
         for (DType dt : {DType::F32, DType::BF16}) {
             if (!runs_in(c.dtypes, dt)) continue;
             const AttnShape sh = shape(c.S, c.B, c.NH, c.HD, c.b_offset, c.B_total, c.head_offset, c.NH_total);
@@ -559,7 +559,7 @@ static BlockRun block_run(Device dev, DType dt, const AttnBlock& blk, const std:
 }
 
 static void test_flash_block_gpu() {
-    for (const FlashBlockGpuCase& c : kFlashBlockGpuCases)
+    for (const FlashBlockGpuCase& c : gpu_cases(kFlashBlockGpuCases, kFlashBlockGpuCasesSmall))
         for (DType dt : {DType::F32, DType::BF16}) {
             if (!runs_in(c.dtypes, dt)) continue;
             const AttnShape sh = shape(0, c.B, c.NH, c.HD, c.b_offset, c.B_total, c.head_offset, c.NH_total);
