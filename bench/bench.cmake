@@ -6,9 +6,15 @@ mm_executable(e2e_bench SOURCES ${CMAKE_SOURCE_DIR}/bench/e2e_bench.cu)
 # Every op's fp32 error against float64, next to PyTorch fp32's (make accuracy: bench/op_accuracy.py reads
 # the folder this program writes).
 mm_executable(op_accuracy SOURCES ${CMAKE_SOURCE_DIR}/bench/op_accuracy.cu)
+# One training step's gradients and update from given weights (bench/step_accuracy.py compares them with
+# float64 and PyTorch fp32, tensor by tensor).
+mm_executable(step_accuracy SOURCES ${CMAKE_SOURCE_DIR}/bench/step_accuracy.cu)
 # This machine's sgemm rate, the denominator of a step's roofline (bench/cpu_peer.sh).
 mm_executable(sgemm_rate SOURCES ${CMAKE_SOURCE_DIR}/bench/sgemm_rate.cu MODULES runtime)
-set_target_properties(layer_bench e2e_bench op_accuracy sgemm_rate PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
+# Core attention alone, flash against unfused, forward and backward (bench/gpu_suite.sh, step 6).
+mm_executable(attention_bench SOURCES ${CMAKE_SOURCE_DIR}/bench/attention_bench.cu)
+set_target_properties(layer_bench e2e_bench attention_bench op_accuracy step_accuracy sgemm_rate PROPERTIES
+                      RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR})
 
 # CPU smoke tests on tiny shapes (label unit: they run anywhere, in seconds). --device cpu even on a GPU
 # machine, so that the unit suite never depends on a GPU. The mpirun variant exercises the MPI grid and the
@@ -23,12 +29,14 @@ set(MM_E2E_TINY --device cpu --layers 2 --hidden 64 --heads 4 --seq 32 --batch 2
     --gemm-size 256)
 add_test(NAME bench_e2e_cpu_tiny
          COMMAND $<TARGET_FILE:e2e_bench> ${MM_E2E_TINY} --json ${CMAKE_BINARY_DIR}/bench_e2e_tiny.json)
+set(MM_ATTN_TINY --device cpu --heads 2 --head-dim 16 --tokens 256 --seq 64,128 --reps 1 --warmup 0)
+add_test(NAME bench_attention_cpu_tiny COMMAND $<TARGET_FILE:attention_bench> ${MM_ATTN_TINY} --dropout 0.1)
 add_test(NAME bench_bad_flag COMMAND $<TARGET_FILE:layer_bench> --no-such-flag)
 add_test(NAME bench_sgemm_rate_tiny COMMAND $<TARGET_FILE:sgemm_rate> --n 64 --threads 1 --reps 3)
 add_test(NAME bench_sgemm_rate_bad_flag COMMAND $<TARGET_FILE:sgemm_rate> --n 0)
 set_tests_properties(bench_sgemm_rate_tiny PROPERTIES PASS_REGULAR_EXPRESSION "sgemm n 64, 1 thread: [0-9.]+ GFLOP/s")
 set_tests_properties(bench_sgemm_rate_bad_flag PROPERTIES WILL_FAIL TRUE)
-set_tests_properties(bench_layer_cpu_tiny bench_layer_cpu_tiny_mpi bench_e2e_cpu_tiny bench_bad_flag
+set_tests_properties(bench_layer_cpu_tiny bench_layer_cpu_tiny_mpi bench_e2e_cpu_tiny bench_attention_cpu_tiny bench_bad_flag
                      bench_sgemm_rate_tiny bench_sgemm_rate_bad_flag
                      PROPERTIES LABELS unit TIMEOUT 120 ENVIRONMENT "${MM_BENCH_ENV}")
 set_tests_properties(bench_bad_flag PROPERTIES WILL_FAIL TRUE)
@@ -38,10 +46,12 @@ set_tests_properties(bench_layer_cpu_tiny PROPERTIES
 set_tests_properties(bench_layer_cpu_tiny_mpi PROPERTIES
                      PASS_REGULAR_EXPRESSION "selective \\+ sequence parallel +fake-comm")
 set_tests_properties(bench_e2e_cpu_tiny PROPERTIES PASS_REGULAR_EXPRESSION "full.*selective.*none.*wrote")
+set_tests_properties(bench_attention_cpu_tiny PROPERTIES
+                     PASS_REGULAR_EXPRESSION "flash forward.*\n +64 +4 \\| +[0-9.]+ ms.*\n +128 +2 \\| +[0-9.]+ ms")
 
 # bench/gpu_suite.sh: the plan on any machine (--dry-run), and its whole flow on this machine's CPU with a
 # stand-in nvidia-smi, the binaries of this build as PREBUILT and the benchmarks' tiny CPU shapes (the later
-# flags override the GPU shapes). Needs layer_bench and e2e_bench built.
+# flags override the GPU shapes). Needs layer_bench, e2e_bench and attention_bench built.
 add_test(NAME bench_gpu_suite_dry_run
          COMMAND bash ${CMAKE_SOURCE_DIR}/bench/gpu_suite.sh --dry-run ${CMAKE_BINARY_DIR}/gpu_suite_dry)
 set_tests_properties(bench_gpu_suite_dry_run PROPERTIES LABELS unit TIMEOUT 60
@@ -56,11 +66,12 @@ file(CHMOD ${CMAKE_BINARY_DIR}/fake_gpu/nvidia-smi PERMISSIONS OWNER_READ OWNER_
      GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
 string(REPLACE ";" " " MM_LAYER_TINY_STR "${MM_LAYER_TINY}")  # a CMake list would split ENVIRONMENT
 string(REPLACE ";" " " MM_E2E_TINY_STR "${MM_E2E_TINY}")
+string(REPLACE ";" " " MM_ATTN_TINY_STR "${MM_ATTN_TINY}")
 add_test(NAME bench_gpu_suite_flow
          COMMAND bash ${CMAKE_SOURCE_DIR}/bench/gpu_suite.sh ${CMAKE_BINARY_DIR}/gpu_suite_flow)
 set_tests_properties(bench_gpu_suite_flow PROPERTIES LABELS unit TIMEOUT 120
-  ENVIRONMENT "PATH=${CMAKE_BINARY_DIR}/fake_gpu:$ENV{PATH};PREBUILT=${CMAKE_BINARY_DIR};SUITE_SKIP_TESTS=1;SUITE_RESULTS_MD=${CMAKE_BINARY_DIR}/gpu_suite_flow_results;OMP_NUM_THREADS=1;LAYER_ARGS=${MM_LAYER_TINY_STR};E2E_ARGS=${MM_E2E_TINY_STR}"
-  PASS_REGULAR_EXPRESSION "layer_bench.*: ok.*selective \\+ sequence parallel.*sum of ops.*XL layer.*: ok.*sum of ops.*e2e_bench.*: ok.*none .*22B layer shape.*: ok.*none .*XL layer with --attention flash: ok.*XL with --attention flash: ok.*none ")
+  ENVIRONMENT "PATH=${CMAKE_BINARY_DIR}/fake_gpu:$ENV{PATH};PREBUILT=${CMAKE_BINARY_DIR};SUITE_SKIP_TESTS=1;SUITE_RESULTS_MD=${CMAKE_BINARY_DIR}/gpu_suite_flow_results;OMP_NUM_THREADS=1;LAYER_ARGS=${MM_LAYER_TINY_STR};E2E_ARGS=${MM_E2E_TINY_STR};ATTN_ARGS=${MM_ATTN_TINY_STR}"
+  PASS_REGULAR_EXPRESSION "layer_bench.*: ok.*selective \\+ sequence parallel.*sum of ops.*XL layer.*: ok.*sum of ops.*e2e_bench.*: ok.*none .*22B layer shape.*: ok.*none .*attention_bench, core attention alone.*: ok.*flash forward.*\n +128 +2 \\| +[0-9.]+ ms.*XL with --attention flash and selective recompute: ok.*selective ")
 
 # gemm_compare: the CPU GEMM candidates (OpenBLAS tiles, OpenBLAS / BLIS threaded, BLIS tiles, oneDNN matmul)
 # side by side at the trainer's shapes (bench/PERF_NOTES.md, "CPU GEMMs side by side"). Run by hand, never by

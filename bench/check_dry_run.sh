@@ -18,8 +18,8 @@ for part in "tests (budget" "bench (budget [0-9]* s): layer_bench --device cuda 
             "bench (budget [0-9]* s): layer_bench --device cuda --dtype bf16 --hidden 1600" \
             "bench (budget [0-9]* s): e2e_bench --device cuda --dtype bf16 --layers 48" \
             "bench (budget [0-9]* s): e2e_bench --device cuda --dtype bf16 --layers 6" \
-            "bench (budget [0-9]* s): layer_bench .*--attention flash" \
-            "bench (budget [0-9]* s): e2e_bench .*--attention flash"; do
+            "bench (budget [0-9]* s): attention_bench --device cuda --dtype bf16 .*--seq 1024,2048,4096,8192" \
+            "bench (budget [0-9]* s): e2e_bench .*--policies selective --attention flash"; do
   grep -q -- "$part" <<<"$plan" || { echo "FAIL: the dry run has no line matching '$part'"; status=1; }
 done
 [ $status = 0 ] && echo "dry run lists all $(echo "$want" | wc -l) gpu tests of ctest -N -L gpu, and every part's budget"

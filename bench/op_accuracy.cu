@@ -201,11 +201,11 @@ static void op_cross_entropy(Case& k) {
     k.free({&logits, &targets, &rowmax, &sumexp, &zt, &losses, &dlogits});
 }
 
-// One AdamW step (t = 10, moments of a few steps' gradients), the loss-deviation run's constants.
-static void op_adamw(Case& k) {
+// One AdamW step (moments of a few steps' gradients), the loss-deviation run's constants, at step t: 10, and 2,
+// where the bias correction 1 − β2^t = 0.002 cancels most (issue 41: it was computed in float).
+static void op_adamw_at(Case& k, int t) {
     const int64_t n = (int64_t)kC * kC;
     const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f, wd = 0.f;
-    const int t = 10;
     k.param("lr", lr), k.param("beta1", b1), k.param("beta2", b2), k.param("eps", eps), k.param("weight_decay", wd);
     k.param("t", t);
     std::vector<float> vv = k.normal(n, 0, 1e-3f);
@@ -216,6 +216,8 @@ static void op_adamw(Case& k) {
     k.output("param", p), k.output("m", m), k.output("v", v);
     k.free({&p, &g, &m, &v});
 }
+static void op_adamw(Case& k) { op_adamw_at(k, 10); }
+static void op_adamw_t2(Case& k) { op_adamw_at(k, 2); }
 
 struct OpEntry {
     const char* name;
@@ -225,7 +227,7 @@ static const OpEntry kOps[] = {
     {"embedding", op_embedding}, {"layernorm", op_layernorm}, {"linear", op_linear}, {"attention", op_attention},
     {"flash_attention", op_flash_attention},
     {"gelu", op_gelu}, {"bias_dropout_residual", op_bias_dropout_residual}, {"cross_entropy", op_cross_entropy},
-    {"adamw", op_adamw},
+    {"adamw", op_adamw}, {"adamw_t2", op_adamw_t2},
 };
 
 int main(int argc, char** argv) {

@@ -98,7 +98,8 @@ def adamw(a, p):
 
 
 OPS = {"embedding": embedding, "layernorm": layernorm, "linear": linear, "attention": attention, "flash_attention": attention, "gelu": gelu,
-       "bias_dropout_residual": bias_dropout_residual, "cross_entropy": cross_entropy, "adamw": adamw}
+       "bias_dropout_residual": bias_dropout_residual, "cross_entropy": cross_entropy, "adamw": adamw,
+       "adamw_t2": adamw}
 
 
 def read_folder(d):
@@ -143,7 +144,7 @@ def main():
         ref = run(OPS[name], op["in"], op["param"], torch.float64)
         theirs = run(OPS[name], op["in"], op["param"], torch.float32)
         ours = {k: v.double() for k, v in op["out"].items()}
-        if name == "adamw":  # the step itself: the parameter moves by ~lr, a tiny fraction of its size
+        if name.startswith("adamw"):  # the step itself: the parameter moves by ~lr, a tiny fraction of its size
             p0 = op["in"]["param"].double()
             for run_ in (ref, theirs, ours):
                 run_["Δparam"] = run_["param"] - p0
@@ -152,6 +153,12 @@ def main():
             tm, trms = errors(theirs[out], ref[out])
             ratio = f"{orms / trms:.2f}" if trms > 0 else ("both exact" if orms == 0 else "inf")
             print(f"| {name} | {out} | {om:.2e} | {tm:.2e} | {orms:.2e} | {trms:.2e} | {ratio} |")
+        if name.startswith("adamw"):
+            # An error every element shares (a rounded bias correction, lr or β) hides in the RMS, yet moves
+            # the whole update along itself: its common factor c, (x − r) = c·r + the rest, for both (issue 41).
+            r = ref["Δparam"]
+            c = [((x["Δparam"] - r) @ r / (r @ r)).item() for x in (ours, theirs)]
+            print(f"| {name} | Δparam: common factor (x − r)·r / r·r | {c[0]:+.2e} | {c[1]:+.2e} | | | |")
 
 
 if __name__ == "__main__":

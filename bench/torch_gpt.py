@@ -39,6 +39,23 @@ def read_checkpoint(path, dtype=torch.float32):
     return dict(V=V, L=L, NH=NH, C=C), params
 
 
+def read_tokens(path):
+    """An llm.c token shard's tokens, as int64."""
+    with open(path, "rb") as f:
+        header = struct.unpack("<256i", f.read(1024))
+        assert header[0] == 20240520, f"{path}: not an llm.c token shard"
+        return torch.frombuffer(bytearray(f.read()), dtype=torch.int16).to(torch.int64) & 0xFFFF
+
+
+def batch(tokens, step, B, T):
+    """Inputs and targets [B, T] of `step` (from 0) of a --no-shuffle run: llm.c's batch k, the tokens
+    [k·B·T, k·B·T + B·T + 1), k = step modulo the number of whole batches."""
+    BT = B * T
+    start = (step % ((tokens.numel() - 1) // BT)) * BT
+    chunk = tokens[start:start + BT + 1]
+    return chunk[:-1].view(B, T), chunk[1:].view(B, T)
+
+
 def forward(cfg, p, idx, targets):
     B, T = idx.shape
     C, NH, L = cfg["C"], cfg["NH"], cfg["L"]
@@ -74,16 +91,10 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     cfg, params = read_checkpoint(a.checkpoint, getattr(torch, a.dtype))
-    with open(a.shard, "rb") as f:
-        header = struct.unpack("<256i", f.read(1024))
-        assert header[0] == 20240520, f"{a.shard}: not an llm.c token shard"
-        tokens = torch.frombuffer(bytearray(f.read()), dtype=torch.int16).to(torch.int64) & 0xFFFF
+    tokens = read_tokens(a.shard)
     opt = torch.optim.AdamW(params.values(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0)
-    BT = a.batch * a.seq
     for step in range(a.steps):
-        start = (step % ((tokens.numel() - 1) // BT)) * BT  # llm.c's batch k: tokens [k·B·T, k·B·T + B·T + 1)
-        chunk = tokens[start:start + BT + 1]
-        idx, tgt = chunk[:-1].view(a.batch, a.seq), chunk[1:].view(a.batch, a.seq)
+        idx, tgt = batch(tokens, step, a.batch, a.seq)
         t0 = time.perf_counter()
         loss = forward(cfg, params, idx, tgt)
         opt.zero_grad(set_to_none=True)

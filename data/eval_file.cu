@@ -10,6 +10,10 @@
 #include "paths.h"
 #include "../layers/runtime.h"
 
+// What makes the right file, for a file of another format where an eval file is expected (paths.h).
+static const char* kEvalHint =
+    "llm.c's dev/data/hellaswag.py writes hellaswag_val.bin";
+
 bool read_eval_file(const std::string& path, std::vector<EvalExample>& examples, std::string& err) {
     examples.clear();
     err = not_a_file_problem("eval file", path);
@@ -19,10 +23,11 @@ bool read_eval_file(const std::string& path, std::vector<EvalExample>& examples,
     std::unique_ptr<FILE, int (*)(FILE*)> closer(f, fclose);
     int32_t header[256];
     if (fread(header, sizeof(int32_t), 256, f) != 256)
-        return err = path + ": shorter than the 1024-byte header of an eval file", false;
+        return err = path + ": shorter than the 1024-byte header of an eval file" +
+                     wrong_format_note(path, "an llm.c eval file", kEvalHint), false;
     if (header[0] != kEvalMagic)
         return err = path + ": not an eval file (magic " + std::to_string(header[0]) + ", expected " +
-                     std::to_string(kEvalMagic) + ")", false;
+                     std::to_string(kEvalMagic) + ")" + wrong_format_note(path, "an llm.c eval file", kEvalHint), false;
     if (header[1] != 1) return err = path + ": eval file version " + std::to_string(header[1]) + " is not supported (1)", false;
     const int n = header[2];
     if (n <= 0) return err = path + ": holds " + std::to_string(n) + " examples", false;

@@ -10,6 +10,10 @@
 #include "paths.h"
 #include "../layers/runtime.h"
 
+// What makes the right file, for a file of another format where a tokenizer file is expected (paths.h).
+static const char* kTokenizerHint =
+    "llm.c's train_gpt2.py writes gpt2_tokenizer.bin; --tokenizer also takes a directory with Hugging Face's vocab.json and merges.txt";
+
 // ---- the compiled pattern -------------------------------------------------------------------------------
 // PCRE2_UTF: the subject is UTF-8, classes see code points, not bytes. PCRE2_UCP: \s, \d, \w and the POSIX
 // classes follow Unicode properties (as Python's and Rust's regex engines do for str patterns), so \s also
@@ -68,10 +72,11 @@ bool gpt2_tokenizer_load(const std::string& path, Gpt2Tokenizer& tok, std::strin
     std::unique_ptr<FILE, int (*)(FILE*)> closer(f, fclose);
     int32_t header[256];
     if (fread(header, sizeof(int32_t), 256, f) != 256)
-        return err = path + ": shorter than the 1024-byte header of a tokenizer file", false;
+        return err = path + ": shorter than the 1024-byte header of a tokenizer file" +
+                     wrong_format_note(path, "an llm.c tokenizer file", kTokenizerHint), false;
     if (header[0] != kTokenizerMagic)
         return err = path + ": not a tokenizer file (magic " + std::to_string(header[0]) + ", expected " +
-                     std::to_string(kTokenizerMagic) + ")", false;
+                     std::to_string(kTokenizerMagic) + ")" + wrong_format_note(path, "an llm.c tokenizer file", kTokenizerHint), false;
     if (header[1] != 1 && header[1] != 2)
         return err = path + ": tokenizer version " + std::to_string(header[1]) + " is not supported (1 or 2)", false;
     const int32_t V = header[2];

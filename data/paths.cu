@@ -2,6 +2,7 @@
 #include "paths.h"
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <sys/stat.h>
@@ -13,6 +14,36 @@ std::string not_a_file_problem(const std::string& kind, const std::string& path)
     struct stat st;
     if (stat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
     return kind + " " + path + (S_ISDIR(st.st_mode) ? " is a directory, expected a file" : " is not a regular file");
+}
+
+std::string file_kind(const std::string& path) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (!f) return "";
+    unsigned char b[1024];
+    const size_t n = fread(b, 1, sizeof b, f);
+    fclose(f);
+    if (n == 0) return "an empty file";
+    int32_t magic = 0;
+    if (n >= 4) memcpy(&magic, b, 4);
+    // llm.c's binary formats, by the magic number their 1024-byte headers start with.
+    const struct { int32_t magic; const char* kind; } llmc[] = {
+        {20240326, "an llm.c model checkpoint"}, {20240520, "an llm.c token shard"},
+        {20240328, "an llm.c tokenizer file"},   {20240522, "an llm.c eval file"}};
+    for (const auto& k : llmc)
+        if (n >= 4 && magic == k.magic) return k.kind;
+    if (n >= 8 && memcmp(b, "MMTSTATE", 8) == 0) return "a training state (state.bin)";
+    if (n >= 9 && b[8] == '{' && b[6] == 0 && b[7] == 0) return "a safetensors file (Hugging Face weights)";
+    size_t text = 0;
+    for (size_t i = 0; i < n; i++) text += b[i] == '\n' || b[i] == '\t' || b[i] == '\r' || (b[i] >= 32 && b[i] != 127);
+    if (text < n) return "";
+    if (n >= 5 && memcmp(b, "step_", 5) == 0) return "a checkpoint pointer (a checkpoint directory's latest)";
+    return b[0] == '{' ? "a JSON text file" : "a text file";
+}
+
+std::string wrong_format_note(const std::string& path, const std::string& expected, const std::string& hint) {
+    const std::string kind = file_kind(path);
+    if (kind.empty() || kind == expected) return "; " + hint;
+    return "; " + path + " is " + kind + ", not " + expected + ": " + hint;
 }
 
 std::string input_file_problem(const std::string& flag, const std::string& path) {

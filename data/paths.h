@@ -14,6 +14,13 @@
 // file format call it first: a directory opens and reads as garbage on Linux, with a misleading message.
 std::string not_a_file_problem(const std::string& kind, const std::string& path);
 
+// What a file is, from its first bytes, for the message of a reader that found another format there: "a text
+// file", "an llm.c token shard", "a safetensors file", ... ("" when the bytes say nothing known).
+std::string file_kind(const std::string& path);
+// The end of such a message: "; <path> is <file_kind>, not <expected>: <hint>" when the file is of a known
+// other kind, "; <hint>" when not (the hint names the command that makes the right file).
+std::string wrong_format_note(const std::string& path, const std::string& expected, const std::string& hint);
+
 // "" when `path` is an existing regular file; else what is wrong, starting with `flag` and the path.
 std::string input_file_problem(const std::string& flag, const std::string& path);
 

@@ -12,6 +12,9 @@
 
 #include "../layers/runtime.h"  // mm_fatal
 
+// What makes the right file, for a file of another format where a token shard is expected (paths.h).
+static const char* kShardHint = "build/prepare_data --out-dir DIR FILE... turns text into DIR/train.bin and DIR/val.bin";
+
 static std::string sys_error() { return std::string(strerror(errno)); }
 
 ShardFile::~ShardFile() {
@@ -38,12 +41,12 @@ bool open_token_shard(const std::string& path, ShardFile& shard, std::string& er
     int32_t header[kShardHeaderInts];
     if (file_bytes < header_bytes || pread(shard.fd, header, (size_t)header_bytes, 0) != (ssize_t)header_bytes) {
         err = "token shard " + path + " is truncated: expected a header of " + std::to_string(header_bytes) +
-              " bytes, the file has " + std::to_string(file_bytes) + " bytes";
+              " bytes, the file has " + std::to_string(file_bytes) + " bytes" + wrong_format_note(path, "an llm.c token shard", kShardHint);
         return false;
     }
     if (header[0] != kShardMagic) {
         err = "token shard " + path + " has magic " + std::to_string(header[0]) + ", expected " +
-              std::to_string(kShardMagic) + " (not an llm.c token shard?)";
+              std::to_string(kShardMagic) + wrong_format_note(path, "an llm.c token shard", kShardHint);
         return false;
     }
     if (header[1] != kShardVersion) {

@@ -27,12 +27,8 @@ Tensor ActivationAllocator::alloc(DType dtype, int64_t n, int layer, const char*
         p = it->second;
         free_.erase(it);
     } else {
-        if (device_ == Device::CUDA) {
-            CUDA_CHECK(cudaMalloc(&p, block));
-        } else {
-            p = aligned_alloc(256, block);
-            if (!p) mm_fatal("out of host memory: activation '%s' of layer %d needs %zu bytes", name, layer, bytes);
-        }
+        const std::string where = layer == kModelLevel ? "outside the layers" : "of layer " + std::to_string(layer);
+        p = mm_malloc(device_, block, 256, std::string("activation '") + name + "' " + where);  // a named OOM message
         reserved_bytes_ += block;
         peak_reserved_bytes_ = std::max(peak_reserved_bytes_, reserved_bytes_);
     }
@@ -56,7 +52,8 @@ void ActivationAllocator::release(Tensor& t) {
 
 std::vector<ActivationRecord> ActivationAllocator::live() const {
     std::vector<std::pair<uint64_t, ActivationRecord>> v;
-    for (auto& kv : live_) v.push_back({kv.second.order, ActivationRecord{kv.second.layer, kv.second.name, kv.second.bytes}});
+    for (auto& kv : live_)
+        v.push_back({kv.second.order, ActivationRecord{kv.second.layer, kv.second.name, kv.second.bytes}});
     std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.first < b.first; });
     std::vector<ActivationRecord> out;
     for (auto& p : v) out.push_back(p.second);

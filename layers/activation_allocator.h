@@ -44,7 +44,12 @@ public:
     // after its first forward, the pipeline executor after the forward that brings the stage to its peak);
     // the report is built from the snapshot once the step is over, so nothing calls back up into the trainer
     // in the middle of a schedule. Off by default: mark_peak is then one test of a flag.
-    void keep_peak_snapshot(bool on) { snapshot_on_ = on; snapshot_.clear(); snapshot_taken_ = false; snapshot_device_used_ = -1; }
+    void keep_peak_snapshot(bool on) {
+        snapshot_on_ = on;
+        snapshot_.clear();
+        snapshot_taken_ = false;
+        snapshot_device_used_ = -1;
+    }
     void mark_peak();
     bool has_peak_snapshot() const { return snapshot_taken_; }
     const std::vector<ActivationRecord>& peak_snapshot() const { return snapshot_; }

@@ -159,6 +159,11 @@ __global__ void scale_kernel(float* x, float s, int64_t n) {
         x[i] *= s;
 }
 
+__global__ void add_kernel(float* acc, const float* x, int64_t n) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        acc[i] += x[i];
+}
+
 // ---- dispatch ------------------------------------------------------------------------------------------
 
 static unsigned grid_for(int64_t n, int threads) {
@@ -167,7 +172,13 @@ static unsigned grid_for(int64_t n, int threads) {
 }
 
 // The checks both updates make; false when there is nothing to do. c1, c2: the bias corrections, the same
-// for every element, so computed once here (as llm.c does).
+// for every element, so computed once here (as llm.c does), in double and rounded once. Why double: 1 − β^t
+// cancels when β^t is close to 1 (β2 = 0.999: β2^t = 0.998 at t = 2), and a float β^t carries its rounding,
+// up to 2^-24 of β^t, into the difference whole: 1 − powf(0.999f, 2) is 6.7e-6 off in relative terms, so
+// every parameter's step was 3.3e-6 too long or too short, all by the same factor: an error along the update
+// itself, which training does not average away (issue 41; bench/PERF_NOTES.md "Accuracy"). PyTorch's AdamW
+// computes its bias corrections in double too. β stays the float it is given: m and v are averaged with the
+// float β's weights, and 1 − β^t of that same β is what normalises them.
 static bool adamw_prepare(const Ctx& ctx, Tensor param, Tensor grad, Tensor m, Tensor v, int64_t n, float beta1,
                           float beta2, int t, const char* op, float* c1, float* c2) {
     check_tensor(ctx, param, DType::F32, n, op, "param");
@@ -175,8 +186,8 @@ static bool adamw_prepare(const Ctx& ctx, Tensor param, Tensor grad, Tensor m, T
     check_tensor(ctx, m, DType::F32, n, op, "m");
     check_tensor(ctx, v, DType::F32, n, op, "v");
     if (t < 1) mm_fatal("%s: step t counts from 1 (got %d)", op, t);
-    *c1 = 1.0f - powf(beta1, (float)t);
-    *c2 = 1.0f - powf(beta2, (float)t);
+    *c1 = (float)(1.0 - std::pow((double)beta1, t));
+    *c2 = (float)(1.0 - std::pow((double)beta2, t));
     return n > 0;
 }
 
@@ -286,6 +297,22 @@ void scale_inplace(Ctx& ctx, Tensor x, float s) {
         for (int64_t i = 0; i < x.n; i++) p[i] *= s;
     } else {
         scale_kernel<<<grid_for(x.n, 256), 256, 0, ctx.stream>>>(x.as<float>(), s, x.n);
+        CUDA_CHECK_LAST();
+    }
+}
+
+void add_inplace(Ctx& ctx, Tensor acc, Tensor x) {
+    OpScope scope(ctx, "add_inplace");
+    check_tensor(ctx, acc, DType::F32, x.n, "add_inplace", "acc");
+    check_tensor(ctx, x, DType::F32, acc.n, "add_inplace", "x");
+    if (x.n == 0) return;
+    if (ctx.device == Device::CPU) {
+        float* a = acc.as<float>();
+        const float* b = x.as<float>();
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < x.n; i++) a[i] += b[i];
+    } else {
+        add_kernel<<<grid_for(x.n, 256), 256, 0, ctx.stream>>>(acc.as<float>(), x.as<float>(), x.n);
         CUDA_CHECK_LAST();
     }
 }

@@ -28,3 +28,6 @@ std::vector<double> sums_of_squares(Ctx& ctx, const std::vector<Tensor>& xs);
 size_t sums_of_squares_scratch_bytes(const std::vector<int64_t>& sizes);
 // x *= s (f32)
 void scale_inplace(Ctx& ctx, Tensor x, float s);
+// acc += x (f32, element by element): ZeRO-2 adds each micro-batch's reduce-scattered gradient piece into the
+// rank's shard (parallel/zero_sharding.h).
+void add_inplace(Ctx& ctx, Tensor acc, Tensor x);

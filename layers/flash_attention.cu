@@ -21,6 +21,7 @@
 // The keep bits Z are drawn again from Philox at their global indices (flash_attention.h): nothing random is
 // stored between the passes.
 #include "flash_attention.h"
+#include "flash_attention_tc.h"
 
 #include <algorithm>
 #include <cmath>
@@ -360,8 +361,9 @@ MM_CPU_LOOP static void flash_backward_cpu(G* dQm, G* dKm, G* dVm, const T* dout
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// CUDA kernels. The same algorithm as the CPU path, in four kernels; all arithmetic in fp32 (bf16 is storage:
-// converted once, when a tile is staged into shared memory).
+// CUDA kernels. The same algorithm as the CPU path, in four kernels; all arithmetic in fp32. They run fp32
+// calls: a bf16 call goes to the tensor-core kernels of flash_attention_tc.cu (flash_forward_cuda and
+// flash_backward_cuda hand it over), whose tile products take bf16 operands.
 //
 // One launch is one FlashArgs call, as on the CPU: S queries against Sk keys, Q, K and V read through their
 // own pointers and row widths (q_width, kv_width: the one qkv buffer of width 3·NH·HD for the whole sequence;
@@ -851,20 +853,38 @@ static unsigned flash_grid(const char* op, int tiles, const FlashArgs& a) {
     return (unsigned)blocks;
 }
 
+// bf16 runs on tensor cores (flash_attention_tc.h, flash_attention_uses_tensor_cores): its kernels take the same
+// fields as FlashArgs.
+static FlashTcArgs tc_args(const FlashArgs& a) {
+    FlashTcArgs t;
+    t.S = a.S, t.Sk = a.Sk, t.B = a.B, t.NH = a.NH, t.HD = a.HD;
+    t.scale = a.scale, t.threshold = a.threshold, t.inv_keep = a.inv_keep, t.seed = a.seed, t.stream = a.stream;
+    t.b_offset = a.b_offset, t.head_offset = a.head_offset, t.NH_total = a.NH_total;
+    t.q_pos = a.q_pos, t.k_pos = a.k_pos, t.S_total = a.S_total;
+    t.q_width = a.q_width, t.kv_width = a.kv_width, t.dq_width = a.dq_width, t.dkv_width = a.dkv_width;
+    t.lse_ld = a.lse_ld, t.d_ld = a.d_ld;
+    t.hd_bound = flash_attention_hd_bound(a.HD);
+    return t;
+}
+
 // The forward: O = T (the whole sequence) or f32 (a ring block). Q, K, V: element 0 of the first position's
 // first sequence, head 0, rows a.q_width and a.kv_width apart.
 template <class T, class O>
 static void flash_forward_cuda(Ctx& ctx, const char* op, O* out, float* lse, const T* Q, const T* K, const T* V,
                                const FlashArgs& a) {
-    const unsigned blocks = flash_grid(op, (a.S + kFwdRows - 1) / kFwdRows, a);
-    launch_by_hd(op, a.HD, [&](auto hdb) {
-        constexpr int HDB = decltype(hdb)::value;
-        constexpr size_t smem = flash_fwd_smem_bytes(HDB);
-        static const bool smem_ok = flash_allow_smem(op, flash_forward_kernel<T, O, HDB>, smem);  // once (above)
-        (void)smem_ok;
-        flash_forward_kernel<T, O, HDB><<<blocks, kFlashThreads, smem, ctx.stream>>>(out, lse, Q, K, V, a);
-        CUDA_CHECK_LAST();
-    });
+    if constexpr (std::is_same<T, bf16>::value) {
+        flash_tc_forward(ctx, op, out, lse, Q, K, V, tc_args(a));
+    } else {
+        const unsigned blocks = flash_grid(op, (a.S + kFwdRows - 1) / kFwdRows, a);
+        launch_by_hd(op, a.HD, [&](auto hdb) {
+            constexpr int HDB = decltype(hdb)::value;
+            constexpr size_t smem = flash_fwd_smem_bytes(HDB);
+            static const bool smem_ok = flash_allow_smem(op, flash_forward_kernel<T, O, HDB>, smem);  // once (above)
+            (void)smem_ok;
+            flash_forward_kernel<T, O, HDB><<<blocks, kFlashThreads, smem, ctx.stream>>>(out, lse, Q, K, V, a);
+            CUDA_CHECK_LAST();
+        });
+    }
 }
 
 // The backward: D, then the dK-dV kernel (one block per key tile: a.Sk keys) and the dQ kernel (one block per
@@ -894,22 +914,26 @@ static void flash_backward_cuda(Ctx& ctx, const char* op, G* dQ, G* dK, G* dV, c
         flash_rowdot_cuda<T>(ctx, op, scratch, dout, out, a);
         D = scratch;
     }
-    const unsigned kv_blocks = flash_grid(op, (a.Sk + kBwdTile - 1) / kBwdTile, a);
-    const unsigned q_blocks = flash_grid(op, (a.S + kBwdTile - 1) / kBwdTile, a);
-    launch_by_hd(op, a.HD, [&](auto hdb) {
-        constexpr int HDB = decltype(hdb)::value;
-        constexpr size_t smem_kv = flash_bwd_kv_smem_bytes(HDB), smem_q = flash_bwd_q_smem_bytes(HDB);
-        static const bool smem_kv_ok = flash_allow_smem(op, flash_backward_kv_kernel<T, G, kAdd, HDB>, smem_kv);
-        (void)smem_kv_ok;
-        flash_backward_kv_kernel<T, G, kAdd, HDB>
-            <<<kv_blocks, kFlashThreads, smem_kv, ctx.stream>>>(dK, dV, dout, lse, D, Q, K, V, a);
-        CUDA_CHECK_LAST();
-        static const bool smem_q_ok = flash_allow_smem(op, flash_backward_q_kernel<T, G, kAdd, HDB>, smem_q);
-        (void)smem_q_ok;
-        flash_backward_q_kernel<T, G, kAdd, HDB>
-            <<<q_blocks, kFlashThreads, smem_q, ctx.stream>>>(dQ, dout, lse, D, Q, K, V, a);
-        CUDA_CHECK_LAST();
-    });
+    if constexpr (std::is_same<T, bf16>::value) {  // on tensor cores, as the forward
+        flash_tc_backward(ctx, op, dQ, dK, dV, dout, lse, D, Q, K, V, tc_args(a));
+    } else {
+        const unsigned kv_blocks = flash_grid(op, (a.Sk + kBwdTile - 1) / kBwdTile, a);
+        const unsigned q_blocks = flash_grid(op, (a.S + kBwdTile - 1) / kBwdTile, a);
+        launch_by_hd(op, a.HD, [&](auto hdb) {
+            constexpr int HDB = decltype(hdb)::value;
+            constexpr size_t smem_kv = flash_bwd_kv_smem_bytes(HDB), smem_q = flash_bwd_q_smem_bytes(HDB);
+            static const bool smem_kv_ok = flash_allow_smem(op, flash_backward_kv_kernel<T, G, kAdd, HDB>, smem_kv);
+            (void)smem_kv_ok;
+            flash_backward_kv_kernel<T, G, kAdd, HDB>
+                <<<kv_blocks, kFlashThreads, smem_kv, ctx.stream>>>(dK, dV, dout, lse, D, Q, K, V, a);
+            CUDA_CHECK_LAST();
+            static const bool smem_q_ok = flash_allow_smem(op, flash_backward_q_kernel<T, G, kAdd, HDB>, smem_q);
+            (void)smem_q_ok;
+            flash_backward_q_kernel<T, G, kAdd, HDB>
+                <<<q_blocks, kFlashThreads, smem_q, ctx.stream>>>(dQ, dout, lse, D, Q, K, V, a);
+            CUDA_CHECK_LAST();
+        });
+    }
 }
 
 // The kernels keep positions block-local in ints (flash_diagonal, q + dg): a sequence past 2^30 positions is

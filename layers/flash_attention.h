@@ -17,7 +17,9 @@
 // both draw the bits again, and they are the bits of the unfused path's attn_mask.
 //
 // Layouts and shapes as attention.h: qkv [S·B, 3·NH·HD] (row s·B + b; Q | K | V, head n at column n·HD of its
-// block), out / dout [S·B, NH·HD], lse f32 [B, NH, S]. All arithmetic in fp32 (bf16 is storage only).
+// block), out / dout [S·B, NH·HD], lse f32 [B, NH, S]. All arithmetic in fp32 (bf16 is storage only), except
+// on a GPU in bf16, whose tile products run on tensor cores with bf16 operands (P and dS rounded to bf16) and
+// fp32 sums (flash_attention_tc.h).
 #pragma once
 #include <functional>
 #include "attention.h"

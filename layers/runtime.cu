@@ -93,23 +93,42 @@ void ctx_sync(const Ctx& ctx) {
     if (ctx.device == Device::CUDA) CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
 }
 
-Tensor tensor_alloc(Device device, DType dtype, int64_t n) {
+void out_of_memory(Device device, size_t bytes, const std::string& what) {
+    const double GiB = 1024.0 * 1024.0 * 1024.0;
+    char where[160] = "host memory";
+    size_t free_b = 0, total_b = 0;
+    if (device == Device::CUDA && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+        snprintf(where, sizeof where, "GPU memory (%.2f GiB free of %.2f GiB)", free_b / GiB, total_b / GiB);
+    mm_fatal("out of %s: %s needs %.2f GiB (%zu bytes); a smaller model or batch, more ranks (--tp, --pp), "
+             "--recompute (activations) or --use-distributed-optimizer (optimizer states) lowers what a rank holds "
+             "(--memory-report shows it)", where, what.c_str(), bytes / GiB, bytes);
+}
+
+void* mm_malloc(Device device, size_t bytes, size_t align, const std::string& what) {
+    void* p = nullptr;
+    if (device == Device::CUDA) {
+        const cudaError_t e = cudaMalloc(&p, bytes);
+        if (e == cudaErrorMemoryAllocation) (void)cudaGetLastError(), out_of_memory(device, bytes, what);
+        if (e != cudaSuccess) mm_fatal("CUDA error in cudaMalloc (%s, %zu bytes): %s", what.c_str(), bytes, cudaGetErrorString(e));
+        return p;
+    }
+    p = aligned_alloc(align, (bytes + align - 1) / align * align);
+    if (!p) out_of_memory(device, bytes, what);
+    return p;
+}
+
+Tensor tensor_alloc(Device device, DType dtype, int64_t n, const char* what) {
     Tensor t = tensor_header(device, dtype, n);
     size_t bytes = t.bytes();
     if (bytes == 0) return t;
-    if (device == Device::CUDA) {
-        CUDA_CHECK(cudaMalloc(&t.data, bytes));
-    } else {
-        // 64-byte alignment: friendly to SIMD loops and OpenBLAS.
-        size_t rounded = (bytes + 63) / 64 * 64;
-        t.data = aligned_alloc(64, rounded);
-        if (!t.data) mm_fatal("out of host memory allocating %zu bytes", bytes);
-    }
+    // 64-byte alignment on the host: friendly to SIMD loops and OpenBLAS.
+    const std::string name = std::string(what ? what : "a buffer") + " (" + std::to_string(n) + " " + dtype_name(dtype) + ")";
+    t.data = mm_malloc(device, bytes, 64, name);
     return t;
 }
 
-Tensor tensor_zeros(Device device, DType dtype, int64_t n) {
-    Tensor t = tensor_alloc(device, dtype, n);
+Tensor tensor_zeros(Device device, DType dtype, int64_t n, const char* what) {
+    Tensor t = tensor_alloc(device, dtype, n, what);
     if (t.data) {
         if (device == Device::CUDA) {
             CUDA_CHECK(cudaMemset(t.data, 0, t.bytes()));

@@ -82,8 +82,15 @@ inline void check_tensor(const Ctx& ctx, const Tensor& t, DType dtype, int64_t n
 enum class GradWrite : uint8_t { Accumulate, Overwrite };
 
 // ---- plain buffers (weights, gradients, optimizer state, scratch): not counted as activations ---------
-Tensor tensor_alloc(Device device, DType dtype, int64_t n);   // uninitialized
-Tensor tensor_zeros(Device device, DType dtype, int64_t n);
+// `what` names the buffer in the message of an allocation that cannot fit (out_of_memory).
+Tensor tensor_alloc(Device device, DType dtype, int64_t n, const char* what = nullptr);  // uninitialized
+Tensor tensor_zeros(Device device, DType dtype, int64_t n, const char* what = nullptr);
+// `bytes` of host (aligned to `align`) or GPU memory for `what`; an allocation that cannot fit stops with
+// out_of_memory's message.
+void* mm_malloc(Device device, size_t bytes, size_t align, const std::string& what);
+// An allocation that cannot fit: what it was for, its size in GiB and, on a GPU, the memory free and in all
+// (mm_fatal: this rank's fault, every rank stops).
+[[noreturn]] void out_of_memory(Device device, size_t bytes, const std::string& what);
 void tensor_free(Tensor& t);
 void tensor_zero(const Ctx& ctx, Tensor t);                  // async on ctx's stream for CUDA
 void tensor_copy(const Ctx& ctx, Tensor dst, Tensor src);    // same dtype; any devices; synchronous

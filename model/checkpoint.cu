@@ -38,6 +38,10 @@ std::string validate_config(const GPTConfig& c) {
     return "";
 }
 
+// What makes the right file, for a file of another format where a checkpoint is expected (data/paths.h).
+static const char* kCheckpointHint =
+    "train_gpt --save FILE (or --checkpoint-dir DIR) writes one; --init also takes a checkpoint directory or a Hugging Face GPT-2";
+
 static std::string sys_error() { return std::string(strerror(errno)); }
 
 // Open `path`, read the header and check it against the file's length. On success `f` is positioned at
@@ -65,11 +69,11 @@ static bool open_and_check(const std::string& path, FILE*& f, GPTConfig& cfg, bo
     int32_t h[kCheckpointHeaderInts];
     if (file_bytes < header_bytes || fread(h, sizeof(int32_t), kCheckpointHeaderInts, f) != kCheckpointHeaderInts)
         return fail("checkpoint " + path + " is truncated: expected at least a header of " +
-                    std::to_string(header_bytes) + " bytes, the file has " + std::to_string(file_bytes) +
-                    " bytes");
+                    std::to_string(header_bytes) + " bytes, the file has " + std::to_string(file_bytes) + " bytes" +
+                    wrong_format_note(path, "an llm.c model checkpoint", kCheckpointHint));
     if (h[0] != kCheckpointMagic)
         return fail("checkpoint " + path + " has magic " + std::to_string(h[0]) + ", expected " +
-                    std::to_string(kCheckpointMagic) + " (not an llm.c model checkpoint?)");
+                    std::to_string(kCheckpointMagic) + wrong_format_note(path, "an llm.c model checkpoint", kCheckpointHint));
     if (h[1] != kCheckpointVersionF32 && h[1] != kCheckpointVersionBF16)
         return fail("checkpoint " + path + " has version " + std::to_string(h[1]) + ", expected " +
                     std::to_string(kCheckpointVersionF32) + " (fp32) or " +

@@ -1,6 +1,8 @@
 // gpt.cu — the model on one rank: weights, initialization, and the forward / backward of a step.
 #include "gpt.h"
-#include "test_hooks.h"
+#include "../layers/test_hooks.h"
+#include "offload_layers.h"           // activation offloading in the layer loops
+#include "../parallel/zero_scopes.h"  // ZeRO-2/3 in the chunk and layer loops
 
 #include <algorithm>
 #include <cmath>
@@ -17,7 +19,7 @@
 #include "../parallel/vocab_parallel.h"
 
 void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, ActivationAllocator& alloc, DType dtype,
-                Recompute recompute, float dropout, uint64_t seed, int chunks, bool distributed_optimizer) {
+                Recompute recompute, float dropout, uint64_t seed, int chunks, int zero_stage) {
     m.cfg = cfg;
     m.grid = &grid;
     m.ctx = &ctx;
@@ -37,8 +39,12 @@ void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, Activ
     // parallel/distributed_optimizer.cu: whole or sharded over DP.
     // The distributed optimizer shards over every rank that holds these weights: DP's and CP's.
     m.zero = optimizer_shard_layout(m.n_params, m.offsets, m.sizes, weight_ranks(grid), weight_rank(grid),
-                                    distributed_optimizer);
-    const ModelStates s = model_states_allocate(m.state_memory, m.zero, ctx.device, dtype);
+                                    zero_stage == 1);
+    // ZeRO-2/3 (parallel/zero_sharding.h): the unit layout, and the states as shards.
+    zero_layout(m.sharded, zero_stage, m.n_params, m.offsets, m.sizes, m.stage.layers, weight_ranks(grid),
+                weight_rank(grid), dtype, ctx.device);
+    const ModelStates s = m.sharded.on() ? zero_states_allocate(m.state_memory, m.sharded, ctx.device, dtype)
+                                         : model_states_allocate(m.state_memory, m.zero, ctx.device, dtype);
     m.master = s.master, m.weights = s.weights, m.grads = s.grads, m.adam_m = s.adam_m, m.adam_v = s.adam_v;
 }
 
@@ -62,8 +68,13 @@ static Tensor param_view(const GPT& m, Tensor flat, int id, int layer) {
     }
     return flat.slice(off, n);
 }
-Tensor gpt_param(GPT& m, int id, int layer) { return param_view(m, m.weights, id, layer); }
-Tensor gpt_grad(GPT& m, int id, int layer) { return param_view(m, m.grads, id, layer); }
+// Under ZeRO-3 the weights are those of the gathered unit, under ZeRO-2/3 the gradients those of the open bucket.
+Tensor gpt_param(GPT& m, int id, int layer) {
+    return m.sharded.stage == 3 ? zero_weight_view(m.sharded, id, layer) : param_view(m, m.weights, id, layer);
+}
+Tensor gpt_grad(GPT& m, int id, int layer) {
+    return m.sharded.on() ? zero_grad_view(m.sharded, id, layer) : param_view(m, m.grads, id, layer);
+}
 
 // ---- initialization -----------------------------------------------------------------------------------
 // A standard normal from two counter-based uniforms (Box–Muller): element i of tensor id gets the same value
@@ -99,6 +110,7 @@ void gpt_init_full(const GPTConfig& cfg, uint64_t seed, std::vector<float>& full
 void gpt_refresh_compute_weights(GPT& m) {
     // With the distributed optimizer the master is sharded: a collective over DP.
     if (m.zero.on) return refresh_weights_from_shards(weight_comm(*m.grid), *m.ctx, m.zero, gpt_model_states(m));
+    if (m.sharded.on()) return zero_refresh_weights(weight_comm(*m.grid), *m.ctx, m.sharded, gpt_model_states(m));
     if (m.weights.data != m.master.data) tensor_convert(*m.ctx, m.weights, m.master);
 }
 
@@ -110,8 +122,18 @@ static std::vector<float> local_part(const GPT& m, const float* full) {
     return local;
 }
 
+// A state buffer from this rank's whole local values, keeping its shard under any ZeRO stage; and back.
+static void load_local(GPT& m, Tensor state, const float* local) {
+    if (m.sharded.on()) zero_load_local_values(m.sharded, state, local);
+    else load_local_values(m.zero, state, local);
+}
+static std::vector<float> local_of(GPT& m, Tensor state) {
+    if (m.sharded.on()) return zero_local_values(weight_comm(*m.grid), m.sharded, state);
+    return local_values(weight_comm(*m.grid), m.zero, gpt_model_states(m), state);
+}
+
 void gpt_load_full(GPT& m, const float* full) {
-    load_local_values(m.zero, m.master, local_part(m, full).data());  // the DP shard of it with the distributed optimizer
+    load_local(m, m.master, local_part(m, full).data());  // the DP shard of it with the distributed optimizer
     gpt_refresh_compute_weights(m);
     ctx_sync(*m.ctx);
 }
@@ -127,7 +149,7 @@ void gpt_init_random(GPT& m, uint64_t seed) {
 // stage's copy, equal to the last's).
 static void gather_full(GPT& m, Tensor flat, std::vector<float>& full) {
     // Gathered over DP with the distributed optimizer.
-    std::vector<float> stage_local = local_values(weight_comm(*m.grid), m.zero, gpt_model_states(m), flat);
+    std::vector<float> stage_local = local_of(m, flat);
     const int64_t n_slice = param_count_of(m.tp_sizes);
     std::vector<float> local((size_t)n_slice, 0.f);
     stage_insert(m.stage, m.cfg, m.tp_sizes, stage_local.data(), local.data(), false);
@@ -159,8 +181,8 @@ void gpt_gather_full_optimizer(GPT& m, std::vector<float>& adam_m, std::vector<f
     gather_full(m, m.adam_v, adam_v);
 }
 void gpt_load_full_optimizer(GPT& m, const float* adam_m, const float* adam_v) {
-    load_local_values(m.zero, m.adam_m, local_part(m, adam_m).data());
-    load_local_values(m.zero, m.adam_v, local_part(m, adam_v).data());
+    load_local(m, m.adam_m, local_part(m, adam_m).data());
+    load_local(m, m.adam_v, local_part(m, adam_v).data());
     ctx_sync(*m.ctx);
 }
 
@@ -168,10 +190,11 @@ void gpt_zero_grad(GPT& m) {
     // llm.c's order: wte, wpe, the 12 layer tensors, lnfw, lnfb, then the padding of the distributed
     // optimizer. The embeddings' gradients need zeros (a scatter-add writes them, and the tied wte gets two
     // uses); the final LayerNorm's and the padding are small.
+    m.layer_grads_stale.assign((size_t)m.stage.chunks, true);
+    if (m.sharded.on()) return zero_begin_step(m.sharded, *m.ctx);  // ZeRO-2/3: the edges' bucket, fresh pieces
     const int64_t layers_begin = m.offsets[P_LN1W], layers_end = m.offsets[P_LNFW];
     tensor_zero(*m.ctx, m.grads.slice(0, layers_begin));
     tensor_zero(*m.ctx, m.grads.slice(layers_end, m.grads.n - layers_end));
-    m.layer_grads_stale.assign((size_t)m.stage.chunks, true);
 }
 
 // ---- the step's shapes and one layer's context ---------------------------------------------------------
@@ -287,7 +310,10 @@ static void reserve_step_scratch(GPT& m, const StepShape& sh) {
         bytes = std::max(bytes, layernorm_backward_scratch_bytes(rows, C));
         for (int cols : {C, 3 * C / t, 4 * C / t}) bytes = std::max(bytes, bias_backward_scratch_bytes(rows, cols));
     }
-    bytes = std::max(bytes, sums_of_squares_scratch_bytes(std::vector<int64_t>(m.sizes, m.sizes + NUM_PARAM_TENSORS)));
+    std::vector<int64_t> norm_parts(m.sizes, m.sizes + NUM_PARAM_TENSORS);  // the gradient norm's tensors
+    if (m.sharded.on()) norm_parts.clear();                                // (ZeRO-2/3: the owned pieces)
+    for (const ZeroSegment& o : m.sharded.owned) norm_parts.push_back(o.n);
+    bytes = std::max(bytes, sums_of_squares_scratch_bytes(norm_parts));
     if (m.attention == Attention::Flash)  // the backward's D = rowsum(dO ⊙ O)
         bytes = std::max(bytes, flash_attention_scratch_bytes(sh.S_cp, sh.B, m.cfg.heads / t));
     ctx_scratch(*m.ctx, bytes);  // a no-op once it is large enough (every later micro-batch and step)
@@ -376,14 +402,21 @@ static float head_forward(GPT& m, MicroBatchState& f, Tensor x, std::vector<floa
     return loss;
 }
 
+// What ZeRO's scopes in the loops below read of the model (parallel/zero_scopes.h).
+static ZeroLoop zero_loop(GPT& m) {
+    return {m.sharded, *m.ctx, *m.grid, m.stage, gpt_model_states(m), m.recompute == Recompute::Full, m.schedule};
+}
+
 Tensor gpt_forward_chunk(GPT& m, int j, int chunk, Tensor x, float* loss, std::vector<float>* token_losses) {
     MicroBatchState& f = m.flight[(size_t)j];
     ActivationAllocator& A = *m.alloc;
     const PipelineStage& st = m.stage;
     const int v = st.virtual_stage(chunk), b = st.chunk_begin(chunk), e = st.chunk_end(chunk);
     const bool first = v == 0, last = v == st.num_virtual() - 1;
+    ZeroChunkScope zero_chunk(zero_loop(m), chunk, ZeroPass::Forward);  // ZeRO-3: the edges gathered
     if (first) x = embed_forward(m, f, b, last && b == e);
     for (int l = b; l < e; l++) {
+        ZeroLayerScope zero(zero_loop(m), j, chunk, l, ZeroPass::Forward);  // ZeRO-3: this layer's weights gathered
         LayerContext run = gpt_layer_context(m, l, f.shape);
         SavedLayer& saved = f.saved[(size_t)st.local_layer(l)];
         saved.ln1_in = x;
@@ -393,6 +426,7 @@ Tensor gpt_forward_chunk(GPT& m, int j, int chunk, Tensor x, float* loss, std::v
         const char* tag = !end ? "ln1_in" : last ? "lnf_in" : "tmp:stage_out";
         Tensor out = A.alloc(m.dtype, (int64_t)f.shape.N_shard * m.cfg.channels, level, tag);
         layer_forward(run, saved, out, m.recompute);
+        offload_after_forward(m.offload, st, j, chunk, l, saved);  // --offload-activations: to the host
         x = out;
     }
     if (!last) return x;
@@ -454,13 +488,16 @@ Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
     const PipelineStage& st = m.stage;
     const int v = st.virtual_stage(chunk), b = st.chunk_begin(chunk), e = st.chunk_end(chunk);
     const bool first = v == 0, last = v == st.num_virtual() - 1;
+    ZeroChunkScope zero_chunk(zero_loop(m), chunk, ZeroPass::Backward);  // ZeRO-3: the edges gathered for the head
     Tensor dresid = last ? head_backward(m, f) : dout;  // updated in place, layer by layer, down to the input
     // The chunk's first backward of the step overwrites its layers' gradients; later micro-batches add.
     const bool stale = chunk < (int)m.layer_grads_stale.size() && m.layer_grads_stale[(size_t)chunk];
     const bool split = is_zero_bubble(m.schedule) && st.pp > 1;  // B now, the layers' W later
     for (int l = e - 1; l >= b; l--) {
+        ZeroLayerScope zero(zero_loop(m), j, chunk, l, ZeroPass::Backward);  // ZeRO-2/3: its bucket; ZeRO-3: weights
+        reload_before_backward(m.offload, st, j, chunk, l, f.saved);  // offloaded activations back, the next one issued
         LayerContext run = gpt_layer_context(m, l, f.shape);
-        run.grads = stale ? GradWrite::Overwrite : GradWrite::Accumulate;
+        run.grads = stale || zero.fresh_bucket() ? GradWrite::Overwrite : GradWrite::Accumulate;
         WeightGradDeferral defer(split ? &m.weight_grads : nullptr, *m.ctx, *m.alloc, j, chunk, l);
         layer_backward(run, f.saved[(size_t)st.local_layer(l)], dresid, m.recompute);
     }
@@ -474,6 +511,7 @@ Tensor gpt_backward_chunk(GPT& m, int j, int chunk, Tensor dout) {
 void gpt_weight_gradients(GPT& m, int j, int chunk) {
     if (g_test_hooks.drop_first_weight_pass && j == 0) return m.weight_grads.discard(j, chunk);  // negative control
     m.weight_grads.run(*m.ctx, j, chunk);
+    zero_after_weight_pass(zero_loop(m), j, chunk);  // ZeRO-2/3: the chunk's layers' gradients are complete now
 }
 
 // ---- the forward and backward of a whole batch on one stage ----------------------------------------------

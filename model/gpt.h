@@ -15,9 +15,11 @@
 #include "../parallel/pipeline_schedule.h"
 #include "../parallel/pipeline_stage.h"
 #include "../parallel/distributed_optimizer.h"
+#include "../parallel/zero_sharding.h"
 #include "../parallel/context_parallel.h"
 #include "../parallel/process_grid.h"
 #include "../recompute/model_state_memory.h"
+#include "../recompute/activation_offload.h"
 
 // The shapes of the step in flight, computed once per forward pass (gpt_step_shape in gpt.cu) and read by
 // the forward, the backward and every layer's context.
@@ -77,6 +79,14 @@ struct GPT {
     // The distributed optimizer (parallel/distributed_optimizer.h): with it, adam_m / adam_v (and master in
     // bf16) hold this DP rank's shard only, and weights / grads are padded to a multiple of dp.
     OptimizerShard zero;
+    // ZeRO-2 / ZeRO-3 (parallel/zero_sharding.h; the loops' scopes parallel/zero_scopes.h, the step's
+    // model/zero_model.h): with it, grads, adam_m, adam_v (and master in bf16) are this rank's shard of every
+    // unit, and so are the weights under ZeRO-3; gpt_param / gpt_grad then view the gathered units and the
+    // open gradient buckets.
+    ZeroSharding sharded;
+    // Activation offloading (recompute/activation_offload.h; the loops' calls model/offload_layers.h, the
+    // step's model/offload_model.h): off unless configured.
+    OffloadState offload;
     ModelStateMemory state_memory;  // the model states' tagged account (recompute/model_state_memory.h)
 
     // ---- activations of the step in flight -----------------------------------------------------------
@@ -88,10 +98,11 @@ struct GPT {
 };
 
 // Build the model for `cfg` on this rank (allocates weights, gradients, optimizer state).
-// chunks: model chunks per pipeline rank (the interleaved schedule's m; 1 otherwise). distributed_optimizer:
-// shard the optimizer states over the DP group (ZeRO-1; nothing changes when dp is 1).
+// chunks: model chunks per pipeline rank (the interleaved schedule's m; 1 otherwise). zero_stage: shard over the
+// ranks that hold the same weights the optimizer states (1, the distributed optimizer), the gradients too (2)
+// or the weights too (3); 0: nothing sharded. Nothing changes when there is one such rank.
 void gpt_create(GPT& m, const GPTConfig& cfg, ProcessGrid& grid, Ctx& ctx, ActivationAllocator& alloc, DType dtype,
-                Recompute recompute, float dropout, uint64_t seed, int chunks = 1, bool distributed_optimizer = false);
+                Recompute recompute, float dropout, uint64_t seed, int chunks = 1, int zero_stage = 0);
 void gpt_destroy(GPT& m);
 // Deterministic GPT-2 initialization of the FULL model from `seed` (counter-based, so identical for every
 // parallel layout), then this rank's slice is kept. N(0, 0.02) weights, residual projections
@@ -161,8 +172,14 @@ void gpt_release_activations(GPT& m);
 // The model's states as the distributed optimizer takes them (parallel/distributed_optimizer.h works on the
 // buffers, the shard layout and the DP communicator, not on the model), and its two reports for this model.
 inline ModelStates gpt_model_states(const GPT& m) { return {m.master, m.weights, m.grads, m.adam_m, m.adam_v}; }
+// The formula of this rank's model states at its ZeRO stage (recompute/model_state_memory.h).
+inline ModelStateFormula gpt_model_state_formula(const GPT& m) {
+    const bool bf16 = m.weights.dtype != DType::F32;
+    if (m.sharded.on()) return model_state_formula_zero(m.sharded.stage, m.n_params, m.sharded.padded, m.sharded.d, bf16);
+    return model_state_formula(m.n_params, weight_ranks(*m.grid), m.zero.on, bf16);
+}
 inline std::string model_states_by_rank(const GPT& m, MPI_Comm world) {
-    return model_states_by_rank(m.state_memory, m.zero, weight_ranks(*m.grid), m.weights.dtype, world);
+    return model_states_by_rank(m.state_memory, gpt_model_state_formula(m), world);
 }
 inline std::string distributed_optimizer_comm_line(const GPT& m) {
     return distributed_optimizer_comm_line(m.zero, m.weights.dtype);

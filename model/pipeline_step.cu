@@ -2,14 +2,14 @@
 #include "pipeline_step.h"
 
 #include "pipeline_ops.h"
-#include "test_hooks.h"
+#include "../layers/test_hooks.h"
 #include "../layers/trace.h"
 #include "../parallel/zero_bubble_schedule.h"
 
 #include <csignal>
 #include <cstdio>
 
-// Fault injection (tests only, model/test_hooks.h: the trainer's hidden flag --stop-stage-at S:N): pipeline
+// Fault injection (tests only, layers/test_hooks.h: the trainer's hidden flag --stop-stage-at S:N): pipeline
 // stage S stops itself (SIGSTOP) in its N-th step, before its second unit's exchange: alive, holding its
 // sockets, answering nothing, as a hung GPU or a swapped-out node would be. The other stages must then stop
 // within --comm-timeout, naming it (test/model/pipeline_peer_stopped.sh).

@@ -36,7 +36,7 @@ static double bitsd(int64_t b) {
 // The doubles of the header, in slot order 25..32, with their flag names (for messages).
 struct DoubleField { const char* flag; double TrainState::*field; };
 static const DoubleField kDoubles[] = {
-    {"--lr", &TrainState::lr},           {"--min-lr-frac", &TrainState::min_lr_frac},
+    {"--lr", &TrainState::lr},           {"--final-lr-frac", &TrainState::min_lr_frac},
     {"--beta1", &TrainState::beta1},     {"--beta2", &TrainState::beta2},
     {"--eps", &TrainState::eps},         {"--weight-decay", &TrainState::weight_decay},
     {"--grad-clip", &TrainState::grad_clip}, {"--dropout", &TrainState::dropout}};
@@ -95,7 +95,8 @@ static bool parse_header(const int64_t* h, int64_t file_bytes, const std::string
         {"pp", h[38], 0, 1 << 20}, {"micro-batches", h[39], 0, INT32_MAX}, {"schedule", h[40], 0, 4},
         {"model chunks", h[41], 0, 1 << 20},
         // context parallelism and attention: 0 in a state written before they were recorded (cp 1, unfused)
-        {"cp", h[42], 0, 1 << 20}, {"attention", h[43], 0, 2}};
+        {"cp", h[42], 0, 1 << 20}, {"attention", h[43], 0, 2},
+        {"lr decay steps", h[44], 0, INT32_MAX}};
     for (auto& r : ranges)
         if (r.v < r.lo || r.v > r.hi)
             return fail(std::string(r.what) + " = " + std::to_string(r.v) + " is out of range [" + std::to_string(r.lo) + ", " +
@@ -123,6 +124,7 @@ static bool parse_header(const int64_t* h, int64_t file_bytes, const std::string
     s.chunks = h[41] ? (int)h[41] : 1;
     s.cp = h[42] ? (int)h[42] : 1;
     s.attention = h[43] ? (int)h[43] - 1 : 0;
+    s.lr_decay_steps = h[44] ? (int)h[44] : s.steps;
     return true;
 }
 
@@ -202,7 +204,42 @@ bool train_state_write(const std::string& path, const TrainState& s, std::string
     return f.commit(err);
 }
 
-std::string train_state_mismatch(const TrainState& a, const TrainState& b, const std::string& name) {
+static const char* schedule_name(int lr_schedule) { return lr_schedule ? "cosine" : "constant"; }
+
+std::string schedule_description(const TrainState& s) {
+    char b[160];
+    if (s.lr_schedule == 0)
+        snprintf(b, sizeof b, "constant %.3g after %d warm-up steps, weight decay %g", s.lr, s.warmup, s.weight_decay);
+    else
+        snprintf(b, sizeof b, "cosine from %.3g to %.3g over steps 1..%d after %d warm-up steps, weight decay %g", s.lr,
+                 s.lr * s.min_lr_frac, s.lr_decay_steps, s.warmup, s.weight_decay);
+    return b;
+}
+
+// The learning-rate schedule's fields (Megatron-LM's opt_param_scheduler: the rate's peak, floor, warm-up, decay
+// style and steps, and the weight decay): the first that differs, as "--flag now differs from the checkpoint's
+// saved", values by name; "" when none does.
+static std::string schedule_difference(const TrainState& a, const TrainState& b) {
+    auto differs = [](const std::string& flag, const std::string& now, const std::string& saved) {
+        return flag + " " + now + " differs from the checkpoint's " + saved;
+    };
+    auto num = [](double x) {
+        char t[32];
+        snprintf(t, sizeof t, "%.9g", x);
+        return std::string(t);
+    };
+    if (a.lr_schedule != b.lr_schedule) return differs("--lr-schedule", schedule_name(b.lr_schedule), schedule_name(a.lr_schedule));
+    if (a.warmup != b.warmup) return differs("--warmup", std::to_string(b.warmup), std::to_string(a.warmup));
+    if (a.lr != b.lr) return differs("--lr", num(b.lr), num(a.lr));
+    if (a.min_lr_frac != b.min_lr_frac) return differs("--final-lr-frac", num(b.min_lr_frac), num(a.min_lr_frac));
+    if (a.weight_decay != b.weight_decay) return differs("--weight-decay", num(b.weight_decay), num(a.weight_decay));
+    if (a.lr_schedule == 1 && a.lr_decay_steps != b.lr_decay_steps)  // a constant rate has no length
+        return differs("--steps", std::to_string(b.lr_decay_steps), std::to_string(a.lr_decay_steps)) +
+               " (its cosine schedule decays over " + std::to_string(a.lr_decay_steps) + " steps)";
+    return "";
+}
+
+std::string train_state_mismatch(const TrainState& a, const TrainState& b, const std::string& name, bool schedule_from_flags) {
     auto differs = [&](const std::string& flag, const std::string& saved, const std::string& now) {
         return flag + " " + now + " differs from the checkpoint's " + saved + " (" + name +
                "); an exact continuation needs the same value";
@@ -211,23 +248,31 @@ std::string train_state_mismatch(const TrainState& a, const TrainState& b, const
     if (x.max_seq != y.max_seq || x.vocab != y.vocab || x.layers != y.layers || x.heads != y.heads || x.channels != y.channels ||
         x.padded_vocab != y.padded_vocab)
         return "the model in the checkpoint (" + name + ") has another shape than the state file describes";
+    if (a.shuffle != b.shuffle)
+        return std::string(b.shuffle ? "the shuffled order (no --no-shuffle) differs from the checkpoint's file order (--no-shuffle)"
+                                     : "--no-shuffle (file order) differs from the checkpoint's shuffled order") +
+               " (" + name + "); an exact continuation needs the same order";
     struct { const char* flag; int64_t saved, now; } ints[] = {
-        {"--batch", a.batch, b.batch},     {"--seq", a.seq, b.seq},
-        {"--seed", (int64_t)a.seed, (int64_t)b.seed}, {"--no-shuffle", !a.shuffle, !b.shuffle},
-        {"--warmup", a.warmup, b.warmup},  {"--lr-schedule (0 constant, 1 cosine)", a.lr_schedule, b.lr_schedule}};
+        {"--batch", a.batch, b.batch}, {"--seq", a.seq, b.seq}, {"--seed", (int64_t)a.seed, (int64_t)b.seed}};
     for (auto& i : ints)
         if (i.saved != i.now) return differs(i.flag, std::to_string(i.saved), std::to_string(i.now));
-    // The cosine schedule depends on the total number of steps; a constant one can be extended.
-    if (a.lr_schedule == 1 && a.steps != b.steps)
-        return differs("--steps", std::to_string(a.steps), std::to_string(b.steps)) +
-               " (the cosine schedule depends on it; use --lr-schedule constant to extend a run)";
-    for (auto& d : kDoubles)
+    for (auto& d : kDoubles) {
+        if (d.field == &TrainState::lr || d.field == &TrainState::min_lr_frac || d.field == &TrainState::weight_decay) continue;
         if (a.*d.field != b.*d.field) {
             char s1[32], s2[32];
             snprintf(s1, sizeof s1, "%.9g", a.*d.field);
             snprintf(s2, sizeof s2, "%.9g", b.*d.field);
             return differs(d.flag, s1, s2);
         }
+    }
+    // The schedule: the checkpoint's unless this run says otherwise on purpose (train/options.h).
+    const std::string schedule = schedule_from_flags ? "" : schedule_difference(a, b);
+    if (!schedule.empty())
+        return schedule + " (" + name + "). A resumed run keeps the checkpoint's learning-rate schedule (" +
+               schedule_description(a) + "); to change it from step " + std::to_string(a.step + 1) +
+               " on, e.g. to extend a finished run, add --override-opt_param-scheduler (this run's flags from then on); "
+               "--use-checkpoint-opt_param-scheduler keeps the checkpoint's whatever the flags say (a cosine then stays at "
+               "its final rate past its steps); or give the checkpoint's value";
     if (a.train_tokens != b.train_tokens || a.train_hash != b.train_hash)
         return "--train: the training data (" + std::to_string(b.train_tokens) + " tokens) is not the data the checkpoint " + name +
                " was trained on (" + std::to_string(a.train_tokens) + " tokens, another hash)";

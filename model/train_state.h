@@ -30,8 +30,9 @@
 //     the training tokens, [35] FNV-1a hash of model.bin's parameter bytes (ties the pair together),
 //     [36] FNV-1a hash of the payload, [37] steps skipped for non-finite gradients, [38] pp,
 //     [39] micro-batches, [40] pipeline schedule (0 afab, 1 1f1b, 2 interleaved), [41] model chunks per
-//     pipeline rank (38..41 are 0 in a file written before pipelines existed: read as 1, 1, 1f1b, 1);
-//     the rest zero.
+//     pipeline rank (38..41 are 0 in a file written before pipelines existed: read as 1, 1, 1f1b, 1),
+//     [42] cp, [43] attention + 1 (0 before they were recorded: cp 1, unfused), [44] the steps the cosine
+//     decays over (0 before it was recorded: [22]); the rest zero.
 //   payload: AdamW m (n fp32) then v (n fp32), full model, llm.c tensor order.
 // The reader checks every field's range, that the file length is exactly header + 8n bytes, the payload
 // hash, and that m is finite and v finite and non-negative, and names the file and the field when not.
@@ -60,6 +61,8 @@ struct TrainState {
     // configuration that must match for an exact continuation
     uint64_t seed = 0;
     int shuffle = 1, batch = 0, seq = 0, steps = 0, warmup = 0, lr_schedule = 1;
+    int lr_decay_steps = 0;  // the cosine decays over steps 1..this (the run's --steps, unless it was extended
+                             // under --use-checkpoint-opt_param-scheduler)
     double lr = 0, min_lr_frac = 0, beta1 = 0, beta2 = 0, eps = 0, weight_decay = 0, grad_clip = 0, dropout = 0;
     int64_t train_tokens = 0;
     uint64_t train_hash = 0, model_hash = 0;
@@ -77,10 +80,15 @@ bool train_state_read(const std::string& path, TrainState& s, std::string& err);
 bool train_state_write(const std::string& path, const TrainState& s, std::string& err);
 
 // Compare a saved state with the run about to continue it. Returns "" when the continuation is exact
-// (up to layout, see above), else the first difference, naming the flag, e.g.
+// (up to layout, see above), else the first difference, naming the flag, values by name, e.g.
 // "--batch 4 differs from the checkpoint's 8 (DIR/step_00000010/state.bin)". `now` holds the current
-// run's configuration (progress fields and moments are ignored).
-std::string train_state_mismatch(const TrainState& saved, const TrainState& now, const std::string& name);
+// run's configuration (progress fields and moments are ignored). The learning-rate schedule (--lr-schedule,
+// --warmup, --lr, --final-lr-frac, --weight-decay, and for cosine --steps) must be the checkpoint's too, unless
+// schedule_from_flags (--override-opt_param-scheduler); its refusal names the two flags that change the rule.
+std::string train_state_mismatch(const TrainState& saved, const TrainState& now, const std::string& name,
+                                 bool schedule_from_flags = false);
+// "cosine from 0.0003 to 3e-05 over steps 1..100 after 0 warm-up steps, weight decay 0": for messages and notes.
+std::string schedule_description(const TrainState& s);
 // "" when the layouts are equal, else a note saying the continuation is equivalent but not bitwise.
 std::string train_state_layout_note(const TrainState& saved, const TrainState& now);
 

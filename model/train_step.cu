@@ -2,6 +2,8 @@
 #include "train_step.h"
 #include "pipeline_ops.h"
 #include "pipeline_step.h"
+#include "offload_model.h"
+#include "zero_model.h"
 
 #include <climits>
 #include <cmath>
@@ -20,6 +22,7 @@
 //  3. the average over DP and CP (the CP ranks hold the same weights and each saw s/c of every sequence:
 //     the whole sequence's mean loss is the mean of theirs, parallel/context_parallel.h).
 void sync_gradients(GPT& m) {
+    if (zero_sharded(m)) return zero_sync_gradients(m);  // ZeRO-2/3: the same order, the layers done already
     if (m.grid->sp && !g_test_hooks.skip_sequence_parallel_sum)
         sum_sequence_parallel_grads(m.grid->tp_comm, *m.ctx, m.grads, m.offsets, m.sizes);
     if (m.grid->pp > 1 && !g_test_hooks.skip_tied_embedding_sum) all_reduce(m.grid->emb_comm, *m.ctx, gpt_grad(m, P_WTE));
@@ -32,15 +35,15 @@ double gradient_norm(GPT& m) {
     // All 16 sums are reduced on the device and come back together: one host synchronization per step. With
     // the distributed optimizer each rank holds the reduced gradient of its shard only: sum the shards over DP.
     std::vector<Tensor> grads;
-    for (int id = 0; id < NUM_PARAM_TENSORS; id++) grads.push_back(owned_part(m.zero, m.grads, gpt_grad(m, id)));
-    const std::vector<double> ss = sums_of_squares(*m.ctx, grads);
+    for (int id = 0; id < NUM_PARAM_TENSORS && !zero_sharded(m); id++) grads.push_back(owned_part(m.zero, m.grads, gpt_grad(m, id)));
+    const std::vector<double> ss = zero_sharded(m) ? zero_gradient_sums(m) : sums_of_squares(*m.ctx, grads);  // ZeRO-2/3: pieces
     double sums[2] = {0, 0};  // split over TP, replicated over TP
     for (int id = 0; id < NUM_PARAM_TENSORS; id++) {
         // The last stage's copy of the tied word embedding is the first stage's: count it once.
         if (id == P_WTE && m.grid->pp > 1 && !m.stage.first()) continue;
         sums[param_shard_kind(id) == ShardKind::Replicated ? 1 : 0] += ss[id];
     }
-    if (m.zero.on) all_reduce_host(weight_comm(*m.grid), sums, 2, MPI_DOUBLE, MPI_SUM, "all-reduce of the gradient norm");
+    if (m.zero.on || zero_sharded(m)) all_reduce_host(weight_comm(*m.grid), sums, 2, MPI_DOUBLE, MPI_SUM, "all-reduce of the gradient norm");
     // Slices add up over the TP group; replicated tensors are identical on every rank: count them once.
     // Stages hold different tensors: their sums add up over the pipeline.
     double total = sums[0];
@@ -69,6 +72,7 @@ static float accumulate_micro_batches(GPT& m, const int32_t* inputs, const int32
 }
 
 float forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches) {
+    OffloadStep offload(m, micro_batches);  // --offload-activations: this step's plan (model/offload_model.h)
     if (m.stage.pp > 1) return pipeline_forward_backward(m, inputs, targets, B_local, S, micro_batches);
     return accumulate_micro_batches(m, inputs, targets, B_local, S, micro_batches);
 }
@@ -82,8 +86,10 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
     st.pipeline_seconds = MPI_Wtime() - t0;
     st.recv_wait_seconds = m.grid->pp_comm.counters.recv_wait_s - wait0;
     sync_gradients(m);
-    if (step == g_test_hooks.inject_nan_at_step && m.cfg.layers > 0 && m.stage.holds_layer(m.cfg.layers - 1))
-        tensor_fill_f32(*m.ctx, gpt_grad(m, P_ATTPROJW, m.cfg.layers - 1).slice(0, 1), NAN);
+    if (step == g_test_hooks.inject_nan_at_step && m.cfg.layers > 0 && m.stage.holds_layer(m.cfg.layers - 1)) {
+        Tensor g = zero_sharded(m) ? zero_owned_gradient(m, P_ATTPROJW, m.cfg.layers - 1) : gpt_grad(m, P_ATTPROJW, m.cfg.layers - 1);
+        if (g.n > 0) tensor_fill_f32(*m.ctx, g.slice(0, 1), NAN);  // (ZeRO-2/3: in the owners' pieces)
+    }
     st.loss = (float)average_scalar(m.grid->dp_comm, local_loss);
     double norm = gradient_norm(m);
     st.grad_norm = (float)norm;
@@ -99,9 +105,10 @@ StepStats train_step(GPT& m, const int32_t* inputs, const int32_t* targets, int 
     }
     float scale = 1.0f;
     if (opt.grad_clip > 0 && norm > opt.grad_clip) scale = (float)(opt.grad_clip / (norm + 1e-6));
-    if (m.zero.on) {  // AdamW on this rank's shard, then the weights all-gathered
-        sharded_optimizer_step(weight_comm(*m.grid), *m.ctx, m.zero, gpt_model_states(m),
-                               {lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step, scale});
+    if (m.zero.on || zero_sharded(m)) {  // AdamW on this rank's shard, then (ZeRO-1/2) the weights all-gathered
+        const AdamWStep a{lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step, scale};
+        if (m.zero.on) sharded_optimizer_step(weight_comm(*m.grid), *m.ctx, m.zero, gpt_model_states(m), a);
+        else zero_model_optimizer_step(m, a);  // ZeRO-2/3 (model/zero_model.h)
         return st;
     }
     // AdamW on every tensor, the bf16 compute copy written in the same pass (fp32: the weights are the master).
@@ -125,7 +132,9 @@ std::string first_nonfinite_gradient(GPT& m) {
         for (int l = 0; l < (per_layer ? m.cfg.layers : 1); l++, ordinal++) {
             const bool held = per_layer ? m.stage.holds_layer(l) : m.stage.holds(id);
             // (with the distributed optimizer only the owned shard holds the reduced gradient: look there)
-            if (held && !std::isfinite(sum_of_squares(*m.ctx, owned_part(m.zero, m.grads, gpt_grad(m, id, per_layer ? l : -1))))) {
+            const int at = per_layer ? l : -1;
+            const Tensor g = !held ? Tensor() : zero_sharded(m) ? zero_owned_gradient(m, id, at) : owned_part(m.zero, m.grads, gpt_grad(m, id, at));
+            if (held && !std::isfinite(sum_of_squares(*m.ctx, g))) {
                 first = ordinal;
                 break;
             }

@@ -3,7 +3,7 @@
 #pragma once
 #include <string>
 #include "gpt.h"
-#include "test_hooks.h"
+#include "../layers/test_hooks.h"
 
 struct OptimConfig {
     float beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.0f;

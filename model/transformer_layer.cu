@@ -39,7 +39,8 @@ void layer_forward(LayerContext& run, SavedLayer& s, Tensor out, Recompute polic
         // Core attention in tiles: no s×s tensor at all, one fp32 log-sum-exp per query and head kept instead.
         s.lse = A.alloc(DType::F32, (int64_t)run.B * run.attn.NH * run.S, l, "lse");
         s.proj_in = A.alloc(dt, (int64_t)N_full * run.C_loc, l, "proj_in");
-        run.flash.forward(ctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed, dropout_stream(l, kSiteAttnProbs));
+        run.flash.forward(ctx, s.proj_in, s.lse, s.qkv, run.attn, run.dropout, run.seed,
+                          dropout_stream(l, kSiteAttnProbs));
     } else {
         // The selective region (paper Fig. 3), the call that selective recompute repeats (recompute/recompute.h).
         attention_probs_saved_forward(ctx, A, s, run.attn, dt, l, run.dropout, run.seed);

@@ -7,7 +7,7 @@
 #include <vector>
 #include "../layers/flash_attention.h"
 #include "../layers/op_timer.h"
-#include "../model/test_hooks.h"
+#include "../layers/test_hooks.h"
 
 // ---- positions -------------------------------------------------------------------------------------------------
 SeqRuns cp_runs(int S, int cp, int cp_rank) {

@@ -145,10 +145,8 @@ void load_local_values(const OptimizerShard& z, Tensor state, const float* local
 }
 
 // ---- reports ------------------------------------------------------------------------------------------------
-std::string model_states_by_rank(const ModelStateMemory& mem, const OptimizerShard& z, int dp, DType weights,
-                                 MPI_Comm world) {
-    const ModelStateFormula f = model_state_formula(z.n, dp, z.on, weights != DType::F32);
-    const int64_t mine[4] = {mem.total(), f.total, mem.optimizer(f.bf16), z.n};
+std::string model_states_by_rank(const ModelStateMemory& mem, const ModelStateFormula& f, MPI_Comm world) {
+    const int64_t mine[4] = {mem.total(), f.total, mem.optimizer(f.bf16), f.n};
     int rank = 0, size = 1;
     MPI_CHECK(MPI_Comm_rank(world, &rank));
     MPI_CHECK(MPI_Comm_size(world, &size));

@@ -85,11 +85,10 @@ void refresh_weights_from_shards(Comm& dp, Ctx& ctx, const OptimizerShard& z, co
 std::vector<float> local_values(Comm& dp, const OptimizerShard& z, const ModelStates& s, Tensor state);
 void load_local_values(const OptimizerShard& z, Tensor state, const float* local);
 
-// The model states of every rank of `world`, measured (mem) and by formula (z.n parameters on a DP group of
-// dp ranks), one line per rank (rank 0 gets the text; collective). Under pipeline parallelism the stages
-// hold different tensors, so the ranks differ.
-std::string model_states_by_rank(const ModelStateMemory& mem, const OptimizerShard& z, int dp, DType weights,
-                                 MPI_Comm world);
+// The model states of every rank of `world`, measured (mem) and by formula (f: this rank's, at its ZeRO stage),
+// one line per rank (rank 0 gets the text; collective). Under pipeline parallelism the stages hold different
+// tensors, so the ranks differ.
+std::string model_states_by_rank(const ModelStateMemory& mem, const ModelStateFormula& f, MPI_Comm world);
 
 // One line: the DP bytes of the last step (reduce-scatter + all-gather) next to the all-reduce they replace.
 std::string distributed_optimizer_comm_line(const OptimizerShard& z, DType weights);

@@ -19,9 +19,11 @@ std::string pipe_schedule_problem(PipeSchedule s, int p, int M, int m) {
         return "pipeline size " + std::to_string(p) + ", " + std::to_string(M) + " micro-batches and " +
                std::to_string(m) + " model chunks must all be at least 1";
     if (s != PipeSchedule::Interleaved && m != 1)
-        return std::string("the ") + pipe_schedule_name(s) + " schedule runs one model chunk per stage, not " + std::to_string(m);
+        return std::string("the ") + pipe_schedule_name(s) + " schedule runs one model chunk per stage, not " +
+               std::to_string(m);
     if (s == PipeSchedule::Interleaved) {
-        if (m < 2) return "the interleaved schedule needs at least 2 model chunks per stage (got " + std::to_string(m) + ")";
+        if (m < 2)
+            return "the interleaved schedule needs at least 2 model chunks per stage (got " + std::to_string(m) + ")";
         if (M % p != 0)
             return "the interleaved schedule takes micro-batches in groups of the pipeline size: " + std::to_string(M) +
                    " micro-batches are not a multiple of --pp " + std::to_string(p);
@@ -73,7 +75,8 @@ std::vector<std::vector<PipeOp>> pipe_units(PipeSchedule s, int p, int rank, int
 
 std::vector<PipeOp> pipe_schedule(PipeSchedule s, int p, int rank, int M, int m) {
     std::vector<PipeOp> ops;
-    for (const std::vector<PipeOp>& unit : pipe_units(s, p, rank, M, m)) ops.insert(ops.end(), unit.begin(), unit.end());
+    for (const std::vector<PipeOp>& unit : pipe_units(s, p, rank, M, m))
+        ops.insert(ops.end(), unit.begin(), unit.end());
     return ops;
 }
 

@@ -60,7 +60,9 @@ std::string grid_validate(int world, int tp, bool sp, const GPTConfig& cfg, int 
         return m;
     }
     if (seq > cfg.max_seq) {
-        snprintf(m, sizeof m, "--seq %d exceeds the model's maximum sequence length %d", seq, cfg.max_seq);
+        snprintf(m, sizeof m, "--seq %d exceeds the model's maximum sequence length %d (--max-seq, the rows of its position "
+                 "embedding): a fresh model takes --max-seq %d; a model from --init or --resume keeps its own, so give --seq %d "
+                 "or less", seq, cfg.max_seq, seq, cfg.max_seq);
         return m;
     }
     if (cp > 1 && seq % (2 * cp) != 0) {

@@ -1,6 +1,7 @@
 // sequence_parallel.h — sequence parallelism (paper §4.2.2, Figures 5–6, Eq. 3), all of it: the conjugate
 // pair g / ḡ, the SP halves of the column- and row-parallel linear layers and of the vocabulary-parallel
-// embedding, which positions of the sequence a rank holds, and the gradient sum of the replicated parameters used on sequence shards.
+// embedding, which positions of the sequence a rank holds, and the gradient sum of the replicated parameters
+// used on sequence shards.
 // sequence_parallel.cu opens with an index of every place SP touches the code.
 #pragma once
 #include "collectives.h"

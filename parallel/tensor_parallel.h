@@ -51,9 +51,9 @@ void column_parallel_backward(Region& r, Ctx& ctx, Tensor din, Tensor dW, Tensor
                               Tensor W, int N_full, int IC, int OC_local, GradWrite grads = GradWrite::Accumulate);
 
 // Row-parallel linear (the second linear of each block in Figure 4, the attention projection and fc2): the
-// inputs split, which are W's columns here and A's rows in Megatron's Y = XA: out = f̄(in · W_localᵀ) (TP: full [N_full, OC]) or
-// ḡ(...) (SP: reduce-scattered to this rank's shard [N_full/t, OC]). The bias is NOT added here: it is added
-// once, after the reduction (fused with dropout and the residual add).
+// inputs split, which are W's columns here and A's rows in Megatron's Y = XA: out = f̄(in · W_localᵀ) (TP: full
+// [N_full, OC]) or ḡ(...) (SP: reduce-scattered to this rank's shard [N_full/t, OC]). The bias is NOT added
+// here: it is added once, after the reduction (fused with dropout and the residual add).
 void row_parallel_forward(Region& r, Ctx& ctx, Tensor out, Tensor in, Tensor W, int N_full, int IC_local, int OC);
 // dout is the gradient of `out` (full under TP; a shard under SP, all-gathered by sp_row_parallel_backward);
 // din[N_full, IC_local] = dout · W_local; dW += doutᵀ · in (= with GradWrite::Overwrite).

@@ -70,9 +70,35 @@ double model_state_bytes_per_gpu(double params, int t, int p, double bytes_per_p
 }
 
 double model_state_bytes_per_param(bool bf16_training, int dp, bool distributed_optimizer) {
-    const double shards = distributed_optimizer && dp > 1 ? dp : 1;
-    if (bf16_training) return 2 + 4 + (4 + 4 + 4) / shards;  // bf16 weight, fp32 grad | master, m, v
-    return 4 + 4 + (4 + 4) / shards;                          // fp32 weight = master, fp32 grad | m, v
+    return zero_bytes_per_param(distributed_optimizer ? 1 : 0, bf16_training, dp);
+}
+
+ZeroStateKinds zero_state_kinds(int stage, bool bf16_training) {
+    ZeroStateKinds k = {{bf16_training ? 2.0 : 0.0, 4, 4, 4, 4}, {}};
+    k.sharded[0] = stage >= 3;                          // weights
+    k.sharded[1] = stage >= 2;                          // gradients
+    k.sharded[2] = bf16_training ? stage >= 1 : stage >= 3;  // master (in fp32 it is the weights)
+    k.sharded[3] = k.sharded[4] = stage >= 1;           // AdamW m, v
+    return k;
+}
+
+double zero_bytes_per_param(int stage, bool bf16_training, int d) {
+    const ZeroStateKinds k = zero_state_kinds(d > 1 ? stage : 0, bf16_training);
+    double total = 0;
+    for (int i = 0; i < 5; i++) total += k.bytes[i] / (k.sharded[i] ? d : 1);
+    return total;
+}
+
+const char* zero_bytes_per_param_text(int stage, bool bf16_training) {
+    static const char* bf16[4] = {"18", "6 + 12/d", "2 + 16/d", "18/d"}, *fp32[4] = {"16", "8 + 8/d", "4 + 12/d", "16/d"};
+    const int s = stage < 0 ? 0 : stage > 3 ? 3 : stage;
+    return bf16_training ? bf16[s] : fp32[s];
+}
+
+double zero_paper_bytes_per_param(int stage, int d) {
+    const double n = d > 1 ? d : 1;
+    const double at[4] = {16, 4 + 12 / n, 2 + 14 / n, 16 / n};
+    return at[stage < 0 ? 0 : stage > 3 ? 3 : stage];
 }
 
 StageParams stage_params(double L, double h, double v, double s, int t, int p, int stage) {

@@ -77,6 +77,23 @@ double model_state_bytes_per_gpu(double params, int t, int p, double bytes_per_p
 //   only the moments shard). dp = 1 or no distributed optimizer: 18 / 16. The flat buffer's padding to a
 //   multiple of dp (fewer than dp elements) is left out.
 double model_state_bytes_per_param(bool bf16_training, int dp, bool distributed_optimizer);
+// The same for any ZeRO stage (0..3) over d ranks (recompute/model_state_memory.h has the table; padding left
+// out): 18 | 6 + 12/d | 2 + 16/d | 18/d in bf16 training, 16 | 8 + 8/d | 4 + 12/d | 16/d in fp32. d = 1: 18 / 16.
+double zero_bytes_per_param(int stage, bool bf16_training, int d);
+// The same by kind, in recompute/model_state_memory.h's order (weights, gradients, master, AdamW m, v): the
+// bytes of one parameter's state of that kind, and whether the stage keeps it as this rank's 1/d shard (ZeRO-1
+// the optimizer's: the master in bf16 training and both moments; ZeRO-2 the gradients too; ZeRO-3 all). In
+// fp32 training the weights are the master: 0 bytes of weights. The one table the trainer's model-state
+// formula and the calculator's per-kind bars read.
+struct ZeroStateKinds {
+    double bytes[5];
+    bool sharded[5];
+};
+ZeroStateKinds zero_state_kinds(int stage, bool bf16_training);
+const char* zero_bytes_per_param_text(int stage, bool bf16_training);  // "18", "6 + 12/d", ... (d = 1: stage 0's)
+// The ZeRO paper's (Rajbhandari et al., SC 2020, Fig. 1: mixed-precision Adam with 2-byte gradients, K = 12):
+// 2Ψ + 2Ψ + 12Ψ = 16, then 4 + 12/d (P_os), 2 + 14/d (P_os+g), 16/d (P_os+g+p) bytes per parameter.
+double zero_paper_bytes_per_param(int stage, int d);
 
 // The parameters ONE tensor-parallel rank of pipeline stage `stage` (0..p−1) holds, as the trainer places
 // and shards them (layers/model_shape.h's kParamTable): stage r holds layers [r·L/p, (r+1)·L/p); the first stage

@@ -1,14 +1,15 @@
-// memory_report.h — measured activation memory (from the tagged allocator) next to the paper's formulas.
+// memory_report.h — measured activation memory (from the tagged allocator), gathered for the comparison
+// with the paper's formulas.
 //
-// Taken right after the forward pass of a step, when exactly the tensors saved for backward are live:
-// per layer, per tensor, measured bytes vs layer_terms() (recompute/memory_formulas.h; under flash attention the
-// "lse" tag in place of the three s×s tensors), with the differences; the small extras the paper ignores
-// (layer-norm statistics, the loss's row statistics) on their own lines; and the whole model on this rank
-// vs L·layer formula + §4.3's terms outside the layers; below the per-tensor table, the run's Table 2 row
-// next to the measured layer (recompute/table2.h). Under context parallelism (shape.c > 1) the formulas
-// are at the rank's s/c tokens, and the text and JSON name c; at c = 1 they print what they always did.
+// Taken at the step's peak (the allocator's snapshot), when exactly the tensors saved for backward are live:
+// per layer and per tag, the measured bytes, and the formula's terms beside them (layer_terms(),
+// recompute/memory_formulas.h; under flash attention the "lse" tag in place of the three s×s tensors); the small
+// extras the paper ignores (layer-norm statistics, the loss's row statistics) apart; and the whole model on this
+// rank vs L·layer formula + §4.3's terms outside the layers. The comparison itself, per tensor and with the
+// run's Table 2 row, is recompute/table2.h; the rest of what --memory-report prints (the pipeline stage, the
+// model states, the JSON record) is recompute/other_reports.h. Under context parallelism (shape.c > 1) the
+// formulas are at the rank's s/c tokens.
 #pragma once
-#include <mpi.h>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -51,18 +52,10 @@ struct MemoryReport {
     ModelStateFormula model_state_formula;
 };
 
-// Add the model states to a report: `measured` is the model's tagged account (GPT::state_memory).
-void add_model_state(MemoryReport& r, const ModelStateMemory& measured, const ModelStateFormula& formula);
+// "4.33 MB": bytes for a reader (GB, MB, kB or B; powers of ten).
+std::string human_bytes(double bytes);
+// The layer-norm statistics a layer keeps (fp32 mean and rstd), which the paper ignores: counted apart.
+bool is_layer_extra(const std::string& name);
 
 MemoryReport build_memory_report(const std::vector<ActivationRecord>& live, const ModelFormulaInput& shape,
                                  const InFlightLayers& in_flight = {});
-void print_memory_report(FILE* f, const MemoryReport& r);
-std::string memory_report_json(const MemoryReport& r);  // one JSON object (the value of "memory_report")
-
-// The reports of every pipeline stage, brought to world rank 0 (collective over `world`). Each stage reaches
-// its peak at another moment of the schedule, and no stage may wait on another in the middle of it, so each
-// keeps its report (text and JSON) and they travel after the step. Stage s's report is that of its first
-// rank, world rank s · ranks_per_stage (parallel/process_grid.h's order). On rank 0 the result holds pp
-// (text, json) pairs in stage order; elsewhere it is empty.
-std::vector<std::pair<std::string, std::string>> gather_stage_reports(const std::string& text, const std::string& json, int pp,
-                                                                      int ranks_per_stage, MPI_Comm world);

@@ -14,7 +14,8 @@ const char* model_state_name(int kind) {
 }
 
 Tensor ModelStateMemory::alloc(Device device, DType dtype, int64_t n, int kind) {
-    Tensor t = tensor_zeros(device, dtype, n);
+    const std::string what = std::string("the model state '") + model_state_name(kind) + "'";
+    Tensor t = tensor_zeros(device, dtype, n, what.c_str());
     bytes[kind] += (int64_t)t.bytes();
     elements[kind] += n;
     return t;
@@ -38,20 +39,31 @@ int64_t ModelStateMemory::optimizer(bool bf16) const {
 }
 
 ModelStateFormula model_state_formula(int64_t n, int d, bool distributed, bool bf16) {
+    const int dd = d < 1 ? 1 : d;
+    return model_state_formula_zero(distributed ? 1 : 0, n, (n + dd - 1) / dd * dd, dd, bf16);
+}
+
+ModelStateFormula model_state_formula_zero(int stage, int64_t n, int64_t padded, int d, bool bf16) {
     ModelStateFormula f;
     f.n = n;
     f.d = d < 1 ? 1 : d;
-    f.distributed = distributed && f.d > 1;
+    f.stage = f.d > 1 ? stage : 0;
+    f.distributed = f.stage > 0;
     f.bf16 = bf16;
-    f.padded = f.distributed ? (n + f.d - 1) / f.d * f.d : n;
+    f.padded = f.distributed ? padded : n;
     const int64_t P = f.padded, shard = f.distributed ? P / f.d : n;
-    f.bytes[kStateWeights] = bf16 ? 2 * P : 0;    // fp32: the master weights are the compute weights
-    f.bytes[kStateGrads] = 4 * P;
-    f.bytes[kStateMaster] = 4 * (bf16 ? shard : P);  // fp32: whole (it is the model); bf16: this rank's shard
-    f.bytes[kStateMomentM] = 4 * shard;
-    f.bytes[kStateMomentV] = 4 * shard;
+    // Which kinds are this rank's shard, and each kind's bytes per parameter (formulas.h, the tables in the
+    // header). Whole buffers: ZeRO-1 pads every flat buffer to P (the collectives see d equal blocks in place);
+    // ZeRO-2's whole weights are the llm.c-layout buffer of n elements.
+    const ZeroStateKinds kinds = zero_state_kinds(f.stage, bf16);
+    const int64_t whole = f.stage == 1 ? P : n;
+    for (int k = 0; k < kNumStateKinds; k++) {
+        f.sharded[k] = kinds.sharded[k];
+        f.bytes[k] = (int64_t)kinds.bytes[k] * (f.sharded[k] ? shard : whole);
+    }
     for (int k = 0; k < kNumStateKinds; k++) f.total += f.bytes[k];
     f.optimizer = f.bytes[kStateMomentM] + f.bytes[kStateMomentV] + (bf16 ? f.bytes[kStateMaster] : 0);
-    f.per_param = model_state_bytes_per_param(bf16, f.d, f.distributed);  // 18 / 16, or 6 + 12/d / 8 + 8/d
+    f.per_param = zero_bytes_per_param(f.stage, bf16, f.d);  // 18 / 16, 6 + 12/d / 8 + 8/d, ... (formulas.h)
+    f.per_param_text = zero_bytes_per_param_text(f.stage, bf16);
     return f;
 }

@@ -1,9 +1,11 @@
-// table2.h — the row of the paper's Table 2 that applies to a run, next to what the run measured.
+// table2.h — the Table 2 comparison of a run, in one place: one layer's saved tensors, each measured next to
+// its formula (print_layer_table), then the row of the paper's Table 2 that applies to the run, next to what it
+// measured (table2_compare, print_table2_comparison).
 //
 // Table 2 (Korthikanti et al. 2022, docs/paper.md) gives the activation bytes ONE transformer layer keeps on
 // ONE GPU for six layouts, with 2-byte activations and 1-byte dropout masks (d = 2). table2_compare picks the
-// row of a memory report's run (t, SP, recompute: table2_row, recompute/memory_formulas.h), evaluates it at the run's
-// s, b, h, a, t and puts it next to the measured bytes of one layer:
+// row of a memory report's run (t, SP, recompute: table2_row, recompute/memory_formulas.h), evaluates it at the
+// run's s, b, h, a, t and puts it next to the measured bytes of one layer:
 //   - flash attention: the flash variant of the row (table2_flash_*: the 5as/h term traded for the fp32
 //     log-sum-exp's 4a/h);
 //   - context parallelism: the row at s/c, the tokens a CP rank holds;
@@ -11,7 +13,7 @@
 //   - pipeline stages and micro-batches in flight: one layer of ONE micro-batch (the stage's first layer) is
 //     compared, and the stage's layers with the row times the layer-micro-batches in flight;
 //   - d ≠ 2 (fp32 runs): the row is printed but not compared (the per-tensor table compares at the run's d).
-// The trainer's --memory-report prints it below the per-tensor table (print_memory_report), and
+// The trainer's --memory-report prints both (print_memory_report, recompute/other_reports.h), and
 // test/model/test_memory.cu checks the very same comparison, so the test checks what the trainer prints.
 #pragma once
 #include <cstdio>
@@ -33,6 +35,9 @@ struct Table2Comparison {
     bool equal() const { return comparable && measured == expected && stage_measured == stage_expected; }
 };
 
+// One layer's saved tensors (the stage's first layer, one micro-batch): measured, formula, difference; the
+// total, and the layer-norm statistics the paper ignores.
+void print_layer_table(FILE* f, const MemoryReport& r);
 Table2Comparison table2_compare(const MemoryReport& r);
 // The comparison's lines, as --memory-report prints them.
 void print_table2_comparison(FILE* f, const MemoryReport& r, const Table2Comparison& c);

@@ -26,7 +26,7 @@ fi
 w=$(mktemp -d); trap 'rm -rf "$w"' EXIT
 cp "$fix/train.bin" "$w/train.bin"; cp -r "$fix/ck" "$w/ck"
 model="$w/ck/step_00000002/model.bin"; state="$w/ck/step_00000002/state.bin"
-cp "$model" "$w/model.bin"
+cp "$model" "$w/model.bin"; cp "$fix/text.txt" "$w/text.txt"
 cp -r "$fix/hf" "$w/hf"
 # put FILE OFFSET STRUCT-FORMAT VALUE: overwrite bytes in place (little-endian)
 put() { python3 -c "import struct,sys; f=open(sys.argv[1],'r+b'); f.seek(int(sys.argv[2])); f.write(struct.pack(sys.argv[3], int(sys.argv[4])))" "$@"; }
@@ -53,10 +53,13 @@ for b in range(256):
     cp[b]=b if b in keep else k; k+=b not in keep
 v={chr(cp[b]):b for b in range(256)}; v['<|endoftext|>']=256
 json.dump(v,open(sys.argv[1]+'/vocab.json','w')); open(sys.argv[1]+'/merges.txt','w').write('#version: 0.2\n'+sys.argv[2]+'\n')" "$@"; }
-run1() { exec bash "$here/expect_error.sh" "$1" $mpirun -np 1 "$train" $T "${@:2}"; }
+# Every case exits 1 (a refusal) or 2 (a bad flag), and no rank is aborted (expect_error.sh --exit).
+run1() { exec bash "$here/expect_error.sh" --exit '1|2' "$1" $mpirun -np 1 "$train" $T "${@:2}"; }
 # run2 REGEX FLAGS...: on 2 ranks, and refused before the first step (the paths and flags checked at start).
-run2() { exec bash "$here/expect_error.sh" --before-first-step "$1" $mpirun -np 2 "$train" $T "${@:2}"; }
+run2() { exec bash "$here/expect_error.sh" --before-first-step --exit '1|2' "$1" $mpirun -np 2 "$train" $T "${@:2}"; }
 init() { run1 "$1" --train "$w/train.bin" --init "$w/model.bin"; }
+# capped REGEX FLAGS...: run1 with the address space capped at 4 GB (an allocation beyond it cannot succeed).
+capped() { ulimit -v 4000000; run1 "$@"; }
 init_hf() { run1 "$1" --train "$w/train.bin" --init "$w/hf"; }
 shard() { run1 "$1" --train "$w/train.bin"; }
 resume() { run1 "$1" --train "$w/train.bin" --resume "$w/ck" "${@:2}"; }
@@ -89,7 +92,7 @@ case "$case" in
   hf_config_not_json) echo "{" > "$w/hf/config.json"; init_hf "hf/config.json: not valid JSON" ;;
   hf_config_other_activation) js_edit "$w/hf/config.json" "h['activation_function']='relu'"; init_hf "hf/config.json: activation_function \"relu\": the trainer's GELU is the tanh approximation" ;;
   hf_no_config) rm "$w/hf/config.json"; run2 "--init .*hf/config.json: No such file or directory \(a Hugging Face model needs model.safetensors and config.json\)" --train "$w/train.bin" --init "$w/hf" ;;
-  hf_init_empty_directory) mkdir "$w/empty"; run2 "--init .*/empty is a directory, expected a file \(an llm.c checkpoint\) or a Hugging Face model directory" --train "$w/train.bin" --init "$w/empty" ;;
+  hf_init_empty_directory) mkdir "$w/empty"; run2 "--init .*/empty is a directory, expected a file \(an llm.c checkpoint\), a checkpoint directory .* or a Hugging Face model directory" --train "$w/train.bin" --init "$w/empty" ;;
   hf_save_dir_under_file) run2 "--save .*train.bin/out: .*train.bin exists and is not a directory" --train "$w/train.bin" --save "$w/train.bin/out/" ;;
   tokenizer_hf_bad_merge) hf_tokenizer "$w/tok" "a bc"; run1 "tok/merges.txt: line 2 'a bc' merges into 'abc', but its right token is not in .*tok/vocab.json" --train "$w/train.bin" --tokenizer "$w/tok" ;;
   tokenizer_hf_no_merges) hf_tokenizer "$w/tok" "a b"; rm "$w/tok/merges.txt"; run2 "--tokenizer .*tok/merges.txt: No such file or directory \(a Hugging Face tokenizer is vocab.json and merges.txt side by side\)" --train "$w/train.bin" --tokenizer "$w/tok" ;;
@@ -136,10 +139,12 @@ case "$case" in
   resume_seq_mismatch) resume "--seq 8 differs from the checkpoint's 16" --seq 8 ;;
   resume_seed_mismatch) resume "--seed 7 differs from the checkpoint's 1337" --seed 7 ;;
   resume_lr_mismatch) resume "--lr 0.00999999978 differs from the checkpoint's 0.000300000014" --lr 0.01 ;;
-  resume_steps_cosine) resume "--steps 6 differs from the checkpoint's 4 .*the cosine schedule depends on it" --steps 6 ;;
-  resume_shuffle_mismatch) resume "--no-shuffle 1 differs from the checkpoint's 0" --no-shuffle ;;
+  resume_steps_cosine) resume "--steps 6 differs from the checkpoint's 4 .its cosine schedule decays over 4 steps.*--override-opt_param-scheduler" --steps 6 ;;
+  resume_schedule_by_name) resume "--lr-schedule constant differs from the checkpoint's cosine .*--override-opt_param-scheduler.*--use-checkpoint-opt_param-scheduler" --lr-schedule constant ;;
+  resume_override_and_checkpoint_schedule) run2 "--override-opt_param-scheduler .this run's schedule. contradicts --use-checkpoint-opt_param-scheduler" --train "$w/train.bin" --resume "$w/ck" --override-opt_param-scheduler --use-checkpoint-opt_param-scheduler ;;
+  resume_shuffle_mismatch) resume "--no-shuffle .file order. differs from the checkpoint's shuffled order" --no-shuffle ;;
   resume_other_data) cp "$fix/val.bin" "$w/other.bin"; run1 "--train: the training data \([0-9]+ tokens\) is not the data the checkpoint" --train "$w/other.bin" --resume "$w/ck" ;;
-  resume_mismatch_two_ranks) exec bash "$here/expect_error.sh" "--batch 8 differs from the checkpoint's 4" \
+  resume_mismatch_two_ranks) exec bash "$here/expect_error.sh" --exit 1 "--batch 8 differs from the checkpoint's 4" \
                                $mpirun -np 2 "$train" $T --tp 2 --sp --train "$w/train.bin" --resume "$w/ck" --batch 8 ;;
   # ---- flag combinations
   flag_save_every_without_dir) run1 "--save-every 2 needs --checkpoint-dir DIR" --train "$w/train.bin" --save-every 2 ;;
@@ -159,7 +164,7 @@ case "$case" in
   path_val_missing) run2 "--val .*typo.bin: No such file or directory" --train "$w/train.bin" --val "$w/typo.bin" ;;
   path_train_is_directory) run2 "--train .*/ck is a directory, expected a file" --train "$w/ck" ;;
   path_train_pattern_directory) mkdir -p "$w/d/p_1.bin"; run2 "token shard .*/d/p_1.bin is a directory, expected a file" --train "$w/d/p_*.bin" ;;
-  path_init_is_directory) run2 "--init .*/ck is a directory, expected a file" --train "$w/train.bin" --init "$w/ck" ;;
+  path_init_is_directory) mkdir "$w/notes"; echo hi > "$w/notes/notes.txt"; run2 "--init .*/notes is a directory, expected a file" --train "$w/train.bin" --init "$w/notes" ;;
   path_tokenizer_missing) run2 "--tokenizer .*nope.bin: No such file or directory" --train "$w/train.bin" --tokenizer "$w/nope.bin" ;;
   path_hellaswag_is_directory) run2 "--hellaswag .*/ck is a directory, expected a file" --train "$w/train.bin" --hellaswag "$w/ck" ;;
   # ---- a shape flag against the checkpoint's shape (check_shape_flags)
@@ -169,5 +174,12 @@ case "$case" in
   flag_val_every_val_none) run2 "--val-every 2 with --val none: there is no validation data" --train "$w/train.bin" --val-every 2 ;;
   flag_log_over_input) run2 "--log .*train.bin is the --train file: the run would overwrite its input" --train "$w/train.bin" --log "$w/train.bin" ;;
   flag_switch_with_value) run2 "--sp takes no value, got '--sp=1'" --train "$w/train.bin" --sp=1 ;;
+  # ---- a file of another format where an llm.c file is expected: named as such, with the command that makes one
+  init_text_file) run1 "checkpoint .*text.txt has magic [0-9]+, expected 20240326; .*text.txt is a text file, not an llm.c model checkpoint: train_gpt --save FILE" --train "$w/train.bin" --init "$w/text.txt" ;;
+  train_text_file) run1 "token shard .*text.txt has magic [0-9]+, expected 20240520; .*text.txt is a text file, not an llm.c token shard: build/prepare_data --out-dir DIR" --train "$w/text.txt" ;;
+  init_shard_file) run1 "train.bin is an llm.c token shard, not an llm.c model checkpoint: train_gpt --save FILE" --train "$w/train.bin" --init "$w/train.bin" ;;
+  tokenizer_text_file) run1 "text.txt: not a tokenizer file .magic [0-9]+, expected 20240328.; .*text.txt is a text file, not an llm.c tokenizer file: llm.c's train_gpt2.py" --train "$w/train.bin" --tokenizer "$w/text.txt" ;;
+  # ---- an allocation that cannot fit (the address space capped at 4 GB): the buffer named, its size in GiB
+  oom_names_buffer) capped "out of host memory: the model state '[a-z_]+' .[0-9]+ f32. needs [0-9.]+ GiB" --train "$w/train.bin" --layers 64 --hidden 8192 --heads 64 ;;
   *) echo "unknown case $case"; exit 2 ;;
 esac

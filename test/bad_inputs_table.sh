@@ -16,11 +16,11 @@ echo "\"refused before the first step\" also fail if any training step ran. Path
 echo
 echo "| CTest case | what is wrong | message |"
 echo "|---|---|---|"
-ctest -N -R '^(bad_|cli_)' | sed -n 's/^ *Test *#[0-9]*: //p' | grep -v -e bad_inputs_setup -e cli_gpu_ -e cli_checkpoint_tp_roundtrip | while read -r t; do
+ctest -N -R '^(bad_|cli_)' | sed -n 's/^ *Test *#[0-9]*: //p' | grep -v -e bad_inputs_setup -e cli_gpu_ -e cli_checkpoint_tp_roundtrip -e cli_help_defaults -e cli_pipeline_bubble_hint | while read -r t; do
   out=$(ctest -R "^${t}\$" -V 2>&1 < /dev/null)
   msg=$(echo "$out" | grep -o 'error: .*' | head -1 | sed -e 's/^error: //' -e 's#/tmp/tmp\.[A-Za-z0-9]*/##g' -e 's/|/\\|/g')
   what=$(grep -E "^  ${t#bad_}\)" "$here/bad_inputs.sh" 2>/dev/null | head -1 | sed -e "s/^ *${t#bad_}) *//" -e 's/; *\(init\|shard\|resume\|run[12]\).*//' -e 's/"\$w\/\([^"]*\)"/\1/g' -e 's/|/\\|/g')
-  what=$(echo "$what" | sed -e 's/ *;;$//' -e 's/^run2 "[^"]*" *\(.*\)/\1 (2 ranks, refused before the first step)/' -e 's/^run1 "[^"]*" *//' -e 's/^resume "[^"]*" */--resume ck /' -e 's/^init "[^"]*" *//' -e 's/ *;;$//' -e 's/^exec bash .*/--tp 2 --sp on 2 ranks, --resume ck --batch 8/')
+  what=$(echo "$what" | sed -e 's/ *;;$//' -e 's/^run2 "[^"]*" *\(.*\)/\1 (2 ranks, refused before the first step)/' -e 's/^run1 "[^"]*" *//' -e 's/^capped "[^"]*" *\(.*\)/\1 (the address space capped at 4 GB)/' -e 's/^resume "[^"]*" */--resume ck /' -e 's/^init "[^"]*" *//' -e 's/ *;;$//' -e 's/^exec bash .*/--tp 2 --sp on 2 ranks, --resume ck --batch 8/')
   [ -z "$what" ] && what=$(echo "$out" | grep 'Test command' | tr -d '"' | grep -o 'train_gpt .*' | head -1 | sed -e 's/^train_gpt --device cpu --steps 1 *//' -e 's/|/\\|/g')
   status=$(grep -q "tests passed, 0 tests failed" <<< "$out" && echo "" || echo " **(FAILED)**")
   echo "| \`$t\`$status | \`$what\` | $msg |"

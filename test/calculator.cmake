@@ -1,5 +1,5 @@
 # The paper's formulas (recompute/memory_formulas.cu, recompute/formulas.cu) against the paper's printed numbers, and the calculator's CLI.
-mm_test(test_formulas SOURCES test/test_formulas.cu MODULES formulas memory_formulas pipeline_schedule zero_bubble_schedule runtime LABELS unit TIMEOUT 60)
+mm_test(test_formulas SOURCES test/test_formulas.cu MODULES formulas memory_formulas memory_techniques pipeline_schedule zero_bubble_schedule runtime LABELS unit TIMEOUT 60)
 
 # memory_calculator: the default tables and JSON run; a bad flag exits non-zero; docs/paper.md's 530B
 # data-parallel example (39.15 s/iter on 2240 GPUs) gives 54.2% MFU, by flags and as the built-in 530B-dp8.
@@ -20,6 +20,14 @@ set_tests_properties(calculator_530b_dp calculator_530b_dp8 PROPERTIES PASS_REGU
 # bytes) and refused layouts and values: numbers worked out by hand in test/calculator_cli.sh.
 add_test(NAME calculator_cli COMMAND bash ${CMAKE_SOURCE_DIR}/test/calculator_cli.sh $<TARGET_FILE:memory_calculator>)
 set_tests_properties(calculator_cli PROPERTIES LABELS unit TIMEOUT 60)
+# Beyond the paper (tools/beyond_paper.cu): ZeRO and offloading at the paper's scale against numbers worked out by
+# hand (test/calculator_beyond.sh), a verdict per run, the picture; and the measured rows of docs/paper.md (one
+# run per technique on CPU ranks, every figure measured == formula: tools/beyond_paper_measured.sh).
+add_test(NAME calculator_beyond_paper COMMAND bash ${CMAKE_SOURCE_DIR}/test/calculator_beyond.sh $<TARGET_FILE:memory_calculator>)
+set_tests_properties(calculator_beyond_paper PROPERTIES LABELS unit TIMEOUT 60)
+add_test(NAME beyond_paper_measured_rows COMMAND bash ${CMAKE_SOURCE_DIR}/tools/beyond_paper_measured.sh ${CMAKE_BINARY_DIR}
+         "${MPIEXEC_EXECUTABLE} --oversubscribe --bind-to none")
+set_tests_properties(beyond_paper_measured_rows PROPERTIES LABELS mpi TIMEOUT 180)
 # The JSON must parse, hold the four models and the 530B dp-8 run, and carry the schedule's and the model
 # states' numbers (checked with Python when it is installed): 530B's first stage holds 139 layers' worth
 # (= 105(1 + 34/105)) and 2060874240 parameters per GPU, 7.5 bytes each at dp 8 with the distributed optimizer.

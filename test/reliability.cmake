@@ -21,8 +21,20 @@ mm_reliability_test(resume_bitwise_zero_dp2 test_resume.sh 2 --tp 1 --zero 1)
 mm_reliability_test(resume_bitwise_cp2 test_resume.sh 2 --cp 2 --attention flash)
 mm_reliability_test(resume_zero_crossed_dp2 test_resume_zero.sh 2)
 mm_reliability_test(resume_zero_crossed_tp2_dp2_sp_bf16 test_resume_zero.sh 4 --tp 2 --sp --dtype bf16)
+# ZeRO-2 and ZeRO-3 (parallel/zero_sharding.h): the same layout resumes bitwise, and at one rank (equivalent);
+# checkpoints cross every stage at dp 2 bitwise (the format does not change).
+mm_reliability_test(resume_bitwise_zero3_dp2 test_resume.sh 2 --tp 1 --zero 3)
+mm_reliability_test(resume_zero_crossed_stages_dp2 test_resume_zero.sh 2 --stages "3:1 2:3 0:2" --dtype bf16)
 # The same over a pattern of shards of 10 batches each: the resumed run crosses shard boundaries bitwise.
 mm_reliability_test(resume_bitwise_shards test_resume.sh 1 --shards)
+# Extending a finished cosine run on purpose (--override-opt_param-scheduler) at another layout: the loss continues
+# and the rate follows the new schedule; without the flag it is refused on every rank, values by name.
+mm_reliability_test(resume_extend_tp2_sp test_resume_extend.sh 2 --tp 2 --sp)
+# A checkpoint directory where a model file is read: train_gpt --init (DIR, DIR/latest, DIR/step_N), generate
+# --init, the Hugging Face export; each says the step it read; a broken pointer is refused.
+add_test(NAME init_checkpoint_dir COMMAND bash ${CMAKE_SOURCE_DIR}/test/test_init_checkpoint_dir.sh ${MM_REL_TOOLS}
+         $<TARGET_FILE:generate>)
+set_tests_properties(init_checkpoint_dir PROPERTIES LABELS mpi TIMEOUT 300 ENVIRONMENT "${MM_REL_ENV}")
 # A restartable job script: the same command (--resume auto, --exit-interval) run three times == one run.
 mm_reliability_test(restart_job_tp1 test_restart.sh 1)
 mm_reliability_test(restart_job_tp2_sp test_restart.sh 2 --tp 2 --sp)
@@ -66,7 +78,9 @@ set(MM_BAD_CASES
   flag_save_is_checkpoint_dir flag_exit_interval_zero flag_comm_timeout_zero layout_cp_pp_world
   path_save_dir_under_file path_save_is_directory path_checkpoint_dir_under_file path_log_dir_under_file path_val_missing
   path_train_is_directory path_train_pattern_directory path_init_is_directory path_tokenizer_missing path_hellaswag_is_directory
-  shape_init_layers shape_init_hidden_equals shape_resume_heads flag_val_every_val_none flag_switch_with_value flag_log_over_input)
+  shape_init_layers shape_init_hidden_equals shape_resume_heads flag_val_every_val_none flag_switch_with_value flag_log_over_input
+  init_text_file train_text_file init_shard_file tokenizer_text_file oom_names_buffer resume_schedule_by_name
+  resume_override_and_checkpoint_schedule)
 foreach(c ${MM_BAD_CASES})
   add_test(NAME bad_${c} COMMAND bash ${MM_BAD} ${c})
   set_tests_properties(bad_${c} PROPERTIES LABELS mpi FIXTURES_REQUIRED bad_inputs TIMEOUT 120 ENVIRONMENT "${MM_REL_ENV}")

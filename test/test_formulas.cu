@@ -29,6 +29,7 @@
 #include "layers/model_shape.h"
 #include "parallel/pipeline_schedule.h"
 #include "recompute/formulas.h"  // and memory_formulas.h
+#include "recompute/memory_techniques.h"
 #include "test/test_util.h"
 
 // |x − printed| ≤ half a unit of the printed last digit: "reproduces to the printed precision".
@@ -751,6 +752,41 @@ static void test_zero_bubble() {
            "%.2f / %.2f / %.2f GiB\n", n, f1.peak / 1073741824.0, h1.peak / 1073741824.0, h2.peak / 1073741824.0);
 }
 
+// ZeRO-2/3 and offloading (recompute/memory_techniques.h): the bytes per parameter of each stage, written out;
+// the step's bytes against the all-reduce; the buffers; one layer's offload bytes and FLOPs.
+static void test_memory_techniques() {
+    CHECK(zero_bytes_per_param(2, true, 8) == 2 + 16.0 / 8 && zero_bytes_per_param(3, true, 8) == 18.0 / 8, "bf16 ZeRO-2/3 at d 8");
+    CHECK(zero_bytes_per_param(2, false, 4) == 4 + 12.0 / 4 && zero_bytes_per_param(3, false, 4) == 16.0 / 4, "fp32 ZeRO-2/3 at d 4");
+    CHECK(zero_bytes_per_param(3, true, 1) == 18 && zero_bytes_per_param(1, false, 1) == 16, "d = 1: nothing sharded");
+    CHECK(zero_paper_bytes_per_param(0, 64) == 16 && zero_paper_bytes_per_param(1, 64) == 4 + 12.0 / 64 &&
+              zero_paper_bytes_per_param(2, 64) == 2 + 14.0 / 64 && zero_paper_bytes_per_param(3, 64) == 16.0 / 64,
+          "the ZeRO paper's 16, 4 + 12/d, 2 + 14/d, 16/d");
+    // One stage of 4 layer units of 1000 and edges of 600 (padded), d = 4, fp32: the ring model by hand.
+    ZeroStepInput in;
+    in.d = 4, in.weight_bytes = 4, in.micro_batches = 1;
+    in.units.layer = 1000, in.units.layers = 4, in.units.layers_per_chunk = 4, in.units.edges = 600;
+    in.units.edges_forward = in.units.edges_backward = true;
+    const double P = 4600, ring = 3.0 / 4;
+    for (int stage = 1; stage <= 3; stage++) {
+        in.stage = stage;
+        const ZeroStepFormula f = zero_step_formula(in);
+        CHECK(f.all_reduce == 2 * ring * 4 * P, "all-reduce %.0f", f.all_reduce);
+        CHECK(f.total() == (stage == 3 ? 1.5 : 1.0) * f.all_reduce, "ZeRO-%d: %.0f bytes, the all-reduce %.0f", stage, f.total(), f.all_reduce);
+        if (stage == 3)
+            CHECK(f.forward_gather == f.backward_gather && f.forward_gathers == 5 && f.gathered_peak == 4 * (600 + 2 * 1000) &&
+                      f.bucket_peak == 4 * (600 + 1000), "ZeRO-3 gathers %d, peaks %.0f %.0f", f.forward_gathers, f.gathered_peak, f.bucket_peak);
+    }
+    in.stage = 2, in.micro_batches = 3;  // every layer once per micro-batch, the edges once
+    const ZeroStepFormula f2 = zero_step_formula(in);
+    CHECK(f2.reduce_scatter == ring * 4 * (3 * 4000 + 600) && f2.reduce_scatters == 13, "ZeRO-2 per micro-batch: %.0f", f2.reduce_scatter);
+    // One GPT-3 layer (s 2048, b 1, h 12288, a 96, t 8, SP + selective, bf16): sbh(34/t) + 16 sb/t bytes of
+    // layer-norm statistics; 72bsh²(1 + s/6h)/t FLOPs.
+    LayerFormulaInput l{2048, 1, 12288, 96, 8, true, Recompute::Selective, 2, Attention::Unfused, 1};
+    CHECK(offload_layer_bytes(l) == 2048.0 * 12288 * 34 / 8 + 16 * 2048.0 / 8, "offload bytes %.17g", offload_layer_bytes(l));
+    CHECK(layer_train_flops(l) == 72.0 * 2048 * 12288.0 * 12288 * (1 + 2048.0 / (6 * 12288)) / 8, "layer FLOPs");
+    printf("  ZeRO-1/2/3 bytes per parameter and step bytes (1x, 1.5x the all-reduce); offloading's layer bytes\n");
+}
+
 int main() {
     test_names();
     test_table2_exact();
@@ -764,5 +800,6 @@ int main() {
     test_flash();
     test_cp();
     test_zero_bubble();
+    test_memory_techniques();
     return test_finish("test_formulas");
 }

@@ -53,7 +53,7 @@ losses "$dir/b.jsonl" | sed -n '1p;10p;11p;20p'
 if [ "$np" != 1 ]; then
   # The consolidated state resumes at another layout: one rank, tp 1, without the distributed optimizer
   # (equivalent math, not bitwise).
-  plain=$(echo "$common" | sed -e 's/--tp [0-9]*//' -e 's/--sp//' -e 's/--zero 1//' -e 's/--pp [0-9]*//' -e 's/--num-microbatches [0-9]*//' \
+  plain=$(echo "$common" | sed -e 's/--tp [0-9]*//' -e 's/--sp//' -e 's/--zero [0-9]//' -e 's/--pp [0-9]*//' -e 's/--num-microbatches [0-9]*//' \
           -e 's/--cp [0-9]*//')
   $mpirun -np 1 "$train" $plain --resume "$dir/ck10" > "$dir/out_c.txt"
   grep -q "continuation is equivalent but not bitwise identical" "$dir/out_c.txt"

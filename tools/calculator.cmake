@@ -15,4 +15,5 @@ else()
   target_compile_definitions(mm_chart PRIVATE MM_NO_STB)
 endif()
 
-mm_executable(memory_calculator SOURCES tools/memory_calculator.cu MODULES formulas memory_formulas pipeline_schedule zero_bubble_schedule chart runtime)
+mm_executable(memory_calculator SOURCES tools/memory_calculator.cu tools/beyond_paper.cu
+              MODULES formulas memory_formulas memory_techniques pipeline_schedule zero_bubble_schedule offload_schedule chart runtime)

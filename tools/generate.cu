@@ -15,9 +15,10 @@
 #include "model/checkpoint.h"
 #include "model/model_file.h"
 #include "model/generate.h"
+#include "train/did_you_mean.h"
 
-static void usage() {
-    printf("usage: [mpirun -np T] build/generate --init FILE [--prompt TEXT | --prompt-ids \"ID ID ...\"] [--n N]\n"
+static const char* kUsage =
+           "usage: [mpirun -np T] build/generate --init FILE [--prompt TEXT | --prompt-ids \"ID ID ...\"] [--n N]\n"
            "                      [--temperature X] [--top-k K] [--window W] [--seed S] [--tp T] [--pp P]\n"
            "                      [--device cpu|cuda] [--tokenizer FILE] [--print-ids]\n"
            "--tp defaults to the ranks / --pp (default 1): every rank in one tensor-parallel group.\n"
@@ -26,8 +27,11 @@ static void usage() {
            "or a directory holding Hugging Face's vocab.json and merges.txt). --temperature 0: greedy decoding (the most\n"
            "likely token each time). --prompt-ids: the prompt as token ids (space-separated, each below the vocabulary)\n"
            "instead of text; --print-ids: after the text, a last line holding the generated ids, space-separated (with both\n"
-           "and no --tokenizer, a model whose vocabulary no tokenizer here fits prints the ids alone).\n");
-}
+           "and no --tokenizer, a model whose vocabulary no tokenizer here fits prints the ids alone).\n"
+           "--init also takes a checkpoint directory (--checkpoint-dir DIR: DIR, DIR/latest or DIR/step_N) and says\n"
+           "which step it read. Defaults: --n 200, --temperature 0.8, --top-k 40, --window min(maxT, 256), --seed 1,\n"
+           "--prompt a newline, --device cuda when a GPU is visible, else cpu.\n";
+static void usage() { fputs(kUsage, stdout); }
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
@@ -74,7 +78,7 @@ int main(int argc, char** argv) {
             if (device != "cpu" && device != "cuda") bad_flag = "--device must be cpu or cuda, got '" + device + "'";
         }
         else if (a == "--tokenizer") tokenizer_file = v;
-        else bad_flag = "unknown flag " + a;
+        else bad_flag = "unknown flag " + a + did_you_mean(a, kUsage);
     }
     if (!bad_flag.empty()) {
         if (rank == 0) fprintf(stderr, "error: %s (see --help)\n", bad_flag.c_str());
@@ -86,7 +90,9 @@ int main(int argc, char** argv) {
     GPTConfig cfg;
     std::vector<float> params;
     std::string err;
-    if (!model_read(init, cfg, params, err)) { if (rank == 0) fprintf(stderr, "error: %s\n", err.c_str()); MPI_Finalize(); return 1; }
+    std::string read_from;  // a checkpoint directory's model file (model/model_file.h)
+    if (!model_read(init, cfg, params, err, &read_from)) { if (rank == 0) fprintf(stderr, "error: %s\n", err.c_str()); MPI_Finalize(); return 1; }
+    if (rank == 0 && !read_from.empty()) fprintf(stderr, "generate: --init %s: %s\n", init.c_str(), read_from.c_str());
     // The text needs a tokenizer of the model's vocabulary; ids in and out (--prompt-ids, --print-ids) need none.
     TextTokenizer text;
     const bool ids_only = !prompt_ids.empty() && print_ids && tokenizer_file.empty();

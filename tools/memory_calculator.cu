@@ -25,6 +25,9 @@
 //     ZB-H2 with a synchronous step end, at T_F : T_B : T_W = 1 : 1 : 1 unless --pipe-times says otherwise,
 //     and the first stage's activations with the deferred W passes' inputs (docs/paper.md "Beyond the
 //     paper: zero-bubble schedules").
+//   - beyond the paper, its last section (tools/beyond_paper.h): for the runs with a measured step, ZeRO-1/2/3
+//     and activation offloading next to full and selective recompute, what fits in 80 GiB and what each costs
+//     (docs/paper.md "Beyond the paper"); --beyond-chart FILE.png draws their memory stacked by kind.
 // --json prints the same numbers as JSON; --chart FILE.png draws Figure 7 (tools/chart.h).
 // Every number comes from recompute/memory_formulas.h and recompute/formulas.h, the same code the trainer's memory report uses.
 #include <algorithm>
@@ -39,6 +42,7 @@
 #include "layers/model_shape.h"    // padded_vocab_for
 #include "parallel/pipeline_schedule.h"
 #include "recompute/formulas.h"
+#include "tools/beyond_paper.h"
 #include "tools/chart.h"
 
 namespace {
@@ -107,7 +111,7 @@ struct Options {
     double gpu_mem_gib = 80;
     double peak = kA100PeakBf16;
     bool json = false;
-    std::string chart;
+    std::string chart, beyond_chart;
     double pipe_times[3] = {1, 1, 1};  // --pipe-times: T_F, T_B, T_W of the zero-bubble table
 };
 
@@ -175,6 +179,8 @@ void print_help() {
         "Output:\n"
         "  --json              print everything as one JSON object instead of tables\n"
         "  --chart FILE.png    also draw Figure 7 (grouped bars, % of the TP baseline) as a PNG\n"
+        "  --beyond-chart FILE.png   also draw the memory of each technique beyond the paper (ZeRO, offloading;\n"
+        "                      stacked by kind, the 80 GiB line) as a PNG\n"
         "  --help              this text\n"
         "\n"
         "Examples:\n"
@@ -234,6 +240,7 @@ Options parse_args(int argc, char** argv) {
         if (arg == "--help" || arg == "-h") no_value(), print_help(), exit(0);
         else if (arg == "--json") no_value(), o.json = true;
         else if (arg == "--chart") o.chart = next();
+        else if (arg == "--beyond-chart") o.beyond_chart = next();
         else if (arg == "--model") o.model = next(), o.model_given = true;
         else if (arg == "--layers") o.layers = num(true);
         else if (arg == "--heads") o.heads = num(true);
@@ -1037,6 +1044,22 @@ void write_chart(const std::vector<Result>& rs, const Options& o) {
 
 }  // namespace
 
+// The runs with a measured step (Table 5, the 530B run at dp 8) as tools/beyond_paper.h takes them.
+std::vector<BeyondModel> beyond_models(const std::vector<Result>& rs) {
+    std::vector<BeyondModel> out;
+    for (const Result& r : rs) {
+        const ModelSpec& m = r.spec;
+        if (!std::isfinite(m.iter_selective) || m.c != 1) continue;  // costs need the measured step
+        BeyondModel b;
+        b.name = m.name;
+        b.shape = model_input(m, kLayouts[0], 2, Attention::Unfused, 1);
+        b.vocab = m.v, b.dp = m.dp, b.M = r.pipe.microbatches, b.global_batch = m.B, b.schedule = m.schedule;
+        b.in_flight = r.pipe.in_flight, b.embed_in_flight = r.pipe.embed_in_flight, b.iter_seconds = m.iter_selective;
+        out.push_back(b);
+    }
+    return out;
+}
+
 int main(int argc, char** argv) {
     Options o = parse_args(argc, argv);
     std::vector<ModelSpec> models = select_models(o);
@@ -1067,5 +1090,10 @@ int main(int argc, char** argv) {
     if (o.json) print_json(results, o);
     else print_text(results, o);
     if (!o.chart.empty()) write_chart(results, o);
+    if (!o.json) print_beyond_paper(beyond_models(results), o.gpu_mem_gib * GiB);  // tools/beyond_paper.h
+    std::string err;
+    if (!o.beyond_chart.empty() && !write_beyond_paper_chart(beyond_models(results), o.gpu_mem_gib * GiB, o.beyond_chart, &err))
+        mm_fatal("--beyond-chart: %s", err.c_str());
+    if (!o.beyond_chart.empty() && !o.json) printf("\nthe techniques' memory written to %s\n", o.beyond_chart.c_str());
     return 0;
 }

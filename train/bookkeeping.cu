@@ -12,12 +12,17 @@
 #include "../model/model_file.h"
 #include "../model/pipeline_step.h"
 #include "../parallel/zero_bubble_schedule.h"
+#include "../model/offload_model.h"
+#include "../model/zero_model.h"
 #include "../parallel/comm.h"
-// Learning rate at `step` (1-based): linear warmup, then constant or cosine decay to min_lr_frac · lr.
+#include "../recompute/other_reports.h"
+// Learning rate at `step` (1-based): linear warmup, then constant or cosine decay to min_lr_frac · lr over
+// steps 1..lr_decay_steps (0: --steps), and min_lr_frac · lr after them.
 float learning_rate(const TrainOptions& o, int step) {
     if (o.warmup > 0 && step <= o.warmup) return o.lr * step / o.warmup;
-    if (o.lr_schedule == "constant" || o.steps <= o.warmup) return o.lr;
-    float progress = (float)(step - o.warmup) / (float)(o.steps - o.warmup);
+    const int decay = o.lr_decay_steps > 0 ? o.lr_decay_steps : o.steps;
+    if (o.lr_schedule == "constant" || decay <= o.warmup) return o.lr;
+    float progress = std::min(1.0f, (float)(step - o.warmup) / (float)(decay - o.warmup));
     float min_lr = o.lr * o.min_lr_frac;
     return min_lr + 0.5f * (o.lr - min_lr) * (1.0f + std::cos((float)M_PI * progress));
 }
@@ -106,20 +111,10 @@ static void report_context_parallel(const Run& run, const Progress& p) {
 }
 
 
-// Pipeline parallelism: the ideal bubble of the schedule next to what each stage measured, the share of its
-// forward-backward time spent blocked in exchanges (collective; rank 0 prints). The first stage waits at the
-// start of its cool-down, the last stage at the start of the step: the paper's bubble (§2).
-double ideal_bubble_rate(const Run& run, std::string* formula) {
-    const int p = run.grid.pp, M = run.micro_batches;
-    if (!is_zero_bubble(run.schedule)) {
-        *formula = "(p-1)/(m*M)";
-        return pipe_ideal_bubble(p, M, run.chunks);
-    }
-    *formula = M >= p ? "(p-1)/(3M) at T_F = T_B = T_W" : "(2p-1-M)/(3M) at T_F = T_B = T_W";
-    const BubbleSchedule s = run.schedule == PipeSchedule::ZeroBubbleH1 ? BubbleSchedule::ZeroBubbleH1 : BubbleSchedule::ZeroBubbleH2;
-    return pipeline_bubble_rate(s, p, M, 1, 1, 1);
-}
-
+// Pipeline parallelism: the ideal bubble of the schedule (ideal_bubble_rate, train/run.h) next to what each
+// stage measured, the share of its forward-backward time spent blocked in exchanges (collective; rank 0
+// prints). The first stage waits at the start of its cool-down, the last stage at the start of the step: the
+// paper's bubble (§2).
 static void report_bubble(const Run& run, const Progress& p) {
     const ProcessGrid& g = run.grid;
     if (g.pp == 1) return;
@@ -174,13 +169,14 @@ static void report_memory(Run& run, int step) {
     if (!run.alloc->has_peak_snapshot()) mm_fatal("--memory-report: the step marked no peak (ActivationAllocator::mark_peak)");
     // What the stage holds at its schedule's peak (model/pipeline_step.h).
     const PipelineStage& st = run.model.stage;
-    MemoryReport r = build_memory_report(run.alloc->peak_snapshot(), run.shape, pipeline_in_flight(run.model, run.micro_batches));
+    // (Offloading: the device keeps what was not moved to the host, model/offload_model.h.)
+    MemoryReport r = build_memory_report(run.alloc->peak_snapshot(), run.shape,
+                                         offload_resident(run.model, run.micro_batches, pipeline_in_flight(run.model, run.micro_batches)));
     r.pp = st.pp;
     r.pp_rank = st.rank;
     r.microbatches = run.micro_batches;
     r.schedule = pipe_schedule_name(run.schedule);
-    add_model_state(r, run.model.state_memory, model_state_formula(run.model.n_params, weight_ranks(run.grid), run.model.zero.on,
-                                                                   run.dtype != DType::F32));  // recompute/model_state_memory.h
+    add_model_state(r, run.model.state_memory, gpt_model_state_formula(run.model));  // recompute/model_state_memory.h
     r.device_used_bytes = run.alloc->peak_snapshot_device_used_bytes();  // the GPU's memory in use at the peak (-1: none)
     const double w_inputs = weight_input_bytes(run.alloc->peak_snapshot());
     run.alloc->keep_peak_snapshot(false);
@@ -189,6 +185,8 @@ static void report_memory(Run& run, int step) {
     FILE* f = open_memstream(&text, &len);
     print_memory_report(f, r);
     print_weight_inputs(f, run, r, w_inputs);
+    print_zero_report(f, run.model, run.micro_batches);  // ZeRO-1/2/3's buffers and bytes (model/zero_model.h)
+    print_offload_report(f, run.model, run.micro_batches, run.shape);  // host bytes, copies (model/offload_model.h)
     fclose(f);
     const std::string memory_text = text;
     free(text);
@@ -451,6 +449,8 @@ void finish_run(Run& run, const Progress& p) {
     report_context_parallel(run, p);
     const std::string dp_line = distributed_optimizer_comm_line(run.model);  // parallel/distributed_optimizer.h
     if (!dp_line.empty()) LOG0("%s\n", dp_line.c_str());
+    const std::string zero_line = zero_comm_line(run.model.sharded);  // parallel/zero_sharding.h
+    if (!zero_line.empty()) LOG0("%s\n", zero_line.c_str());
     if (p.op_times.steps > 0) LOG0("%s", op_times_table(p.op_times).c_str());
     LOG0("%s\n", summary_line(run, p, total).c_str());
 }

@@ -36,10 +36,6 @@ struct Progress {
 float learning_rate(const TrainOptions& o, int step);
 // The clock of the training loop starts (the summary's seconds).
 void begin_training(Progress& p);
-// The schedule's ideal bubble rate (idle over busy time; every op of a chunk equally long, communication free)
-// and its formula, for the log: (p-1)/(m*M) for AFAB, 1F1B and interleaved (pipe_ideal_bubble); under a
-// zero-bubble schedule recompute/formulas.h's at T_F = T_B = T_W (with the synchronous step end; M < p too).
-double ideal_bubble_rate(const Run& run, std::string* formula);
 // Before a step: the communication counters and the allocator's high-water mark start afresh, the clocks
 // start, and on the first step with --memory-report the allocator keeps the live set of the schedule's peak.
 void begin_step(Run& run, Progress& p, int step);

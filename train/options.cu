@@ -2,6 +2,8 @@
 #include "options.h"
 
 #include <mpi.h>
+#include <cctype>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -9,105 +11,151 @@
 #include <string>
 #include <utility>
 
-void print_train_usage() {
-    printf(
+#include "did_you_mean.h"
+
+// The usage text: every flag with its default. It is also the list of flags an unknown one is compared with
+// ("did you mean"), so a flag that --help does not show is never suggested (the hidden test flags).
+static const char* train_usage() {
+    return
         "usage: mpirun -np N build/train_gpt [options]\n"
         "\n"
         "Device and numerics\n"
-        "  --device auto|cpu|cuda      where to run (auto: cuda when every local rank has its own GPU, else cpu)\n"
-        "  --dtype fp32|bf16           activation / compute-weight storage (master weights, grads, Adam: fp32)\n"
-        "  --comm auto|nccl|mpi|mpi-strict   collectives backend (auto: nccl on cuda, mpi on cpu; several ranks\n"
-        "                              on one GPU need --comm mpi; mpi-strict: MPI with NCCL's point-to-point rules,\n"
-        "                              so that a CPU run fails where NCCL would hang)\n"
+        "  --device auto|cpu|cuda      where to run (default auto: cuda when every local rank has its own GPU,\n"
+        "                              else cpu)\n"
+        "  --dtype fp32|bf16           activation / compute-weight storage (default fp32; master weights,\n"
+        "                              gradients, AdamW: fp32 always)\n"
+        "  --comm auto|nccl|mpi|mpi-strict   collectives backend (default auto: nccl on cuda, mpi on cpu; several\n"
+        "                              ranks on one GPU need --comm mpi; mpi-strict: MPI with NCCL's point-to-point\n"
+        "                              rules, so that a CPU run fails where NCCL would hang)\n"
         "  --comm-timeout S            a collective or pipeline exchange that waits longer than S seconds stops\n"
         "                              every rank, naming the operation and the peer (default 300)\n"
         "Model\n"
-        "  --init FILE                 start from an llm.c checkpoint (version 3 fp32 or 5 bf16), or from a Hugging\n"
-        "                              Face GPT-2: a directory with model.safetensors + config.json, or a .safetensors\n"
-        "                              file with config.json beside it\n"
-        "  --layers L --heads A --hidden H --vocab V --max-seq T   a fresh model (default 4/4/128/257/256)\n"
+        "  --init PATH                 start from an llm.c checkpoint (version 3 fp32 or 5 bf16), a checkpoint\n"
+        "                              directory (DIR: its latest step's model.bin, weights only; DIR/latest and\n"
+        "                              DIR/step_N too), or a Hugging Face GPT-2: a directory with model.safetensors\n"
+        "                              + config.json, or a .safetensors file with config.json beside it (default:\n"
+        "                              none, a fresh model of the shape below)\n"
+        "  --layers L --heads A --hidden H --vocab V --max-seq T   a fresh model (default 4/4/128/257/256; --max-seq:\n"
+        "                              the longest --seq the model takes)\n"
         "  --padded-vocab VP           stored vocabulary rows (default: V rounded up to a multiple of 128)\n"
         "  --seed N                    initialization and dropout seed (default 1337)\n"
         "Parallelism and recomputation (paper: Korthikanti et al. 2022)\n"
-        "  --tp N                      tensor-parallel size; data-parallel size = ranks / (tp · cp · pp)\n"
-        "  --sp                        sequence parallelism (needs --tp > 1; --seq divisible by --tp)\n"
-        "  --cp N                      context-parallel size (alias --context-parallel-size): each rank holds\n"
-        "                              2 of 2N chunks of every sequence through attention too (ring attention;\n"
+        "  --tp N                      tensor-parallel size (default 1); data-parallel size = ranks /\n"
+        "                              (tp · cp · pp)\n"
+        "  --sp                        sequence parallelism (default off; needs --tp > 1, --seq divisible by --tp)\n"
+        "  --cp N                      context-parallel size (default 1; alias --context-parallel-size): each rank\n"
+        "                              holds 2 of 2N chunks of every sequence through attention too (ring attention;\n"
         "                              needs flash attention, the default with --cp > 1; --seq divisible by 2N)\n"
-        "  --pp N                      pipeline-parallel size: N stages of L/N layers (alias\n"
+        "  --pp N                      pipeline-parallel size (default 1): N stages of L/N layers (alias\n"
         "                              --pipeline-model-parallel-size); ranks = tp · cp · dp · pp, tp fastest\n"
         "  --pipeline-schedule 1f1b|afab|interleaved|zb-h1|zb-h2   the order of forwards and backwards (default\n"
         "                              1f1b; interleaved needs --num-layers-per-virtual-pipeline-stage; zb-h1 and\n"
         "                              zb-h2: zero bubble, each backward split into B and a later W)\n"
-        "  --num-layers-per-virtual-pipeline-stage k   interleaving: (L/pp)/k model chunks per stage\n"
-        "  --recompute none|selective|full   activation recomputation policy\n"
+        "  --num-layers-per-virtual-pipeline-stage k   interleaving: (L/pp)/k model chunks per stage (default: not\n"
+        "                              interleaved)\n"
+        "  --recompute none|selective|full   activation recomputation policy (default none; alias\n"
+        "                              --recompute-granularity)\n"
         "  --attention unfused|flash   core attention (alias --attention-backend; default unfused, the paper's\n"
         "                              form, whose s×s tensors Table 2 counts). flash: tiled, keeps one fp32\n"
         "                              log-sum-exp per query and head instead, the same dropout masks; selective\n"
         "                              recompute then has nothing left to drop (it equals none), full still\n"
         "                              keeps only each layer's input\n"
         "  --use-distributed-optimizer fp32 master weights and AdamW moments sharded over the data-parallel ranks\n"
-        "                              (ZeRO-1; Megatron's name; --zero 1 is the same): gradients reduce-scattered,\n"
-        "                              updated weights all-gathered; nothing changes with one data-parallel rank\n"
+        "                              (default off; ZeRO-1; Megatron's name; --zero 1 is the same): gradients\n"
+        "                              reduce-scattered, updated weights all-gathered; nothing changes at dp 1\n"
+        "  --zero 0|1|2|3              what is sharded over the data- (and context-) parallel ranks (default 0):\n"
+        "                              nothing, the optimizer states (1), the gradients too (2: reduce-scattered per\n"
+        "                              layer as the backward produces them), the weights too (3: gathered per layer,\n"
+        "                              the next one prefetched); Megatron's --data-parallel-sharding-strategy\n"
+        "                              no_shard|optim|optim_grads|optim_grads_params is the same\n"
+        "  --offload-activations       saved activations to host memory after a layer's forward, back before its\n"
+        "                              backward (default off; Megatron's --cpu-offloading): each model chunk's layers\n"
+        "                              but the last\n"
+        "  --cpu-offloading-num-layers N   only each model chunk's first N layers (alias --offload-layers; default:\n"
+        "                              all but the last)\n"
+        "  --offload-beyond-in-flight K|last-stage   instead (default off): every layer of the micro-batches a stage\n"
+        "                              holds in flight beyond K; last-stage: beyond the last stage's count (1 under\n"
+        "                              1F1B), so the first stage keeps on the GPU what the last one keeps\n"
         "Data\n"
         "  --train FILE --val FILE     llm.c token shards (default: data/generated/default/{train,val}.bin; a file\n"
-        "                              given must exist; --val none: no validation)\n"
+        "                              given must exist; --val none: no validation); build/prepare_data makes them\n"
         "  --batch B                   global batch: sequences per step over all data-parallel ranks (default 8)\n"
         "  --micro-batch-size b        sequences per forward pass on a data-parallel rank (Megatron's name):\n"
         "                              M = B / (b · dp) micro-batches per step, gradients accumulated; the loss\n"
         "                              and gradients stay those of the whole batch (default b = B / dp, M = 1)\n"
-        "  --num-microbatches M        the same, given as M\n"
-        "  --seq T                     sequence length (default 64)\n"
-        "  --no-shuffle                read batches in file order (llm.c's loader with its shuffling off; its\n"
-        "                              train_gpt2.c shuffles the training shards)\n"
+        "  --num-microbatches M        the same, given as M (default 1)\n"
+        "  --seq T                     sequence length (default 64; at most the model's --max-seq)\n"
+        "  --no-shuffle                read batches in file order (default: shuffled; llm.c's train_gpt2.c shuffles\n"
+        "                              the training shards too)\n"
         "Optimization\n"
-        "  --steps N                   optimizer steps (default 100)\n"
-        "  --lr X --warmup K --lr-schedule constant|cosine   (--warmup 0: none)\n"
+        "  --steps N                   optimizer steps (default 100; alias --train-iters)\n"
+        "  --lr X                      peak learning rate (default 3e-4)\n"
+        "  --warmup K                  linear warm-up steps (default 0: none)\n"
+        "  --lr-schedule constant|cosine   after the warm-up (default cosine: decays over --steps to F·lr)\n"
         "  --final-lr-frac F           cosine decays to F·lr (default 0.1; llm.c's -q); or --min-lr X (Megatron)\n"
         "  --beta1 --beta2 --eps --weight-decay   AdamW constants (default 0.9 0.95 1e-8 0)\n"
         "  --grad-clip X               clip the global gradient norm (0 disables; default 1)\n"
         "  --dropout P                 hidden and attention dropout (default 0)\n"
         "Evaluation and output\n"
-        "  --val-every K --val-batches M   validation before step 1 and every K steps (0: only at the end)\n"
+        "  --val-every K               validation before step 1 and every K steps (default 0: only at the end)\n"
+        "  --val-batches M             batches of --val per validation (default 4)\n"
         "  --hellaswag FILE            multiple-choice accuracy on llm.c's eval file (HellaSwag), logged as\n"
-        "                              hellaswag_acc; --eval-every K: before step 1 and every K steps (0: at the end)\n"
+        "                              hellaswag_acc (default: none); --eval-every K: before step 1 and every K\n"
+        "                              steps (default 0: at the end)\n"
         "  --save FILE                 write an llm.c checkpoint (fp32) at the end; --save DIR/ (trailing slash) or\n"
         "                              FILE.safetensors: Hugging Face's model.safetensors + config.json instead, in\n"
-        "                              the training dtype, the real vocabulary's rows only\n"
-        "  --log FILE.jsonl            one JSON object per line (train, val, memory_report)\n"
+        "                              the training dtype, the real vocabulary's rows only (default: none)\n"
+        "  --log FILE.jsonl            one JSON object per line (train, val, memory_report) (default: none)\n"
         "  --log-every K               print every K-th step (default 1)\n"
         "  --trace FILE.json           a timeline of a training step for Perfetto or chrome://tracing (Chrome\n"
         "                              Trace Event Format): every rank's schedule ops, exchanges, collectives,\n"
         "                              optimizer and evaluation, on rank 0's clock; build/draw_pipeline draws it\n"
+        "                              (default: none)\n"
         "  --trace-steps A:B           the steps it records, A to B inclusive, or A alone (default: the run's\n"
         "                              second step, after warm-up; on a GPU recorded steps run synchronized)\n"
         "  --memory-report             print measured vs formula activation and model-state memory (weights,\n"
-        "                              gradients, master weights, moments) after the first step\n"
+        "                              gradients, master weights, moments) after the first step (default off)\n"
         "  --op-times                  after the run, each op's milliseconds per step and matrix-product rate,\n"
-        "                              over the steps from the third on (rank 0's ops; on a GPU each op syncs)\n"
-        "  --sample N                  generate N tokens after training (--prompt TEXT --temperature X --top-k K;\n"
-        "                              --temperature 0: greedy, the most likely token each time)\n"
+        "                              over the steps from the third on (rank 0's ops; on a GPU each op syncs;\n"
+        "                              default off)\n"
+        "  --sample N                  generate N tokens after training (default 0: none)\n"
+        "  --prompt TEXT               the sample's beginning (default: a newline)\n"
+        "  --temperature X             sampling temperature (default 1; 0: greedy, the most likely token each time)\n"
+        "  --top-k K                   sample among the K most likely tokens (default 0: all)\n"
         "  --tokenizer FILE            llm.c's gpt2_tokenizer.bin, or a directory (or its vocab.json) with Hugging\n"
         "                              Face's vocab.json + merges.txt: GPT-2 BPE for --prompt and --sample (default:\n"
         "                              byte-level); its vocabulary must be the model's\n"
         "Reliability\n"
         "  --checkpoint-dir DIR        write DIR/step_NNNNNNNN/{model.bin,state.bin} atomically, DIR/latest last;\n"
-        "                              only the newest complete pair is kept (model.bin is an llm.c file)\n"
-        "  --save-every K              save every K steps and at the end (needs --checkpoint-dir or --resume)\n"
-        "  --exit-interval K           stop after a step divisible by K, saving a checkpoint first (time-limited jobs)\n"
+        "                              only the newest complete pair is kept (model.bin is an llm.c file; default:\n"
+        "                              none)\n"
+        "  --save-every K              save every K steps and at the end (needs --checkpoint-dir or --resume;\n"
+        "                              default 0: only at the end)\n"
+        "  --exit-interval K           stop after a step divisible by K, saving a checkpoint first (time-limited\n"
+        "                              jobs; default: never)\n"
         "  --resume DIR                continue exactly where DIR/latest left off (same flags; saves go to DIR\n"
-        "                              unless --checkpoint-dir says otherwise)\n"
+        "                              unless --checkpoint-dir says otherwise; default: none)\n"
         "  --resume auto               with --checkpoint-dir DIR: continue from DIR/latest when it exists, else start\n"
         "                              (from --init, or from scratch): the same command can be run again and again.\n"
         "                              --resume DIR --init FILE does the same with FILE as the first start\n"
+        "  --override-opt_param-scheduler   with --resume: the learning-rate schedule (--lr, --warmup,\n"
+        "                              --lr-schedule, --final-lr-frac, --weight-decay, and --steps for cosine) is\n"
+        "                              this run's flags', from the resumed step on: how to extend a finished run\n"
+        "                              (default: the flags must equal the checkpoint's)\n"
+        "  --use-checkpoint-opt_param-scheduler   with --resume: the schedule is the checkpoint's, whatever those\n"
+        "                              flags say; a cosine schedule stays at its final rate past its steps\n"
+        "                              (default off)\n"
         "  --skip-bad-steps            a NaN/Inf loss or gradient norm skips that step's update (default: stop\n"
         "                              and name the first non-finite gradient tensor)\n"
         "  --help\n"
         "\n"
         "Megatron-LM spellings accepted: --tensor-model-parallel-size, --sequence-parallel,\n"
         "  --recompute-granularity selective|full, --global-batch-size, --seq-length, --num-layers,\n"
-        "  --hidden-size, --num-attention-heads, --max-position-embeddings; --flag=value is --flag value\n");
+        "  --hidden-size, --num-attention-heads, --max-position-embeddings, --train-iters; --flag=value is\n"
+        "  --flag value\n";
 }
+
+void print_train_usage() { fputs(train_usage(), stdout); }
 
 // Leave before any work: every rank parses the same argv and reaches the same verdict, so each finalizes MPI
 // on its own (no collective needed), and mpirun has no "exited improperly" report to add.
@@ -153,6 +201,16 @@ static std::string one_of(bool print, const char* flag, const char* v, std::init
     bad(print, std::string(flag) + " must be " + list + ", got '" + v + "'");
 }
 
+// A flag --help shows (the hidden test flags are not).
+static bool shown_flag(const std::string& a) {
+    const std::string u = train_usage();
+    for (size_t i = u.find(a); i != std::string::npos; i = u.find(a, i + 1)) {
+        const char after = i + a.size() < u.size() ? u[i + a.size()] : ' ';
+        if ((i == 0 || u[i - 1] == ' ') && !isalnum((unsigned char)after) && after != '-' && after != '_') return true;
+    }
+    return false;
+}
+
 TrainOptions parse_train_options(int argc, char** argv, bool print) {
     TrainOptions o;
     const int big = 1 << 30;
@@ -185,7 +243,11 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         if (switch_flag({"--op-times"})) { o.op_times = true; continue; }
         if (switch_flag({"--skip-bad-steps"})) { o.skip_bad_steps = true; continue; }
         if (switch_flag({"--use-distributed-optimizer"})) { o.distributed_optimizer = true; continue; }
-        if (!has_inline && i + 1 >= argc) bad(print, "unknown flag or missing value: " + a);
+        if (switch_flag({"--override-opt_param-scheduler"})) { o.override_schedule = true; continue; }
+        if (switch_flag({"--use-checkpoint-opt_param-scheduler"})) { o.checkpoint_schedule = true; continue; }
+        if (switch_flag({"--offload-activations", "--cpu-offloading"})) { o.offload = o.offload.empty() ? "layers" : o.offload; continue; }
+        if (!has_inline && i + 1 >= argc)
+            bad(print, shown_flag(a) ? a + " needs a value" : "unknown flag " + a + did_you_mean(a, train_usage()));
         const char* v = has_inline ? inline_value.c_str() : argv[++i];
         const char* f = a.c_str();
         if (flag({"--device"})) o.device = one_of(print, f, v, {"auto", "cpu", "cuda"});
@@ -256,19 +318,32 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
         else if (flag({"--save-every"})) o.save_every = (int)to_int(print, f, v, 1, big);
         else if (flag({"--resume"})) o.resume = v;
         else if (flag({"--exit-interval"})) o.exit_interval = (int)to_int(print, f, v, 1, big);
+        // ---- ZeRO stages and activation offloading (parallel/zero_sharding.h, recompute/activation_offload.h) ----
         else if (flag({"--zero"})) {
-            const long long z = to_int(print, f, v, 0, 3);
-            if (z > 1) bad(print, "--zero " + std::string(v) + ": only stage 1 exists (the optimizer states sharded); ZeRO-2/3 "
-                                  "(gradients, weights) are not implemented; use --zero 1");
-            zero_stage = (int)z;
+            const int z = (int)to_int(print, f, v, 0, 3);
+            if (zero_stage >= 0 && z != zero_stage) bad(print, "--zero " + std::string(v) + " contradicts --zero " + std::to_string(zero_stage) +
+                                                                " (or --data-parallel-sharding-strategy): give one stage");
+            zero_stage = z;
+        } else if (flag({"--data-parallel-sharding-strategy"})) {  // Megatron-FSDP's names for the same stages
+            const std::string k = one_of(print, f, v, {"no_shard", "optim", "optim_grads", "optim_grads_params"});
+            const int z = k == "no_shard" ? 0 : k == "optim" ? 1 : k == "optim_grads" ? 2 : 3;
+            if (zero_stage >= 0 && z != zero_stage) bad(print, a + " " + k + " (ZeRO-" + std::to_string(z) + ") contradicts --zero " +
+                                                                std::to_string(zero_stage) + ": give one stage");
+            zero_stage = z;
+        } else if (flag({"--cpu-offloading-num-layers", "--offload-layers"})) {
+            o.offload_layers = (int)to_int(print, f, v, 0, 4096);
+            o.offload = "layers";
+        } else if (flag({"--offload-beyond-in-flight"})) {
+            o.offload_beyond = strcmp(v, "last-stage") ? (int)to_int(print, f, v, 0, big) : -1;
+            o.offload = "in-flight";
         }
         else if (flag({"--inject-nan-at-step"})) o.inject_nan_at_step = (int)to_int(print, f, v, 1, big);
-        else if (flag({"--stop-stage-at"})) {  // tests (hidden): S:N, model/test_hooks.h
+        else if (flag({"--stop-stage-at"})) {  // tests (hidden): S:N, layers/test_hooks.h
             char tail = 0;
             if (sscanf(v, "%d:%d%c", &o.stop_stage, &o.stop_stage_at_step, &tail) != 2 || o.stop_stage < 0 || o.stop_stage_at_step < 1)
                 bad(print, std::string("--stop-stage-at expects STAGE:STEP (a stage >= 0, a step >= 1), got '") + v + "'");
         }
-        else bad(print, "unknown flag " + a);
+        else bad(print, "unknown flag " + a + did_you_mean(a, train_usage()));
     }
     if (min_lr >= 0) {
         if (min_lr > o.lr) bad(print, "--min-lr " + std::to_string(min_lr) + " is above --lr " + std::to_string(o.lr));
@@ -278,6 +353,16 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
     if (zero_stage == 0 && o.distributed_optimizer)
         bad(print, "--zero 0 contradicts --use-distributed-optimizer (the same as --zero 1): give one of them");
     if (zero_stage == 1) o.distributed_optimizer = true;
+    o.zero_stage = std::max(zero_stage, o.distributed_optimizer ? 1 : 0);  // ZeRO-2/3 shard the optimizer too
+    // Whose learning-rate schedule a resumed run follows (Megatron-LM's two flags; train/run.cu applies them).
+    if (o.override_schedule && o.checkpoint_schedule)
+        bad(print, "--override-opt_param-scheduler (this run's schedule) contradicts --use-checkpoint-opt_param-scheduler "
+                   "(the checkpoint's): give one of them");
+    if ((o.override_schedule || o.checkpoint_schedule) && o.resume.empty())
+        bad(print, std::string(o.override_schedule ? "--override-opt_param-scheduler" : "--use-checkpoint-opt_param-scheduler") +
+                   " goes with --resume DIR: it says whose learning-rate schedule a resumed run follows");
+    if (o.was_given("--cpu-offloading-num-layers") && o.was_given("--offload-beyond-in-flight"))
+        bad(print, "--cpu-offloading-num-layers and --offload-beyond-in-flight are two offloading policies: give one");
     if (o.resume == "auto" && o.checkpoint_dir.empty())
         bad(print, "--resume auto needs --checkpoint-dir DIR (where to look for a checkpoint and to save)");
     if (o.resume != "auto" && !o.resume.empty() && !o.checkpoint_dir.empty() && o.checkpoint_dir != o.resume && !o.init.empty())

@@ -26,6 +26,13 @@ struct TrainOptions {
     std::string recompute = "none";  // none | selective | full
     std::string attention = "unfused";  // unfused | flash (layers/attention.h, layers/flash_attention.h)
     bool distributed_optimizer = false;  // ZeRO-1: optimizer states sharded over DP (parallel/distributed_optimizer.h)
+    int zero_stage = 0;                  // 0..3: what is sharded over DP × CP (1: = distributed_optimizer;
+                                         // 2, 3: parallel/zero_sharding.h)
+    // Activation offloading (recompute/activation_offload.h): "" off, "layers" (each model chunk's first
+    // offload_layers layers, -1: all but its last), "in-flight" (the micro-batches a stage holds beyond
+    // offload_beyond, -1: beyond the last stage's count).
+    std::string offload;
+    int offload_layers = -1, offload_beyond = -1;
     // data
     std::string train_file = "data/generated/default/train.bin", val_file = "data/generated/default/val.bin";
     int batch = 8, seq = 64;          // global batch (sequences per step), sequence length
@@ -64,6 +71,12 @@ struct TrainOptions {
     std::string resume;          // continue from DIR/latest; "auto": from --checkpoint-dir's latest when there is one
                                  // (with --init FILE too: DIR/latest when it exists, else FILE; train/run.cu)
     bool resume_if_present = false;  // --resume auto, or --resume DIR with --init: DIR/latest only if it exists
+    // A resumed run's learning-rate schedule (Megatron-LM's flags): by default the flags must equal the
+    // checkpoint's; --override-opt_param-scheduler: this run's flags from the resumed step on (extending a run);
+    // --use-checkpoint-opt_param-scheduler: the checkpoint's, whatever the flags say (train/run.cu).
+    bool override_schedule = false, checkpoint_schedule = false;
+    int lr_decay_steps = 0;      // the cosine decays over steps 1..this (0: --steps); the checkpoint's under
+                                 // --use-checkpoint-opt_param-scheduler (no flag sets it)
     bool skip_bad_steps = false; // a non-finite loss or gradient norm skips the update instead of stopping
     int inject_nan_at_step = 0;  // tests (hidden): poison a gradient at this step
     int stop_stage = -1, stop_stage_at_step = 0;  // tests (hidden, --stop-stage-at S:N): stage S stops in step N

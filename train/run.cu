@@ -1,7 +1,6 @@
 // run.cu — setting a training run up (see run.h): each step refuses a bad input collectively (refuse_if),
 // and the layout is checked before anything is allocated.
 #include "run.h"
-#include "bookkeeping.h"
 
 #include <omp.h>
 #include <cblas.h>
@@ -15,6 +14,8 @@
 #include "../layers/trace.h"
 #include "../parallel/zero_bubble_schedule.h"
 #include "../model/model_file.h"
+#include "../model/offload_model.h"
+#include "../model/zero_model.h"
 #include "../parallel/comm.h"
 
 // Refuse a bad input on every rank together (run.h). Collective: every rank calls it at the same point, with ""
@@ -155,7 +156,11 @@ static GPTConfig read_model_config(const TrainOptions& opt, std::vector<float>& 
     if (!opt.resume.empty()) {
         refuse_if(checkpoint_dir_load(opt.resume, cfg, init_params, resumed, resumed_dir, err) ? "" : err);
     } else if (!opt.init.empty()) {
-        refuse_if(model_read(opt.init, cfg, init_params, err) ? "" : err);
+        std::string read_from;  // a checkpoint directory's model file (model/model_file.h)
+        refuse_if(model_read(opt.init, cfg, init_params, err, &read_from) ? "" : err);
+        if (!read_from.empty())
+            LOG0("--init %s: the weights of %s, without the training state (--resume with the checkpoint directory "
+                 "continues that run: its AdamW moments, data position and step)\n", opt.init.c_str(), read_from.c_str());
     } else {
         cfg.layers = opt.layers;
         cfg.heads = opt.heads;
@@ -211,6 +216,10 @@ static void pipeline_layout(Run& run) {
                                         std::to_string(per_stage) + " layers of a stage)"
                                   : " (set --num-microbatches or --micro-batch-size so that M = --batch / (b · dp) is a multiple of --pp)";
     refuse_if(problem);
+    // Activation offloading by layer (model/offload_model.h) counts a model chunk's layers.
+    const int chunk = per_stage / run.chunks;
+    refuse_if(opt.offload_layers <= chunk ? "" : "--cpu-offloading-num-layers " + std::to_string(opt.offload_layers) + " exceeds the " +
+              std::to_string(chunk) + " layers of a model chunk (L / pp / chunks)");
 }
 
 // The configuration a training state records (model/train_state.h): what must match to continue exactly.
@@ -223,6 +232,7 @@ static TrainState describe_run(const TrainOptions& o, const GPTConfig& cfg, cons
     s.attention = o.attention == "flash";
     s.seed = o.seed; s.shuffle = o.shuffle; s.batch = o.batch; s.seq = o.seq;
     s.steps = o.steps; s.warmup = o.warmup; s.lr_schedule = o.lr_schedule == "cosine";
+    s.lr_decay_steps = o.lr_decay_steps > 0 ? o.lr_decay_steps : o.steps;
     s.lr = o.lr; s.min_lr_frac = o.min_lr_frac; s.beta1 = o.beta1; s.beta2 = o.beta2; s.eps = o.eps;
     s.weight_decay = o.weight_decay; s.grad_clip = o.grad_clip; s.dropout = o.dropout;
     if (!o.checkpoint_dir.empty() || !o.resume.empty()) {
@@ -235,9 +245,13 @@ static TrainState describe_run(const TrainOptions& o, const GPTConfig& cfg, cons
 // --resume: check the saved state against this run (collectively: every rank reaches the same verdict),
 // then restore the AdamW moments and the data position. Returns the first step to run.
 static int restore_training_state(TrainState& saved, const std::string& step_dir, const TrainState& current, GPT& model,
-                                  DataLoader& train, int64_t* skipped) {
+                                  DataLoader& train, int64_t* skipped, bool override_schedule) {
     const std::string state_file = step_dir + "/state.bin";
-    refuse_if(train_state_mismatch(saved, current, state_file));
+    refuse_if(train_state_mismatch(saved, current, state_file, override_schedule));
+    if (override_schedule)
+        LOG0("note: --override-opt_param-scheduler: from step %lld on the learning rate follows this run's schedule (%s), "
+             "not the checkpoint's (%s)\n", (long long)saved.step + 1, schedule_description(current).c_str(),
+             schedule_description(saved).c_str());
     refuse_if(saved.data_position < train.num_batches ? "" : state_file + ": data position " +
               std::to_string(saved.data_position) + " is past the " + std::to_string(train.num_batches) + " batches of an epoch");
     std::string note = train_state_layout_note(saved, current);
@@ -256,8 +270,24 @@ void check_paths(Run& run) {
     check_path_flags(run.opt);
 }
 
+// --use-checkpoint-opt_param-scheduler: the resumed run's learning-rate schedule is the checkpoint's, whatever
+// the flags say (Megatron-LM's meaning); a cosine keeps decaying over the checkpoint's steps and stays at its
+// final rate past them. Before the model and the optimizer's constants are made from the flags.
+static void adopt_checkpoint_schedule(TrainOptions& opt, const TrainState& saved) {
+    if (!opt.checkpoint_schedule || opt.resume.empty()) return;
+    opt.lr = (float)saved.lr;
+    opt.min_lr_frac = (float)saved.min_lr_frac;
+    opt.warmup = saved.warmup;
+    opt.lr_schedule = saved.lr_schedule ? "cosine" : "constant";
+    opt.weight_decay = (float)saved.weight_decay;
+    opt.lr_decay_steps = saved.lr_decay_steps;
+    LOG0("note: --use-checkpoint-opt_param-scheduler: the learning rate follows the checkpoint's schedule (%s)\n",
+         schedule_description(saved).c_str());
+}
+
 void read_model_shape(Run& run) {
     run.cfg = read_model_config(run.opt, run.init_params, run.resumed, run.resumed_dir);
+    adopt_checkpoint_schedule(run.opt, run.resumed);
     check_shape_flags(run.opt, run.cfg);
     if (run.attention == Attention::Flash && run.device == Device::CUDA) {
         const int hd = run.cfg.channels / run.cfg.heads;
@@ -306,15 +336,33 @@ void make_model(Run& run) {
     const TrainOptions& opt = run.opt;
     run.alloc = std::make_unique<ActivationAllocator>(run.device);
     gpt_create(run.model, run.cfg, run.grid, run.ctx, *run.alloc, run.dtype, run.recompute, opt.dropout, opt.seed, run.chunks,
-               opt.distributed_optimizer);  // parallel/distributed_optimizer.h
+               opt.zero_stage);  // parallel/distributed_optimizer.h, parallel/zero_sharding.h
     run.model.schedule = run.schedule;
     run.model.attention = run.attention;
-    if (opt.distributed_optimizer && weight_ranks(run.grid) == 1)
-        LOG0("note: --use-distributed-optimizer with data-parallel size 1 changes nothing (one rank holds every optimizer state)\n");
+    if (opt.zero_stage > 0 && weight_ranks(run.grid) == 1)
+        LOG0("note: %s with data-parallel size 1 changes nothing (one rank holds every optimizer state)\n",
+             opt.zero_stage == 1 ? "--use-distributed-optimizer" : ("--zero " + std::to_string(opt.zero_stage)).c_str());
+    if (zero_sharded(run.model))  // model/zero_model.h
+        LOG0("ZeRO-%d: each of %d %s ranks keeps its piece of every unit (%zu layers%s): %lld of %lld local parameters' %s "
+             "(units padded by %lld)\n", opt.zero_stage, weight_ranks(run.grid), run.grid.cp > 1 ? "data- and context-parallel" : "data-parallel",
+             run.model.stage.layers.size(), run.model.sharded.edges >= 0 ? " and the edges" : "", (long long)run.model.sharded.shard,
+             (long long)run.model.n_params, opt.zero_stage == 2 ? "gradients and optimizer states" : "weights, gradients and optimizer states",
+             (long long)(run.model.sharded.padded - run.model.n_params));
     if (run.model.zero.on)
         LOG0("distributed optimizer: each of %d %s ranks keeps the optimizer states of %lld of %lld local parameters "
              "(padded by %lld)\n", weight_ranks(run.grid), run.grid.cp > 1 ? "data- and context-parallel" : "data-parallel",
              (long long)run.model.zero.shard, (long long)run.model.n_params, (long long)(run.model.zero.padded - run.model.n_params));
+    if (!opt.offload.empty()) {  // activation offloading (model/offload_model.h)
+        OffloadPolicy policy;
+        policy.kind = opt.offload == "layers" ? OffloadPolicy::Layers : OffloadPolicy::InFlight;
+        policy.layers = opt.offload_layers, policy.beyond = opt.offload_beyond;  // (the count checked: pipeline_layout)
+        offload_configure(run.model, policy);
+        if (policy.kind == OffloadPolicy::InFlight && policy.beyond < 0 && run.grid.pp == 1)
+            LOG0("note: --offload-beyond-in-flight last-stage with one pipeline stage moves nothing (it is the last stage)\n");
+        if (policy.kind == OffloadPolicy::Layers && (policy.layers == 0 || (policy.layers < 0 && run.model.stage.layers_per_chunk == 1)))
+            LOG0("note: activation offloading moves no layer (a model chunk of %d layer%s, %d offloaded)\n", run.model.stage.layers_per_chunk,
+                 run.model.stage.layers_per_chunk == 1 ? "" : "s", policy.layers < 0 ? 0 : policy.layers);
+    }
     if (run.init_params.empty()) gpt_init_random(run.model, opt.seed);
     else gpt_load_full(run.model, run.init_params.data());
     run.init_params.clear();
@@ -326,7 +374,7 @@ void make_model(Run& run) {
                               run.attention, run.grid.cp);
     run.optim.beta1 = opt.beta1; run.optim.beta2 = opt.beta2; run.optim.eps = opt.eps;
     run.optim.weight_decay = opt.weight_decay; run.optim.grad_clip = opt.grad_clip;
-    // Tests only (hidden flags): model/test_hooks.h.
+    // Tests only (hidden flags): layers/test_hooks.h.
     g_test_hooks.inject_nan_at_step = opt.inject_nan_at_step;
     g_test_hooks.stop_stage = opt.stop_stage;
     g_test_hooks.stop_stage_at_step = opt.stop_stage_at_step;
@@ -339,7 +387,8 @@ void resume_or_start(Run& run) {
     run.state.schedule = (int)run.schedule;
     run.state.chunks = run.chunks;
     if (!opt.resume.empty())
-        run.start_step = restore_training_state(run.resumed, run.resumed_dir, run.state, run.model, run.train, &run.skipped_steps);
+        run.start_step = restore_training_state(run.resumed, run.resumed_dir, run.state, run.model, run.train, &run.skipped_steps,
+                                                opt.override_schedule);
 }
 
 static void open_trace(Run& run);
@@ -378,6 +427,40 @@ static void open_trace(Run& run) {
     trace_sync_context(&run.ctx);
 }
 
+// The ideal bubble of `run`'s schedule at M micro-batches per step.
+static double bubble_at(const Run& run, int M, std::string* formula) {
+    const int p = run.grid.pp;
+    if (!is_zero_bubble(run.schedule)) {
+        *formula = "(p-1)/(m*M)";
+        return pipe_ideal_bubble(p, M, run.chunks);
+    }
+    *formula = M >= p ? "(p-1)/(3M) at T_F = T_B = T_W" : "(2p-1-M)/(3M) at T_F = T_B = T_W";
+    const BubbleSchedule s = run.schedule == PipeSchedule::ZeroBubbleH1 ? BubbleSchedule::ZeroBubbleH1 : BubbleSchedule::ZeroBubbleH2;
+    return pipeline_bubble_rate(s, p, M, 1, 1, 1);
+}
+
+double ideal_bubble_rate(const Run& run, std::string* formula) { return bubble_at(run, run.micro_batches, formula); }
+
+// Fewer micro-batches than stages (M < p): most of the step is bubble. Say how large, and which flag lowers it,
+// with the bubble at the most micro-batches this batch allows (up to 4p; a multiple of p when interleaved).
+static void bubble_hint(const Run& run, double bubble) {
+    const int p = run.grid.pp, M = run.micro_batches, per_rank = run.opt.batch / run.grid.dp;
+    if (p == 1 || M >= p) return;
+    int best = M;
+    for (int m = M + 1; m <= std::min(per_rank, 4 * p); m++)
+        if (per_rank % m == 0 && (run.schedule != PipeSchedule::Interleaved || m % p == 0)) best = m;
+    std::string formula;
+    char then[16];
+    snprintf(then, sizeof then, "%.2f", bubble_at(run, best, &formula));
+    std::string how = best > M ? "--num-microbatches " + std::to_string(best) + " (or --micro-batch-size " + std::to_string(per_rank / best) +
+                                     ") would make it " + then
+                               : "raise --batch (now " + std::to_string(run.opt.batch) + ") so that each data-parallel rank's " +
+                                     std::to_string(per_rank) + " sequences split into at least " + std::to_string(p) +
+                                     " micro-batches, then set --num-microbatches";
+    LOG0("note: %d micro-batch%s for %d pipeline stages: the ideal bubble is %.2f (idle over busy time), most of the step; more "
+         "micro-batches lower it: %s\n", M, M == 1 ? "" : "es", p, bubble, how.c_str());
+}
+
 void print_startup(const Run& run) {
     const TrainOptions& opt = run.opt;
     const GPTConfig& cfg = run.cfg;
@@ -401,6 +484,7 @@ void print_startup(const Run& run) {
              run.grid.pp, cfg.layers / run.grid.pp, pipe_schedule_name(run.schedule), is_zero_bubble(run.schedule) ? " (B and W split)" : "",
              chunks, run.micro_batches, formula.c_str(), bubble, run.schedule == PipeSchedule::ZeroBubbleH2
                  ? " (the step's synchronous end keeps it: 0 needs an optimizer that does not synchronize)" : "");
+        bubble_hint(run, bubble);
     }
     const int per_rank = opt.batch / run.grid.dp, M = run.micro_batches;
     char micro[96] = "";

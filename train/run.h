@@ -87,5 +87,9 @@ void resume_or_start(Run& run);
 void open_log(Run& run);
 // What runs: the model, the layout, the batch, and the activation memory the paper's formulas predict.
 void print_startup(const Run& run);
+// The schedule's ideal bubble rate (idle over busy time; every op of a chunk equally long, communication free)
+// and its formula, for the log: (p-1)/(m*M) for AFAB, 1F1B and interleaved (pipe_ideal_bubble); under a
+// zero-bubble schedule recompute/formulas.h's at T_F = T_B = T_W (with the synchronous step end; M < p too).
+double ideal_bubble_rate(const Run& run, std::string* formula);
 // Free what the set-up made, in reverse order (the allocator goes with `run`, after MPI_Finalize).
 void free_run(Run& run);

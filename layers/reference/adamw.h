@@ -6,6 +6,7 @@
 //   m̂      = m / (1 − β1^t),          v̂ = v / (1 − β2^t)     (bias corrections, t = step from 1)
 //   param −= lr · ( m̂ / (sqrt(v̂) + eps) + weight_decay · param )
 //   Σ x²   over a tensor, in double
+//   acc   += x, element by element (add_inplace: one float addition each, so the fast paths must match bitwise)
 //
 // In double; T is the storage of param, m and v (float like the op's fp32 master weights and moments, or
 // double for a test's oracle across steps). Host only: the tests check the fast CPU path and the CUDA
@@ -32,4 +33,8 @@ inline double ref_sum_of_squares(const float* x, int64_t n) {
     double s = 0;
     for (int64_t i = 0; i < n; i++) s += (double)x[i] * x[i];
     return s;
+}
+
+inline void ref_add(float* acc, const float* x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) acc[i] += x[i];
 }

@@ -36,3 +36,44 @@ add_test(NAME paper_path_planted_sideways
          COMMAND bash ${CMAKE_SOURCE_DIR}/test/expect_error.sh "includes what lies beyond the paper"
                  bash ${CMAKE_SOURCE_DIR}/test/docs/paper_path.sh ${CMAKE_SOURCE_DIR} ${MM_PLANTED}/paper_path_sideways.txt)
 set_tests_properties(paper_path paper_path_planted_sideways PROPERTIES LABELS unit TIMEOUT 60)
+
+# The floors and the circles (test/docs/layering.sh). Negative controls: planted trees in the build folder, one
+# whose layers/ includes model/, one where two files include each other's headers; each must fail on that.
+add_test(NAME layering COMMAND bash ${CMAKE_SOURCE_DIR}/test/docs/layering.sh ${CMAKE_SOURCE_DIR})
+file(WRITE ${MM_PLANTED}/layering_floor/layers/op.cu "#include \"../model/gpt.h\"\n")
+file(WRITE ${MM_PLANTED}/layering_floor/model/gpt.h "#pragma once\n")
+file(WRITE ${MM_PLANTED}/layering_circle/train/run.cu "#include \"bookkeeping.h\"\n")
+file(WRITE ${MM_PLANTED}/layering_circle/train/bookkeeping.cu "#include \"run.h\"\n")
+add_test(NAME layering_planted_floor
+         COMMAND bash ${CMAKE_SOURCE_DIR}/test/expect_error.sh --exit 1 "layers/op.cu includes a floor above it"
+                 bash ${CMAKE_SOURCE_DIR}/test/docs/layering.sh ${MM_PLANTED}/layering_floor)
+add_test(NAME layering_planted_circle
+         COMMAND bash ${CMAKE_SOURCE_DIR}/test/expect_error.sh --exit 1 "a circle: bookkeeping and run include each other"
+                 bash ${CMAKE_SOURCE_DIR}/test/docs/layering.sh ${MM_PLANTED}/layering_circle)
+# A line over 120 characters in a file of the paper's path fails paper_path (a planted file and section).
+string(REPEAT "x" 121 MM_LONG)
+file(WRITE ${MM_PLANTED}/long_line.h "// ${MM_LONG}\n")
+file(WRITE ${MM_PLANTED}/paper_path_long_line.txt
+     "## Read the paper in the code\n\n| files | paper | what |\n|---|---|---|\n| `${MM_PLANTED}/long_line.h` | §2 | planted |\n")
+add_test(NAME paper_path_planted_long_line
+         COMMAND bash ${CMAKE_SOURCE_DIR}/test/expect_error.sh --exit 1 "long_line.h has lines over 120 characters: line.s. 1"
+                 bash ${CMAKE_SOURCE_DIR}/test/docs/paper_path.sh ${CMAKE_SOURCE_DIR} ${MM_PLANTED}/paper_path_long_line.txt)
+set_tests_properties(layering layering_planted_floor layering_planted_circle paper_path_planted_long_line
+                     PROPERTIES LABELS unit TIMEOUT 60)
+
+# The README's commands as written (test/docs/readme_commands.py): make train builds what Quick start says, every
+# flag of a README command is in its program's --help, every Python line uses the interpreter make deps installs
+# for. Needs the programs (built by make test).
+add_test(NAME readme_commands COMMAND python3 ${CMAKE_SOURCE_DIR}/test/docs/readme_commands.py ${CMAKE_SOURCE_DIR}
+         ${CMAKE_BINARY_DIR})
+set_tests_properties(readme_commands PROPERTIES LABELS unit TIMEOUT 60)
+# Negative control: a planted README (beside the real Makefile) whose Quick start names the right programs but
+# whose commands give train_gpt a flag it does not have and run a Python line with another interpreter.
+set(MM_README README)  # the file name assembled, so that this file names no Markdown file outside the tree
+file(WRITE ${MM_PLANTED}/readme_root/${MM_README}.md
+     "## Quick start\n\nbuilds the trainer `build/train_gpt`, `build/prepare_data`, `build/generate`, `build/draw_pipeline`, for this machine\n\n```\nbuild/train_gpt --frobnicate 3\npython3 -c \"import torch\"\n```\n")
+configure_file(${CMAKE_SOURCE_DIR}/Makefile ${MM_PLANTED}/readme_root/Makefile COPYONLY)
+add_test(NAME readme_commands_planted
+         COMMAND bash ${CMAKE_SOURCE_DIR}/test/expect_error.sh --exit 1 "build/train_gpt --frobnicate: not a flag"
+                 python3 ${CMAKE_SOURCE_DIR}/test/docs/readme_commands.py ${MM_PLANTED}/readme_root ${CMAKE_BINARY_DIR})
+set_tests_properties(readme_commands_planted PROPERTIES LABELS unit TIMEOUT 60)

@@ -9,7 +9,10 @@
 #     Eq. 5 (each row's first mention may repeat the row before, never go back);
 #  3. call down only: include none of the headers of what lies beyond the paper (context parallelism, the
 #     pipeline executor and its messages, the distributed optimizer, point-to-point, checkpoints and the
-#     training state, Hugging Face files, the test hooks) and read no environment variable.
+#     training state, Hugging Face files, the test hooks, the other memory reports) and read no environment
+#     variable;
+#  4. keep every line within 120 characters.
+# Also prints the lines of the rest of the tree (the README says how it counts them).
 # Prints each file with its lines and the total, then one line per problem; exit 1 when there is any.
 set -u
 root=${1:?usage: paper_path.sh SOURCE_ROOT [README]}
@@ -21,7 +24,7 @@ rows=$(grep -E '^\| `' <<< "$section")
 files=$(awk -F'|' '{print $2}' <<< "$rows" | grep -oE '`[^`]+`' | tr -d '`')
 [ -n "$files" ] || { echo "paper_path: the section's table lists no files"; exit 1; }
 problems=0 total=0
-forbidden='context_parallel\.h|pipeline_step\.h|pipeline_ops\.h|distributed_optimizer\.h|point_to_point\.h|checkpoint\.h|train_state\.h|hf_gpt2\.h|safetensors\.h|test_hooks\.h'
+forbidden='context_parallel\.h|pipeline_step\.h|pipeline_ops\.h|distributed_optimizer\.h|point_to_point\.h|checkpoint\.h|train_state\.h|hf_gpt2\.h|safetensors\.h|test_hooks\.h|other_reports\.h'
 for f in $files; do
     if [ ! -f "$f" ]; then echo "paper_path: $f is listed but does not exist"; problems=$((problems + 1)); continue; fi
     n=$(wc -l < "$f"); total=$((total + n)); printf '%6d  %s\n' "$n" "$f"
@@ -29,8 +32,18 @@ for f in $files; do
     [ -n "$bad" ] && { echo "paper_path: $f includes what lies beyond the paper: $bad"; problems=$((problems + 1)); }
     env=$(grep -n 'getenv' "$f")
     [ -n "$env" ] && { echo "paper_path: $f reads the environment: $env"; problems=$((problems + 1)); }
+    long=$(LC_ALL=C.UTF-8 grep -nE '^.{121,}' "$f" | cut -d: -f1 | tr '\n' ' ')
+    [ -n "$long" ] && { echo "paper_path: $f has lines over 120 characters: line(s) $long"; problems=$((problems + 1)); }
 done
 printf '%6d  total (at most 2000)\n' "$total"
+# The rest, for the README's sentence about it: every other tracked source line, and the tests.
+if command -v git >/dev/null 2>&1 && git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    sources=$(git ls-files '*.cu' '*.cuh' '*.h' '*.cpp' '*.cc' '*.py' '*.sh' '*.cmake' | grep -vxF -f <(tr ' ' '\n' <<< "$files"))
+    tests=$(grep -E '^test/' <<< "$sources" | tr '\n' '\0' | xargs -0 -r cat | wc -l)
+    rest=$(grep -vE '^test/' <<< "$sources" | tr '\n' '\0' | xargs -0 -r cat | wc -l)
+    printf '%6d  the rest: the ops, the trainer and what came after the paper (sources, tools, benchmarks)\n' "$rest"
+    printf '%6d  the tests (test/, the emulator included)\n' "$tests"
+fi
 [ "$total" -le 2000 ] || { echo "paper_path: the path is $total lines, more than 2,000"; problems=$((problems + 1)); }
 # The paper's order, by the section each row names first (leftmost in its second column).
 order="§2 §4.2.2 §5 Table_2 Eq._5"

@@ -47,8 +47,21 @@ emu_trainer_test(emu_trainer_pp2_interleaved 2 fp32 --pp 2 --pipeline-schedule i
 emu_trainer_test(emu_trainer_pp2_zbh1 2 fp32 --pp 2 --pipeline-schedule zb-h1 --micro-batch-size 1)
 emu_trainer_test(emu_trainer_cp2 2 fp32 --cp 2)
 emu_trainer_test(emu_trainer_dp2_distributed_optimizer 2 fp32 --use-distributed-optimizer)
+emu_trainer_test(emu_trainer_pp2_zero3_offload_first_stage 4 bf16 --pp 2 --zero 3 --micro-batch-size 1
+                 --offload-beyond-in-flight last-stage)
 
 # Negative control: ring attention without its event wait fails the CP equivalence (trainer_cp_without_wait.sh).
 add_test(NAME emu_cp_ring_without_wait_fails COMMAND bash ${EMU_DIR}/trainer_cp_without_wait.sh "${MPIEXEC_EXECUTABLE}"
          $<TARGET_FILE:test_equivalence>)
 set_tests_properties(emu_cp_ring_without_wait_fails PROPERTIES LABELS gpu TIMEOUT 600 ENVIRONMENT "${EMU_ENV}")
+
+# bf16 flash attention on tensor cores (layers/flash_attention_tc.cu) through the whole trainer, at head dimension
+# 64 (--hidden 128 --heads 2 after the script's own flags: the last one wins), at the layouts that cut attention
+# differently: one rank, a rank's heads (tp 2 + SP), a stage's layers (pp 2, 1F1B) and ring attention's blocks
+# (cp 2: the same kernels on each block), the last two with dropout 0.1 (the masks of the CPU path, drawn at global
+# positions). emu_trainer_bf16_flash above is one rank at head dimension 16.
+emu_trainer_test(emu_trainer_bf16_flash_hd64 1 bf16 --attention flash --hidden 128 --heads 2)
+emu_trainer_test(emu_trainer_bf16_flash_tp2_sp 2 bf16 --attention flash --hidden 128 --heads 2 --tp 2 --sp)
+emu_trainer_test(emu_trainer_bf16_flash_pp2 2 bf16 --attention flash --hidden 128 --heads 2 --pp 2
+                 --pipeline-schedule 1f1b --micro-batch-size 1 --dropout 0.1)
+emu_trainer_test(emu_trainer_bf16_flash_cp2 2 bf16 --attention flash --hidden 128 --heads 2 --cp 2 --dropout 0.1)

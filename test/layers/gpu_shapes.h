@@ -45,6 +45,23 @@ inline constexpr FlashGpuCase kFlashGpuCases[] = {
     {2100, 1, 1, 32, 0, 1, 1, 2, kBF16Only},
 };
 
+// Flash attention on tensor cores (bf16 only: layers/flash_attention_tc.cu; test_flash_attention --gpu-tc): out,
+// lse and dqkv against the CPU path and the reference, p = 0 and 0.1, twice for the same bits. S 1 (less than one
+// fragment row), 63, 64, 65 (one query and key tile of 64, less, exactly, one more), 1000 and 1024 (many tiles,
+// the last partial or whole); HD 64 and 128 with each S (tiles by cp.async); heads 1 to 25, with a TP rank's heads
+// of a DP rank's batches. Batch and heads per case are kept small where S is large: the emulated GPU runs these
+// in CI. The last case's HD 37 is odd, not a multiple of 8 bf16 (16 bytes): its tiles come by plain loads, not
+// cp.async. (kFlashGpuCases's bf16 cases and the ring blocks' run the same kernels at HD 16 to 128.)
+inline constexpr FlashGpuCase kFlashTcGpuCases[] = {
+    {1, 2, 25, 64, 0, 2, 0, 25, kBF16Only},     {1, 1, 3, 128, 1, 3, 2, 6, kBF16Only},
+    {63, 2, 3, 64, 1, 3, 0, 3, kBF16Only},      {63, 1, 7, 128, 0, 1, 5, 12, kBF16Only},
+    {64, 2, 2, 64, 0, 2, 1, 4, kBF16Only},      {64, 1, 3, 128, 0, 1, 0, 3, kBF16Only},
+    {65, 1, 5, 64, 0, 1, 0, 5, kBF16Only},      {65, 2, 1, 128, 1, 4, 0, 1, kBF16Only},
+    {1000, 1, 1, 64, 0, 1, 1, 2, kBF16Only},    {1000, 1, 1, 128, 0, 1, 0, 1, kBF16Only},
+    {1024, 1, 1, 64, 0, 1, 0, 1, kBF16Only},    {1024, 1, 1, 128, 0, 2, 0, 1, kBF16Only},
+    {65, 2, 2, 37, 0, 2, 0, 2, kBF16Only},
+};
+
 // Ring attention's blocks (test_flash_attention --gpu): flash_block_forward, flash_block_merge and
 // flash_block_backward against the CPU, p = 0 and 0.1, Q in rows of 3C and K, V in rows of 2C, lse rows
 // lse_ld = Sq + 5 apart, the accumulators of the backward holding earlier blocks' values. A block on the

@@ -10,9 +10,12 @@ mm_test(test_linear SOURCES test/layers/test_linear.cu MODULES linear weight_gra
 mm_test(test_gpu_linear EXE test_linear LABELS gpu ARGS --gpu)
 mm_test(test_attention SOURCES test/layers/test_attention.cu MODULES attention matmul runtime LABELS unit ARGS --cpu)
 mm_test(test_gpu_attention EXE test_attention LABELS gpu ARGS --gpu)
-mm_test(test_flash_attention SOURCES test/layers/test_flash_attention.cu MODULES flash_attention attention matmul runtime
-        LABELS unit ARGS --cpu)
+mm_test(test_flash_attention SOURCES test/layers/test_flash_attention.cu MODULES flash_attention flash_attention_tc
+        attention matmul runtime LABELS unit ARGS --cpu)
 mm_test(test_gpu_flash_attention EXE test_flash_attention LABELS gpu ARGS --gpu)
+# The bf16 kernels on tensor cores (layers/flash_attention_tc.cu) over the issue's shapes (gpu_shapes.h,
+# kFlashTcGpuCases), apart from --gpu so that the two can run side by side.
+mm_test(test_gpu_flash_attention_tc EXE test_flash_attention LABELS gpu ARGS --gpu-tc)
 mm_test(test_embedding SOURCES test/layers/test_embedding.cu MODULES embedding runtime LABELS unit ARGS --cpu)
 mm_test(test_gpu_embedding EXE test_embedding LABELS gpu ARGS --gpu)
 mm_test(test_cross_entropy SOURCES test/layers/test_cross_entropy.cu MODULES cross_entropy runtime LABELS unit
@@ -36,3 +39,24 @@ mm_test(test_gpu_runtime EXE test_runtime LABELS gpu ARGS --gpu)
 # the choices are host functions, so this runs without a GPU.
 mm_test(test_kernel_coverage SOURCES test/layers/test_kernel_coverage.cu MODULES attention layernorm linear weight_grad_queue activation_allocator matmul
         runtime LABELS unit)
+# The tensor-core wrappers (layers/mma.cuh; on the emulated GPU, test/emulator/include/mma.cuh): --cpu checks this
+# test's own transcription of the PTX ISA's fragment layouts, --gpu each wrapper against plain matrix products.
+# The test includes "mma.cuh" by its plain name, as the kernels do: from layers/ here, and in the emulated build
+# the emulator's copy, whose folder comes first on that build's include path.
+mm_test(test_mma SOURCES test/layers/test_mma.cu MODULES runtime LABELS unit ARGS --cpu)
+mm_test(test_gpu_mma EXE test_mma LABELS gpu ARGS --gpu)
+target_include_directories(test_mma PRIVATE ${CMAKE_SOURCE_DIR}/layers)
+if(MM_EMULATED)
+  # Negative controls of the emulation (test/emulator/expect_failure.sh: exit 1, a failed check, AND the reason):
+  # a kernel that assumes another fragment layout than the ISA's computes a wrong product; a tile read before its
+  # cp.async.wait_group is not the copied one (the emulated copies land at the wait).
+  add_test(NAME emu_mma_wrong_fragment_layout_fails COMMAND bash ${CMAKE_SOURCE_DIR}/test/emulator/expect_failure.sh 60 1
+           "FAIL .*test_mma.cu:[0-9]+: .*A's registers 1 and 2 swapped == C \\+ A·B: worst error"
+           $<TARGET_FILE:test_mma> --gpu-wrong-layout)
+  add_test(NAME emu_cp_async_without_wait_fails COMMAND bash ${CMAKE_SOURCE_DIR}/test/emulator/expect_failure.sh 60 1
+           "FAIL .*test_mma.cu:[0-9]+: .*cp_async_16 read before cp_async_wait: [0-9]+ bytes not"
+           $<TARGET_FILE:test_mma> --gpu-cp-async-without-wait)
+  set_tests_properties(emu_mma_wrong_fragment_layout_fails emu_cp_async_without_wait_fails PROPERTIES
+    LABELS emulator TIMEOUT 120
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+endif()

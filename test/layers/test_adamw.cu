@@ -3,14 +3,17 @@
 //
 // The plain math both paths are held to: layers/reference/adamw.h.
 // CPU checks: AdamW against the reference (its state in double) for 3 steps, with f32 and bf16 gradients (a
-// zero gradient on the first step: only weight decay moves it); sum_of_squares against the reference's
-// double sum over several of the CPU's fixed chunks and a ragged end, the batched sums_of_squares giving the
-// same bits as one call per tensor, scale_inplace; sum_of_squares gives the same bits with 1 and 3 OpenMP
-// threads (so the gradient clipping of a run does not depend on the machine).
+// zero gradient on the first step: only weight decay moves it); no common-factor error in the step over
+// t = 1..64 at β2 = 0.999 (the bias corrections in double, check_bias_correction; also on the GPU);
+// sum_of_squares against the reference's double sum over several of the CPU's fixed chunks and a ragged end,
+// the batched sums_of_squares giving the same bits as one call per tensor, scale_inplace, add_inplace (bitwise
+// the reference); sum_of_squares gives the same bits with 1 and 3 OpenMP threads (so the gradient clipping of a
+// run does not depend on the machine).
 // The fused update (adamw_update_fused: AdamW plus the bf16 compute copy in one pass) against adamw_update
 // followed by tensor_convert, bitwise, on the CPU and on the GPU (where it is also checked against the CPU).
 // GPU checks, f32 and bf16 gradients: 3 AdamW steps and sum_of_squares (fp64 accumulation, bitwise
-// reproducible; single and batched) against the CPU and the reference, scale_inplace against the CPU.
+// reproducible; single and batched) against the CPU and the reference, scale_inplace against the CPU, add_inplace
+// bitwise the CPU.
 #include <omp.h>
 #include <cstdint>
 #include "layers/adamw.h"
@@ -69,6 +72,13 @@ static void test_sum_of_squares_and_scale(std::mt19937& rng) {
     for (int64_t i = 0; i < n; i++)
         if (s[i] != x[i] * 0.25f) bad++;
     CHECK(bad == 0, "scale_inplace: %d wrong", bad);
+    // add_inplace: one float addition per element, bitwise the reference's.
+    vf addend = random_vec(n, rng, -3.f, 3.f), want_sum = s;
+    ref_add(want_sum.data(), addend.data(), n);
+    Tensor u = cpu_tensor(DType::F32, addend);
+    add_inplace(g_cpu, t, u);
+    CHECK(memcmp(to_host(t).data(), want_sum.data(), n * sizeof(float)) == 0, "add_inplace differs from the reference");
+    tensor_free(u);
     tensor_free(t);
     Tensor e = tensor_alloc(Device::CPU, DType::F32, 0);
     CHECK(sum_of_squares(g_cpu, e) == 0.0, "sum_of_squares of an empty tensor");
@@ -84,6 +94,35 @@ static void test_sum_of_squares_and_scale(std::mt19937& rng) {
     tensor_free(ty);
     tensor_free(tyb);
     tensor_free(tx);
+}
+
+// The bias corrections 1 − β^t: at β2 = 0.999 and small t they cancel (1 − 0.999² = 0.002), and a float
+// β^t left its rounding in them whole: 1 − powf(0.999f, 2) is 6.7e-6 too small, and every element's step
+// was 3.3e-6 too short, all alike (issue 41). The update Δ of t = 1..64, from the same float moments,
+// against the reference's in double: the mean of Δ/Δref − 1 over 4096 elements (the rounding noise of each
+// element averages out to ~1e-9; a common factor does not) within 2e-7. The float bias corrections gave up
+// to 3.4e-6.
+static void check_bias_correction(Ctx& ctx, std::mt19937& rng) {
+    const int64_t n = 4096;
+    const float lr = 1e-3f, b1 = 0.9f, b2 = 0.999f, eps = 1e-8f;
+    double worst = 0;
+    int worst_t = 0;
+    for (int t = 1; t <= 64; t++) {
+        const vf g = random_vec(n, rng, -1e-3f, 1e-3f), m = random_vec(n, rng, -1e-3f, 1e-3f);
+        vf v = random_vec(n, rng, 0.5e-6f, 1.5e-6f);
+        std::vector<double> P(n, 0.0), M(m.begin(), m.end()), V(v.begin(), v.end());
+        ref_adamw_step(P.data(), g.data(), M.data(), V.data(), n, lr, b1, b2, eps, 0.f, t, 1.f);
+        Tensor tp = make_tensor(ctx.device, DType::F32, vf(n, 0.f)), tg = make_tensor(ctx.device, DType::F32, g);
+        Tensor tm = make_tensor(ctx.device, DType::F32, m), tv = make_tensor(ctx.device, DType::F32, v);
+        adamw_update(ctx, tp, tg, tm, tv, n, lr, b1, b2, eps, 0.f, t, 1.f);  // from 0: the new value is Δ
+        const vf d = to_host(tp);
+        double mean = 0;
+        for (int64_t i = 0; i < n; i++) mean += ((double)d[i] / P[i] - 1) / n;
+        if (std::fabs(mean) > std::fabs(worst)) worst = mean, worst_t = t;
+        free_all({&tp, &tg, &tm, &tv});
+    }
+    CHECK(std::fabs(worst) < 2e-7, "adamw [%s]: the update is off by a common factor %+.3g at step %d (the bias "
+          "corrections)", device_name(ctx.device), worst, worst_t);
 }
 
 // sum_of_squares gives the same bits with 1 and with 3 OpenMP threads (fixed order, not thread-count order).
@@ -148,6 +187,7 @@ static void check_fused_bitwise(Ctx& ctx, DType grad_dt, int64_t n, std::mt19937
 static void cpu_checks() {
     std::mt19937 rng(1235);
     test_adamw(rng);
+    check_bias_correction(g_cpu, rng);
     test_sum_of_squares_and_scale(rng);
     test_thread_independence(rng);
     for (DType dt : {DType::F32, DType::BF16}) check_fused_bitwise(g_cpu, dt, 70001, rng);
@@ -204,11 +244,16 @@ static void test_adamw_and_reductions(DType grad_dt, int64_t n, std::mt19937& rn
     scale_inplace(g_cpu, p.c, 0.3f);
     scale_inplace(g_gpu, p.g, 0.3f);
     check_close(to_host(p.g), to_host(p.c), 1e-5, 1e-6, "scale_inplace", "f32", (int)n, 1);
+    // add_inplace (ZeRO-2's accumulation of gradient pieces): the same float additions, bitwise.
+    add_inplace(g_cpu, p.c, p.c);
+    add_inplace(g_gpu, p.g, p.g);
+    CHECK(to_host(p.g) == to_host(p.c), "add_inplace [n=%lld]: the GPU's sums differ from the CPU's", (long long)n);
     free_all({&p, &m, &v, &x});
 }
 
 static void gpu_checks() {
     std::mt19937 rng(4321);
+    check_bias_correction(g_gpu, rng);
     for (DType dt : {DType::F32, DType::BF16}) {
         test_adamw_and_reductions(dt, 37 * 129, rng);
         test_adamw_and_reductions(dt, 1000 * 768 + 13, rng);

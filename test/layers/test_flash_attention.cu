@@ -22,6 +22,10 @@
 // equal the CPU's; the forward and the backward twice give identical bits. Ring attention's blocks
 // (gpu_shapes.h, kFlashBlockGpuCases): the block's o and lse, the merge, and the terms the backward adds,
 // against the CPU.
+// Tensor-core checks (--gpu-tc, label gpu): the bf16 kernels of layers/flash_attention_tc.cu over the shapes of
+// gpu_shapes.h's kFlashTcGpuCases (S 1 to 1024, HD 64 and 128, heads 1 to 25, p = 0 and 0.1) against the CPU path
+// and the reference, twice for the same bits; their keep bits through one-hot V and dO against the unfused mask.
+// (--gpu runs them too, on its bf16 cases and ring blocks: every bf16 call on a GPU goes to them.)
 #include <omp.h>
 #include <algorithm>
 #include <functional>
@@ -184,13 +188,14 @@ static void test_against_references(const AttnShape& sh) {
 
 // The keep bits, read out of the forward and the backward. HD = S: V[k] = e_k makes out[q] the row of
 // P_d = P ⊙ z/(1 − p); dO[q] = e_q makes dV[k] the column k of P_d. Every probability is > 0 (a softmax of
-// finite scores), so out[q][k] != 0 exactly where z(q, k) = 1.
-static void test_keep_bits(const AttnShape& sh, float p) {
+// finite scores), so out[q][k] != 0 exactly where z(q, k) = 1. The flash path runs on `dev` in `dt` (the GPU's
+// bf16 kernels: test_flash_tc_keep_bits), the unfused one on the CPU.
+static void test_keep_bits(const AttnShape& sh, float p, Device dev = Device::CPU, DType dt = DType::F32) {
     const int S = sh.S, B = sh.B, NH = sh.NH, HD = sh.HD, W = 3 * NH * HD;
     CHECK(HD == S, "test_keep_bits needs HD == S");
     const uint64_t seed = 7;
     const uint32_t stream = dropout_stream(1, kSiteAttnProbs);
-    std::vector<float> qkv = random_vec((size_t)S * B * W, g_rng, -0.5f, 0.5f);
+    std::vector<float> qkv = round_to(dt, random_vec((size_t)S * B * W, g_rng, -0.5f, 0.5f));
     std::vector<float> G((size_t)S * B * NH * HD, 0.f);
     for (int s = 0; s < S; s++)
         for (int b = 0; b < B; b++)
@@ -200,7 +205,8 @@ static void test_keep_bits(const AttnShape& sh, float p) {
                 G[(size_t)(s * B + b) * NH * HD + n * HD + s] = 1.f;
             }
     UnfusedRun un = unfused_run(qkv, G, sh, p, seed, stream);
-    FlashRun fl = flash_run(Device::CPU, DType::F32, qkv, G, sh, p, seed, stream);
+    FlashRun fl = flash_run(dev, dt, qkv, G, sh, p, seed, stream);
+    const char* where = dev == Device::CUDA ? "GPU" : "CPU";
     int64_t fwd_diff = 0, bwd_diff = 0, dropped = 0;
     for (int b = 0; b < B; b++)
         for (int n = 0; n < NH; n++)
@@ -213,10 +219,10 @@ static void test_keep_bits(const AttnShape& sh, float p) {
                     bwd_diff += bwd != kept;
                     dropped += !kept;
                 }
-    CHECK(fwd_diff == 0, "flash forward keep bits == the unfused attn_mask (S=%d, p=%g): %lld differ", S, p,
-          (long long)fwd_diff);
-    CHECK(bwd_diff == 0, "flash backward keep bits == the unfused attn_mask (S=%d, p=%g): %lld differ", S, p,
-          (long long)bwd_diff);
+    CHECK(fwd_diff == 0, "flash forward keep bits == the unfused attn_mask (%s %s, S=%d, p=%g): %lld differ", where,
+          dtype_name(dt), S, p, (long long)fwd_diff);
+    CHECK(bwd_diff == 0, "flash backward keep bits == the unfused attn_mask (%s %s, S=%d, p=%g): %lld differ", where,
+          dtype_name(dt), S, p, (long long)bwd_diff);
     if (p > 0) CHECK(dropped > 0, "p=%g drops something (S=%d)", p, S);
     else CHECK(dropped == 0, "p=0 keeps every probability (%lld dropped)", (long long)dropped);
 }
@@ -635,6 +641,67 @@ static void gpu_checks() {
     test_flash_block_gpu();
 }
 
+// ---- tensor cores (--gpu-tc): the bf16 kernels of layers/flash_attention_tc.cu over the issue's shapes --------
+
+// out, lse and dqkv of the bf16 kernels against the CPU path (bf16 storage, fp32 math) and against the reference
+// on the same rounded inputs. P and dS enter their products as bf16 (the CPU keeps them in fp32), so the GPU
+// differs from the CPU by about bf16's rounding: on the emulated GPU, norm-wise 1.8e-3 to 2.3e-3 for out and
+// 2.5e-3 to 3.2e-3 for dqkv, and the lse by at most 1e-6 (fp32 sums in another order); the bounds are about 3
+// and 10 times those (the real mma's rounding, layers/mma.cuh, moves fp32's last bits only). Forward and
+// backward twice: the same bits (dQ has one owner).
+static void test_flash_tc_shapes() {
+    for (const FlashGpuCase& c : kFlashTcGpuCases)
+        for (float p : {0.f, 0.1f}) {
+            const AttnShape sh = shape(c.S, c.B, c.NH, c.HD, c.b_offset, c.B_total, c.head_offset, c.NH_total);
+            const int W = 3 * sh.NH * sh.HD;
+            const std::vector<float> qkv = round_bf16(random_vec((size_t)sh.S * sh.B * W, g_rng, -1.5f, 1.5f));
+            const std::vector<float> G = round_bf16(random_vec((size_t)sh.S * sh.B * sh.NH * sh.HD, g_rng));
+            const uint32_t stream = dropout_stream(6, kSiteAttnProbs);
+            FlashRun cpu = flash_run(Device::CPU, DType::BF16, qkv, G, sh, p, 17, stream);
+            FlashRun gpu = flash_run(Device::CUDA, DType::BF16, qkv, G, sh, p, 17, stream);
+            const AttnRef ref = flash_ref(qkv, G, sh, p, 17, stream);
+            char what[112];
+            snprintf(what, sizeof what, "flash tensor cores S=%d B=%d NH=%d HD=%d heads %lld+ of %lld p=%g", sh.S, sh.B,
+                     sh.NH, sh.HD, (long long)sh.head_offset, (long long)sh.NH_total, p);
+            CHECK(norm_rel_err(gpu.out, cpu.out) < 6e-3, "%s: out vs cpu %g", what, norm_rel_err(gpu.out, cpu.out));
+            CHECK(max_abs_diff(gpu.lse, cpu.lse) < 1e-5 * (1 + rms(cpu.lse)), "%s: lse vs cpu %g", what,
+                  max_abs_diff(gpu.lse, cpu.lse));
+            CHECK(norm_rel_err(gpu.dqkv, cpu.dqkv) < 8e-3, "%s: dqkv vs cpu %g", what,
+                  norm_rel_err(gpu.dqkv, cpu.dqkv));
+            check_norm_vs_reference(std::string(what) + " out", DType::BF16, gpu.out, cpu.out, to_float(ref.out), 6e-3);
+            check_norm_vs_reference(std::string(what) + " dqkv", DType::BF16, gpu.dqkv, cpu.dqkv, to_float(ref.dqkv),
+                                    8e-3);
+            const std::vector<float> ref_lse = to_float(ref.lse);
+            CHECK(max_abs_diff(gpu.lse, ref_lse) < 2.1e-5 * (1 + rms(ref_lse)), "%s: lse vs the reference %g", what,
+                  max_abs_diff(gpu.lse, ref_lse));
+            FlashRun again = flash_run(Device::CUDA, DType::BF16, qkv, G, sh, p, 17, stream);
+            CHECK(bitwise_equal(again.out, gpu.out) && bitwise_equal(again.lse, gpu.lse) &&
+                      bitwise_equal(again.dqkv, gpu.dqkv),
+                  "%s: forward and backward twice give identical bits", what);
+        }
+}
+
+// The keep bits of the bf16 kernels, through one-hot V and dO (test_keep_bits), against the unfused mask. S 64:
+// tiles by cp.async; S 100: by plain loads (HD = 100 is not a multiple of 8), with a partial key tile.
+static void test_flash_tc_keep_bits() {
+    for (int S : {64, 100}) test_keep_bits(shape(S, 2, 2, S, 1, 3, 1, 4), 0.1f, Device::CUDA, DType::BF16);
+}
+
+static void gpu_tc_checks() {
+    g_rng.seed(9876);
+    test_flash_tc_shapes();
+    test_flash_tc_keep_bits();
+}
+
 int main(int argc, char** argv) {
+    if (argc == 2 && std::string(argv[1]) == "--gpu-tc") {  // label gpu, as --gpu (layers.cmake)
+        require_gpu_or_skip("test_flash_attention --gpu-tc");
+        g_cpu = ctx_create(Device::CPU);
+        g_gpu = ctx_create(Device::CUDA, 0);
+        gpu_tc_checks();
+        ctx_destroy(g_gpu);
+        ctx_destroy(g_cpu);
+        return test_finish("test_flash_attention --gpu-tc");
+    }
     return run_op_test(argc, argv, "test_flash_attention", g_cpu, g_gpu, cpu_checks, gpu_checks);
 }

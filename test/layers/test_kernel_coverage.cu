@@ -11,11 +11,13 @@
 //     naming the instantiation, when one is not reached.
 // Negative control: remove a shape from gpu_shapes.h (e.g. the attention case S = 300) and this test fails
 // with "not reached by any gpu test shape: softmax_vec<f32,2>"; remove the flash case HD = 128 and it fails
-// with "... flash<f32,128>" and "... flash<bf16,128>".
+// with "... flash<f32,128>" (bf16's flash_tc<bf16,128> is reached by the tensor-core cases too).
+#include <algorithm>
 #include <set>
 #include <string>
 #include "layers/attention.h"
 #include "layers/flash_attention.h"
+#include "layers/flash_attention_tc.h"
 #include "layers/layernorm.h"
 #include "test/layers/gpu_shapes.h"
 #include "test/test_util.h"
@@ -43,11 +45,13 @@ static bool ragged_blocks(int S) {
 static std::string ragged_name(DType dt) { return "softmax_vec<" + std::string(dn(dt)) + "> over ragged causal blocks"; }
 
 // Flash attention (flash_attention.cu): its forward, dK-dV and dQ kernels share one bound HDB on the head
-// dimension, so one name covers the three; "" for an HD no kernel takes (refused: --attention unfused). The
+// dimension, so one name covers the three; "" for an HD no kernel takes (refused: --attention unfused). bf16 runs
+// the tensor-core kernels (flash_attention_tc.cu, flash_attention_uses_tensor_cores), fp32 the scalar ones. The
 // D = rowsum(dO ⊙ O) kernel has only the dtype as template argument.
+static std::string flash_kind(DType dt) { return flash_attention_uses_tensor_cores(dt) ? "flash_tc" : "flash"; }
 static std::string flash_name(int HD, DType dt) {
     const int bound = flash_attention_hd_bound(HD);
-    return bound ? "flash<" + std::string(dn(dt)) + "," + std::to_string(bound) + ">" : "";
+    return bound ? flash_kind(dt) + "<" + std::string(dn(dt)) + "," + std::to_string(bound) + ">" : "";
 }
 static std::string flash_dot_name(DType dt) { return "flash_dot<" + std::string(dn(dt)) + ">"; }
 // Ring attention's blocks (flash_block_forward, flash_block_backward): the forward with an f32 output and the
@@ -55,7 +59,7 @@ static std::string flash_dot_name(DType dt) { return "flash_dot<" + std::string(
 // block forward is the whole-sequence one (output f32 either way), named here with the block kernels anyway.
 static std::string flash_block_name(int HD, DType dt) {
     const int bound = flash_attention_hd_bound(HD);
-    return bound ? "flash_block<" + std::string(dn(dt)) + "," + std::to_string(bound) + ">" : "";
+    return bound ? flash_kind(dt) + "_block<" + std::string(dn(dt)) + "," + std::to_string(bound) + ">" : "";
 }
 constexpr int kFlashMaxHD = 128;  // the largest head dimension the kernels take
 
@@ -123,9 +127,9 @@ static const Names kExpected = {
     "linear_broadcast<bf16,bf16>", "linear_broadcast<f32,bf16>",
     "convert_copy<f32>", "convert_copy<bf16>", "convert_kernel<bf16,f32>", "convert_kernel<f32,bf16>",
     "flash<f32,32>", "flash<f32,64>", "flash<f32,128>", "flash_dot<f32>",
-    "flash<bf16,32>", "flash<bf16,64>", "flash<bf16,128>", "flash_dot<bf16>",
+    "flash_tc<bf16,32>", "flash_tc<bf16,64>", "flash_tc<bf16,128>", "flash_dot<bf16>",
     "flash_block<f32,32>", "flash_block<f32,64>", "flash_block<f32,128>",
-    "flash_block<bf16,32>", "flash_block<bf16,64>", "flash_block<bf16,128>",
+    "flash_tc_block<bf16,32>", "flash_tc_block<bf16,64>", "flash_tc_block<bf16,128>",
 };
 
 // ---- 2. what the GPU tests reach ---------------------------------------------------------------------------
@@ -140,11 +144,15 @@ static Names reached() {
         }
         for (const LnGpuCase& c : kLayerNormGpuCases)
             if (runs_in(c.dtypes, dt)) n.insert(layernorm_name(c.C, dt));
-        for (const FlashGpuCase& c : kFlashGpuCases)
-            if (runs_in(c.dtypes, dt) && !flash_name(c.HD, dt).empty()) {
-                n.insert(flash_name(c.HD, dt));
-                n.insert(flash_dot_name(dt));
-            }
+        auto flash_cases = [&](const auto& cases) {
+            for (const FlashGpuCase& c : cases)
+                if (runs_in(c.dtypes, dt) && !flash_name(c.HD, dt).empty()) {
+                    n.insert(flash_name(c.HD, dt));
+                    n.insert(flash_dot_name(dt));
+                }
+        };
+        flash_cases(kFlashGpuCases);
+        flash_cases(kFlashTcGpuCases);
         for (const FlashBlockGpuCase& c : kFlashBlockGpuCases)
             if (runs_in(c.dtypes, dt) && !flash_block_name(c.HD, dt).empty()) {
                 n.insert(flash_block_name(c.HD, dt));
@@ -196,6 +204,23 @@ static void cpu_checks() {
     }
     for (const FlashGpuCase& c : kFlashGpuCases)
         CHECK(flash_attention_hd_bound(c.HD) != 0, "flash gpu shape HD = %d: no kernel takes it", c.HD);
+    // The tensor-core kernels' shapes (issue 42): S 1, 63, 64, 65, 1000, 1024, each at HD 64 and 128, in bf16;
+    // heads from 1 to 25; one HD whose rows are not whole 16-byte chunks (tiles by plain loads, not cp.async).
+    auto has_tc = [](int S, int HD) {
+        for (const FlashGpuCase& c : kFlashTcGpuCases)
+            if (c.S == S && c.HD == HD && runs_in(c.dtypes, DType::BF16)) return true;
+        return false;
+    };
+    for (int S : {1, 63, 64, 65, 1000, 1024})
+        for (int HD : {64, 128}) CHECK(has_tc(S, HD), "flash tensor-core gpu shape S = %d, HD = %d missing", S, HD);
+    int min_heads = 1 << 30, max_heads = 0;
+    bool plain_loads = false;
+    for (const FlashGpuCase& c : kFlashTcGpuCases) {
+        min_heads = std::min(min_heads, c.NH), max_heads = std::max(max_heads, c.NH);
+        plain_loads |= c.HD % 8 != 0;
+    }
+    CHECK(min_heads == 1 && max_heads == 25 && plain_loads,
+          "flash tensor-core gpu shapes: heads 1 to 25 (%d to %d), an HD not a multiple of 8", min_heads, max_heads);
     // Ring blocks: the cases the kernels' masks need (gpu_shapes.h) are all there.
     bool diag = false, full = false, no_key_rows = false, sq_ne_sk = false;
     for (const FlashBlockGpuCase& c : kFlashBlockGpuCases) {

@@ -111,17 +111,18 @@ mm_test(test_gpu_equivalence_sp EXE test_equivalence LABELS gpu NP 2 ARGS --tp 2
 mm_test(test_gpu_equivalence_pp2 EXE test_equivalence LABELS gpu NP 2 ARGS --tp 1 --pp 2 --micro 4 --device cuda)
 mm_test(test_gpu_equivalence_pp2_interleaved_bf16 EXE test_equivalence LABELS gpu NP 2 ARGS --tp 1 --pp 2 --chunks 2 --schedule interleaved --micro 2 --device cuda --dtype bf16 --steps 5)
 
-# Trainer command line: bad configurations exit non-zero with a message naming the numbers, no rank hangs.
+# Trainer command line: bad configurations exit 1 (2 for a bad flag) on every rank, no rank aborted or left
+# hanging, with a message naming the numbers.
 set(MM_EXPECT ${CMAKE_SOURCE_DIR}/test/expect_error.sh)
 set(MM_TRAIN $<TARGET_FILE:train_gpt> --device cpu --steps 1)
 function(mm_cli_error name regex)
-  add_test(NAME ${name} COMMAND ${MM_EXPECT} "${regex}" ${ARGN})
+  add_test(NAME ${name} COMMAND ${MM_EXPECT} --exit "1|2" "${regex}" ${ARGN})
   set_tests_properties(${name} PROPERTIES LABELS mpi ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
 endfunction()
 mm_cli_error(cli_tp3_4heads "--tp 3 does not divide 4 heads" ${MM_MPIRUN} -np 3 ${MM_TRAIN} --tp 3 --heads 4)
 mm_cli_error(cli_world6_tp4 "--tp 4 does not divide the world size 6" ${MM_MPIRUN} -np 6 ${MM_TRAIN} --tp 4)
 mm_cli_error(cli_seq_not_divisible "--seq 30 is not divisible by --tp 4" ${MM_MPIRUN} -np 4 ${MM_TRAIN} --tp 4 --sp --seq 30)
-mm_cli_error(cli_seq_too_long "exceeds the model's maximum sequence length" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --seq 512 --max-seq 256)
+mm_cli_error(cli_seq_too_long "--seq 512 exceeds the model's maximum sequence length 256 .--max-seq.*a fresh model takes --max-seq 512" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --seq 512 --max-seq 256)
 mm_cli_error(cli_batch_dp "--batch 3 is not divisible by the data-parallel size 2" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --batch 3)
 mm_cli_error(cli_micro_not_dividing "--batch 8 is not divisible by --micro-batch-size 3 x data-parallel size 1" ${MM_MPIRUN} -np 1 ${MM_TRAIN} --batch 8 --micro-batch-size 3)
 mm_cli_error(cli_micro_contradiction "--num-microbatches 3 contradicts --micro-batch-size 2: --batch 8 over data-parallel size 2 makes 2 micro-batches" ${MM_MPIRUN} -np 2 ${MM_TRAIN} --batch 8 --micro-batch-size 2 --num-microbatches 3)

@@ -2,6 +2,7 @@
 // parallel-vs-single-rank tests. Every test compares against a single-rank run of the same model on the
 // same global batch (the reference runs on MPI_COMM_SELF inside the same program).
 #pragma once
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@ struct ModelSpec {
     float dropout = 0.1f;
     uint64_t seed = 42;
     bool distributed_optimizer = false;  // ZeRO-1 over the DP group (parallel/distributed_optimizer.h)
+    int zero = 0;                        // the ZeRO stage (2, 3: parallel/zero_sharding.h); 1 = distributed_optimizer
 };
 
 inline GPTConfig tiny_config(int layers = 2, int heads = 4, int hidden = 32, int vocab = 61, int padded = 64, int max_seq = 32) {
@@ -54,7 +56,8 @@ struct ModelHarness {
         ctx = ctx_create(s.device, gpu);
         alloc.reset(new ActivationAllocator(s.device));
         grid = grid_create(comm, s.tp, s.sp, s.backend, ctx, s.pp, s.rules, s.cp);
-        gpt_create(model, s.cfg, grid, ctx, *alloc, s.dtype, s.rc, s.dropout, s.seed, s.chunks, s.distributed_optimizer);
+        gpt_create(model, s.cfg, grid, ctx, *alloc, s.dtype, s.rc, s.dropout, s.seed, s.chunks,
+                   std::max(s.zero, s.distributed_optimizer ? 1 : 0));
         model.schedule = s.schedule;
         model.attention = s.attention;
         gpt_init_random(model, s.seed);
@@ -117,4 +120,53 @@ inline std::vector<float> loss_curve(ModelHarness& h, int B, int S, int steps, i
         losses.push_back(train_step(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, 1e-3f, micro).loss);
     }
     return losses;
+}
+
+// Bit-for-bit equality of two float vectors (0.0 and -0.0 differ; so do two NaNs with other bits).
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// `steps` optimizer steps on one batch again and again (dropout masks still change with the step, so the loss
+// must fall), M micro-batches each: every step's loss and gradient norm, then the gathered parameters and AdamW
+// moments. The comparisons of one optimizer layout with another (test_distributed_optimizer,
+// test_zero_sharding).
+struct Trained {
+    std::vector<float> losses, norms, params, adam_m, adam_v;
+};
+inline Trained train_repeated_batch(const ModelSpec& spec, int steps, int B, int S, int micro, const OptimConfig& oc, float lr) {
+    ModelHarness h(spec, MPI_COMM_WORLD);
+    Trained t;
+    for (int st = 1; st <= steps; st++) {
+        Batch b = make_batch(h.model.cfg, B, S, 1, h.grid.dp, h.grid.dp_rank);
+        StepStats s = train_step(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, lr, micro);
+        CHECK(s.applied, "step %d not applied", st);
+        t.losses.push_back(s.loss);
+        t.norms.push_back(s.grad_norm);
+    }
+    gpt_gather_full(h.model, t.params);
+    gpt_gather_full_optimizer(h.model, t.adam_m, t.adam_v);
+    return t;
+}
+
+// One step with a NaN injected into a gradient (layers/test_hooks.h): whether it was applied, its gradient norm,
+// the first non-finite gradient the trainer names, and whether the weights stayed as they were.
+struct StepWithNaN {
+    bool applied = false, weights_kept = false;
+    float grad_norm = 0;
+    std::string first_nonfinite;
+};
+inline StepWithNaN step_with_nan(const ModelSpec& spec) {
+    ModelHarness h(spec, MPI_COMM_WORLD);
+    std::vector<float> before, after;
+    gpt_gather_full(h.model, before);
+    Batch b = make_batch(h.model.cfg, 4, 16, 1, h.grid.dp, h.grid.dp_rank);
+    g_test_hooks.inject_nan_at_step = 1;
+    StepStats st = train_step(h.model, b.inputs.data(), b.targets.data(), 4 / h.grid.dp, 16, OptimConfig(), 1, 1e-3f);
+    g_test_hooks.inject_nan_at_step = 0;
+    StepWithNaN r;
+    r.first_nonfinite = first_nonfinite_gradient(h.model);
+    gpt_gather_full(h.model, after);
+    r.applied = st.applied, r.grad_norm = st.grad_norm, r.weights_kept = same_bits(before, after);
+    return r;
 }

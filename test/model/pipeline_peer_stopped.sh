@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # pipeline_peer_stopped.sh TRAIN_GPT PREPARE_DATA SOURCE_DIR MPIEXEC: a 2-stage pipeline run (--pp 2) whose
 # stage 1 stops itself with SIGSTOP in the middle of its 5th step (the hidden flag --stop-stage-at 1:5,
-# model/test_hooks.h, model/pipeline_step.cu):
+# layers/test_hooks.h, model/pipeline_step.cu):
 # alive, holding its sockets, answering nothing (what a hung GPU or a swapped-out node looks like). Stage 0
 # must exit non-zero within --comm-timeout plus a few seconds, with a message that names the stage it waited
 # for; nothing may be left running.

@@ -42,7 +42,7 @@ add_test(NAME test_equivalence_strict_ungrouped_deadlocks COMMAND ${CMAKE_SOURCE
 set_tests_properties(test_equivalence_strict_ungrouped_deadlocks PROPERTIES LABELS mpi TIMEOUT 90
                      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
 
-# A stage stopped mid-step (SIGSTOP, the hidden flag --stop-stage-at: model/test_hooks.h) in a 2-stage run: the
+# A stage stopped mid-step (SIGSTOP, the hidden flag --stop-stage-at: layers/test_hooks.h) in a 2-stage run: the
 # other stage exits non-zero within --comm-timeout plus a few seconds, naming the stage it waited for.
 add_test(NAME pipeline_peer_stopped COMMAND bash ${CMAKE_SOURCE_DIR}/test/model/pipeline_peer_stopped.sh
          $<TARGET_FILE:train_gpt> $<TARGET_FILE:prepare_data> ${CMAKE_SOURCE_DIR} "${MPIEXEC_EXECUTABLE}")

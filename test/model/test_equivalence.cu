@@ -31,6 +31,7 @@
 //                                  schedule): a configuration compared with itself proves nothing and fails.
 #include <cstring>
 #include "model_fixture.h"
+#include "../../model/zero_model.h"
 #include "../../parallel/gpu_identity.h"
 
 // Flags for the communication layer (parallel/comm.h) and larger pipelines:
@@ -45,6 +46,7 @@
 //   [--ungrouped-p2p]   (negative control, with --comm mpi-strict: the pipeline's messages in the order before
 //                   grouping; expected to time out, under test/expect_error.sh)
 //   [--distributed-optimizer]   ZeRO-1 over the DP group
+//   [--zero 2|3]    ZeRO-2 (gradients sharded too) or ZeRO-3 (and the weights) over the DP (× CP) group
 //   [--batch B]     global batch (default 4; 8 gives --pp 4 eight micro-batches)
 
 int main(int argc, char** argv) {
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--skip-cp-ring-wait")) g_test_hooks.skip_cp_ring_wait = true;  // negative control
         else if (!strcmp(argv[i], "--no-order-check")) par.rules.check_order = false;  // after --comm
         else if (!strcmp(argv[i], "--distributed-optimizer")) par.distributed_optimizer = true;
+        else if (!strcmp(argv[i], "--zero")) par.zero = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--batch")) B = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seq")) S = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--attention")) parse_attention(argv[++i], &par.attention);
@@ -141,9 +144,9 @@ int main(int argc, char** argv) {
         printf("test_equivalence: %s attention (single rank: %s), S %d\n", attention_name(par.attention),
                attention_name(ref.attention), S);
     if (rank == 0)
-        printf("test_equivalence: tp %d cp %d dp %d pp %d (%s, %d chunk%s) sp %s, %d micro-batch%s per rank, on %s/%s vs single rank%s, "
+        printf("test_equivalence: tp %d cp %d dp %d pp %d (%s, %d chunk%s) sp %s%s, %d micro-batch%s per rank, on %s/%s vs single rank%s, "
                "dropout %.2f%s%s\n", par.tp, par.cp, dp, par.pp, pipe_schedule_name(par.schedule), par.chunks, par.chunks > 1 ? "s" : "",
-               par.sp ? "on" : "off", micro, micro > 1 ? "es" : "", device_name(par.device), dtype_name(par.dtype),
+               par.sp ? "on" : "off", par.zero >= 2 ? (par.zero == 2 ? ", ZeRO-2" : ", ZeRO-3") : par.distributed_optimizer ? ", ZeRO-1" : "", micro, micro > 1 ? "es" : "", device_name(par.device), dtype_name(par.dtype),
                bitwise ? " with the same micro-batches" : "", par.dropout, par.rules.strict ? ", --comm mpi-strict" : "",
                negative ? " (negative control: no SP grad sum)" : negative_micro ? " (negative control: no 1/M)"
                : negative_tied ? " (negative control: no tied-embedding grad sum)"
@@ -217,7 +220,9 @@ int main(int argc, char** argv) {
             // The first and the last stage each hold a copy of the tied word embedding: after training they must
             // still be bitwise equal (the same summed gradient, the same update).
             if (par.pp > 1 && h.grid.emb_comm.size == 2) {
-                std::vector<float> mine = tensor_to_host_f32(h.model.master.slice(h.model.offsets[P_WTE], h.model.sizes[P_WTE]));
+                GPT& m = h.model;  // (ZeRO-2/3: the master is a shard; its whole local values hold the copy)
+                std::vector<float> local = zero_sharded(m) ? zero_local_values(weight_comm(h.grid), m.sharded, m.master) : tensor_to_host_f32(m.master);
+                std::vector<float> mine(local.begin() + m.offsets[P_WTE], local.begin() + m.offsets[P_WTE] + m.sizes[P_WTE]);
                 std::vector<float> both(2 * mine.size());
                 MPI_Allgather(mine.data(), (int)mine.size(), MPI_FLOAT, both.data(), (int)mine.size(), MPI_FLOAT, h.grid.emb_comm.mpi);
                 int same = memcmp(both.data(), both.data() + mine.size(), mine.size() * sizeof(float)) == 0, all = 0;

@@ -22,10 +22,6 @@
 
 static int g_rank = 0;
 
-static bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
 // A model with an odd parameter count (C = 33, 3 heads, 3 layers): the shards of dp 2 need one padding
 // element and several tensors lie across the shard boundary.
 static GPTConfig odd_config() { return tiny_config(3, 3, 33, 61, 64, 32); }
@@ -39,30 +35,11 @@ static ModelSpec spec_of(const GPTConfig& cfg) {
     return s;
 }
 
-struct Trained {
-    std::vector<float> losses, norms, params, adam_m, adam_v;
-};
-
 static Trained train(ModelSpec spec, int steps, float clip) {
-    ModelHarness h(spec, MPI_COMM_WORLD);
     OptimConfig oc;
     oc.weight_decay = 0.01f;
     oc.grad_clip = clip;
-    const int B = 4, S = 16;
-    Trained t;
-    for (int st = 1; st <= steps; st++) {
-        // One batch again and again (dropout masks still change with the step): the loss must fall, so the
-        // comparison is between runs that really train.
-        Batch b = make_batch(h.model.cfg, B, S, 1, h.grid.dp, h.grid.dp_rank);
-        StepStats s = train_step(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, 3e-3f,
-                                 spec.pp > 1 ? 2 : 1);
-        CHECK(s.applied, "step %d not applied", st);
-        t.losses.push_back(s.loss);
-        t.norms.push_back(s.grad_norm);
-    }
-    gpt_gather_full(h.model, t.params);
-    gpt_gather_full_optimizer(h.model, t.adam_m, t.adam_v);
-    return t;
+    return train_repeated_batch(spec, steps, 4, 16, spec.pp > 1 ? 2 : 1, oc, 3e-3f);
 }
 
 static void compare(ModelSpec spec, int steps, float clip, double tolerance) {
@@ -190,17 +167,10 @@ static void nan_naming(const GPTConfig& cfg) {
     for (int zero = 0; zero < 2; zero++) {
         ModelSpec s = spec_of(cfg);
         s.distributed_optimizer = zero;
-        ModelHarness h(s, MPI_COMM_WORLD);
-        std::vector<float> before, after;
-        gpt_gather_full(h.model, before);
-        Batch b = make_batch(cfg, 4, 16, 1, h.grid.dp, h.grid.dp_rank);
-        g_test_hooks.inject_nan_at_step = 1;
-        StepStats st = train_step(h.model, b.inputs.data(), b.targets.data(), 4 / h.grid.dp, 16, OptimConfig(), 1, 1e-3f);
-        g_test_hooks.inject_nan_at_step = 0;
-        names[zero] = first_nonfinite_gradient(h.model);
-        gpt_gather_full(h.model, after);
-        CHECK(!st.applied && !std::isfinite(st.grad_norm), "zero %d: a NaN gradient was not refused (norm %g)", zero, st.grad_norm);
-        CHECK(same_bits(before, after), "zero %d: the weights moved on a refused step", zero);
+        const StepWithNaN r = step_with_nan(s);
+        names[zero] = r.first_nonfinite;
+        CHECK(!r.applied && !std::isfinite(r.grad_norm), "zero %d: a NaN gradient was not refused (norm %g)", zero, r.grad_norm);
+        CHECK(r.weights_kept, "zero %d: the weights moved on a refused step", zero);
     }
     if (g_rank == 0) printf("  NaN in a gradient: without '%s', with '%s'\n", names[0].c_str(), names[1].c_str());
     CHECK(!names[0].empty() && names[0] == names[1], "first non-finite gradient: '%s' vs '%s'", names[0].c_str(), names[1].c_str());

@@ -112,7 +112,10 @@ static void check_validate() {
                     odd_vocab, 8, 64);
     expect_validate("--batch 3 is not divisible by the data-parallel size 2 (= world 4 / tp 2)", 4, 2, false, c, 3, 64);
     expect_validate("--batch 6 is not divisible by the data-parallel size 4 (= world 4 / tp 1)", 4, 1, false, c, 6, 64);
-    expect_validate("--seq 512 exceeds the model's maximum sequence length 256", 1, 1, false, c, 8, 512);
+    expect_validate("--seq 512 exceeds the model's maximum sequence length 256 (--max-seq, the rows of its position "
+                    "embedding): a fresh model takes --max-seq 512; a model from --init or --resume keeps its own, so "
+                    "give --seq 256 or less",
+                    1, 1, false, c, 8, 512);
     expect_validate("--seq 30 is not divisible by --tp 4: sequence parallelism splits the sequence into tp shards", 4, 4,
                     true, c, 4, 30);
     expect_validate("--seq 63 is not divisible by --tp 2: sequence parallelism splits the sequence into tp shards", 2, 2,

@@ -16,7 +16,8 @@
 #           happens-before edges inside a block. make test-emulated builds only the kernel tests here.
 #   none    no sanitizer (fastest; what a debugger session may prefer).
 project(mini_megatron_emulated LANGUAGES C CXX ASM)
-set(MM_EMU_SANITIZER address CACHE STRING "checks of the emulated build: address (memcheck), thread (race mode) or none")
+set(MM_EMU_SANITIZER address CACHE STRING
+    "checks of the emulated build: address (memcheck), thread (race mode) or none")
 set_property(CACHE MM_EMU_SANITIZER PROPERTY STRINGS address thread none)
 if(MM_EMU_SANITIZER STREQUAL "address")
   # Without use-after-scope (the poisoning of a block's locals at every entry and exit of its scope): about a
@@ -128,19 +129,21 @@ function(emu_sources out dirs)
 endfunction()
 
 # The fragments' own add_library/add_executable calls on .cu files (tools/calculator.cmake's chart) go through
-# the transform too.
+# the transform too. The emulator's headers come before the sources' own folders, so that a .cu file's
+# #include "mma.cuh" finds test/emulator/include/mma.cuh, not layers/mma.cuh (the one header of the project that
+# the emulated build replaces).
 function(add_library name)
   emu_sources(srcs dirs ${ARGN})
   _add_library(${name} ${srcs})
   if(dirs)
-    target_include_directories(${name} PRIVATE ${dirs})
+    target_include_directories(${name} PRIVATE ${EMU_INCLUDES} ${dirs})
   endif()
 endfunction()
 function(add_executable name)
   emu_sources(srcs dirs ${ARGN})
   _add_executable(${name} ${srcs})
   if(dirs)
-    target_include_directories(${name} PRIVATE ${dirs})
+    target_include_directories(${name} PRIVATE ${EMU_INCLUDES} ${dirs})
   endif()
 endfunction()
 

@@ -6,8 +6,8 @@
 # Every file of layers/ and parallel/ with a kernel (__global__) and its gpu tests: the tests named after it
 # (test_gpu_<file>, test_gpu_<file>_...), else the gpu tests whose program links the file's object library.
 # EMU_KERNEL_TESTS: all of them, once; EMU_TESTS_OF_<file> (e.g. EMU_TESTS_OF_layers/linear.cu): one file's;
-# ${CMAKE_BINARY_DIR}/emu_kernel_tests.txt: "layers/x.cu: test ..." per file, what mutants.py reads. A kernel file without a gpu test is an error: nothing would run
-# its kernels on the emulated device.
+# ${CMAKE_BINARY_DIR}/emu_kernel_tests.txt: "layers/x.cu: test ..." per file, what mutants.py reads. A kernel
+# file without a gpu test is an error: nothing would run its kernels on the emulated device.
 file(GLOB EMU_KERNEL_FILES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/layers/*.cu ${CMAKE_SOURCE_DIR}/parallel/*.cu)
 get_property(emu_all_tests DIRECTORY PROPERTY TESTS)
 set(EMU_KERNEL_TESTS "")
@@ -116,7 +116,7 @@ function(emu_mutant name)
                      COMMENT "mutant ${name}: ${rel}" VERBATIM)
   set(lib mm_${stem}__${name})
   _add_library(${lib} OBJECT ${patched}.cpp)
-  target_include_directories(${lib} PRIVATE ${dir})
+  target_include_directories(${lib} PRIVATE ${EMU_INCLUDES} ${dir})  # the emulator's mma.cuh first
   target_link_libraries(${lib} PUBLIC mm_deps)
   foreach(t ${A_TESTS})
     get_property(exe GLOBAL PROPERTY MM_TEST_EXE_${t})

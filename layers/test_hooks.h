@@ -1,7 +1,9 @@
 // test_hooks.h — faults and switches that only tests turn on; production code never sets them, and with the
 // defaults they do nothing. They live here, in one struct, so that no production interface carries a
-// test-only argument (model/gpt.cu, model/train_step.cu and model/pipeline_step.cu read them; the trainer sets the NaN step
-// and the stopped stage from its hidden flags).
+// test-only argument. On the ground floor (layers/), so that every part of the trainer may read them without
+// including what lies above it: model/gpt.cu, model/train_step.cu, model/pipeline_step.cu and
+// parallel/context_parallel.cu read them; the trainer sets the NaN step and the stopped stage from its hidden
+// flags (train/run.cu).
 #pragma once
 
 struct TestHooks {
@@ -33,5 +35,9 @@ struct TestHooks {
     // Negative control: under a zero-bubble schedule, micro-batch 0's W pass throws its put-off weight gradients
     // away (model/gpt.cu), to show that the equivalence then fails (test_equivalence_pp2_zbh1_without_w).
     bool drop_first_weight_pass = false;
+    // Negative control: activation offloading's copy stream does not wait for the layer's forward before it
+    // copies the saved tensors out (recompute/activation_offload.cu), to show that the emulated GPU then
+    // brings back other bytes than the layer saved (test_activation_offload, emu_offload_without_wait_fails).
+    bool skip_offload_wait = false;
 };
 inline TestHooks g_test_hooks;  // C++17 inline: one instance in the whole program

@@ -1,0 +1,196 @@
+// other_reports.cu — what --memory-report prints around the Table 2 comparison (see other_reports.h).
+#include "other_reports.h"
+
+#include <cstring>
+
+#include "table2.h"
+
+void add_model_state(MemoryReport& r, const ModelStateMemory& measured, const ModelStateFormula& formula) {
+    r.have_model_state = true;
+    r.model_state = measured;
+    r.model_state_formula = formula;
+}
+
+// The model states: each kind measured next to bytes/parameter × parameters (recompute/model_state_memory.h),
+// then the total with the activations.
+static void print_model_state(FILE* f, const MemoryReport& r) {
+    const ModelStateMemory& m = r.model_state;
+    const ModelStateFormula& F = r.model_state_formula;
+    fprintf(f, "\nModel states on this rank (measured by their tagged account, next to bytes/parameter x parameters)\n");
+    // Under CP the ranks that hold the same weights are the data- and the context-parallel ones (dp x cp).
+    const char* group = r.shape.c > 1 ? "data- and context-parallel" : "data-parallel";
+    if (F.distributed)
+        fprintf(f, "  %lld local parameters; %s over %d %s ranks: buffers padded to %lld (+%lld),\n"
+                   "  shards of %lld; formula %s bytes/parameter x %lld\n", (long long)F.n,
+                F.stage == 1 ? "distributed optimizer" : F.stage == 2 ? "ZeRO-2" : "ZeRO-3", F.d, group,
+                (long long)F.padded, (long long)(F.padded - F.n), (long long)(F.padded / F.d), F.per_param_text,
+                (long long)F.padded);
+    else
+        fprintf(f, "  %lld local parameters, every optimizer state whole on this rank (%d %s rank%s); formula %s\n"
+                   "  bytes/parameter x %lld\n",
+                (long long)F.n, F.d, group, F.d == 1 ? "" : "s", F.per_param_text, (long long)F.n);
+    fprintf(f, "  %-16s %14s %14s %10s %12s\n", "state", "measured", "formula", "diff", "bytes/param");
+    // What each kind is, and whether this rank holds only its shard (ZeRO-1: master and moments; ZeRO-2: and the
+    // gradients; ZeRO-3: and the weights).
+    const char* sh = "fp32, this rank's shard";
+    const char* note[kNumStateKinds] = {
+        F.bf16 ? (F.sharded[0] ? "bf16, this rank's shard" : "bf16 compute copy")
+               : "none: the fp32 master weights are the compute weights",
+        F.sharded[1] ? sh : "fp32",
+        F.bf16 ? (F.sharded[2] ? sh : "fp32") : F.sharded[2] ? "fp32 (the weights), this rank's shard" : "fp32 (the weights)",
+        F.sharded[3] ? sh : "fp32", F.sharded[4] ? sh : "fp32"};
+    for (int k = 0; k < kNumStateKinds; k++)
+        fprintf(f, "  %-16s %14lld %14lld %10lld %12.4g   %s\n", model_state_name(k), (long long)m.bytes[k], (long long)F.bytes[k],
+                (long long)(m.bytes[k] - F.bytes[k]), (double)F.bytes[k] / (double)F.padded, note[k]);
+    fprintf(f, "  %-16s %14lld %14lld %10lld %12.4g   (%s)\n", "total", (long long)m.total(), (long long)F.total,
+            (long long)(m.total() - F.total), F.per_param, human_bytes((double)m.total()).c_str());
+    fprintf(f, "  %-16s %14lld %14lld %10lld %12s   %s\n", "optimizer state", (long long)m.optimizer(F.bf16), (long long)F.optimizer,
+            (long long)(m.optimizer(F.bf16) - F.optimizer), "-", F.bf16 ? "master + moments" : "moments");
+    const double acts = r.model_measured + r.model_extras;
+    fprintf(f, "  model states + saved activations: %s + %s = %s on this rank\n", human_bytes((double)m.total()).c_str(),
+            human_bytes(acts).c_str(), human_bytes((double)m.total() + acts).c_str());
+}
+
+void print_memory_report(FILE* f, const MemoryReport& r) {
+    const ModelFormulaInput& s = r.shape;
+    fprintf(f, "\nActivation memory saved for backward on this rank (measured by the allocator, at the schedule's peak)\n");
+    if (r.pp > 1 || r.microbatches > 1)
+        fprintf(f, "  pipeline stage %d of %d, schedule %s, %d micro-batches per step: %d layer-micro-batches in flight\n",
+                r.pp_rank, r.pp, r.schedule.c_str(), r.microbatches, r.in_flight_layers);
+    fprintf(f, "  s=%.0f b=%.0f h=%.0f a=%.0f L=%.0f v(padded)=%.0f  t=%d sp=%s recompute=%s attention=%s  activations %d bytes/element, masks 1 byte\n",
+            s.s, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "on" : "off", recompute_name(s.rc), attention_name(s.attention), s.d);
+    // Context parallelism: the formula column is at s/c (recompute/memory_formulas.h); say so where s is printed.
+    // Nothing is added at c = 1, so a run without CP prints what it always printed.
+    if (s.c > 1) {
+        char split[96] = "";
+        if (s.sp && s.t > 1)
+            snprintf(split, sizeof split, "; SP splits them by t outside the TP regions (%g there)", s.s / s.c / s.t);
+        fprintf(f, "  cp %d: this rank holds s/c = %g of %.0f tokens, chunks r and 2c-1-r of 2c = %d (ring attention)%s\n",
+                s.c, s.s / s.c, s.s, 2 * s.c, split);
+    }
+    if (s.attention == Attention::Flash && s.rc == Recompute::Selective)
+        fprintf(f, "  note: selective recompute has nothing left to drop under flash attention: the s x s tensors (probs,\n"
+                   "        attn_mask, probs_drop) are never stored, the kernel rebuilds them tile by tile in the backward pass\n"
+                   "        from the saved lse (4asb/t bytes, fp32), which is kept; the layer keeps what recompute=none keeps.\n");
+    // The Table 2 comparison (recompute/table2.h): the paper's part of the report.
+    print_layer_table(f, r);
+    print_table2_comparison(f, r, table2_compare(r));
+    // §4.3: the whole model on this rank, the terms outside the layers next to their formulas.
+    fprintf(f, "  %-16s %14s %14s %10s\n", "outside layers", "measured", "formula", "diff");
+    for (const FormulaTerm& t : r.model_terms) {
+        double m = r.model_tensors_measured.count(t.name) ? r.model_tensors_measured.at(t.name) : 0.0;
+        fprintf(f, "  %-16s %14.0f %14.0f %10.0f\n", t.name, m, t.bytes, m - t.bytes);
+    }
+    fprintf(f, "  %-16s %14.0f %14.0f %10.0f   this stage's %d layer-micro-batches in flight (%s measured)\n", "stage layers",
+            r.stage_layers_measured, r.stage_layers_formula, r.stage_layers_measured - r.stage_layers_formula,
+            r.in_flight_layers, human_bytes(r.stage_layers_measured).c_str());
+    fprintf(f, "  %-16s %14.0f %14.0f %10.0f   whole model on this rank (%s measured)\n", "model", r.model_measured,
+            r.model_formula, r.model_measured - r.model_formula, human_bytes(r.model_measured).c_str());
+    fprintf(f, "  %-16s %14.0f %14s %10s   all layer-norm statistics and the loss's row max / exp-sum\n", "model extras",
+            r.model_extras, "-", "-");
+    if (r.peak_live_bytes)
+        fprintf(f, "  allocator high-water mark over the previous step: %s live, %s reserved\n",
+                human_bytes((double)r.peak_live_bytes).c_str(), human_bytes((double)r.peak_reserved_bytes).c_str());
+    // The reports beyond the paper's Table 2 (new ones go here, each in a function of its own above).
+    if (r.have_model_state) print_model_state(f, r);
+    if (r.device_used_bytes >= 0)
+        fprintf(f, "  device memory in use (cudaMemGetInfo): %s%s\n", human_bytes(r.device_used_bytes).c_str(),
+                r.have_model_state ? " (the sum above plus the allocator's cached blocks, cuBLAS workspaces and the CUDA context)" : "");
+}
+
+std::string memory_report_json(const MemoryReport& r) {
+    std::string j = "{";
+    char b[256];
+    auto num = [&](const char* k, double v) {
+        snprintf(b, sizeof b, "\"%s\":%.0f,", k, v);
+        j += b;
+    };
+    const ModelFormulaInput& s = r.shape;
+    snprintf(b, sizeof b, "\"s\":%.0f,\"b\":%.0f,\"h\":%.0f,\"a\":%.0f,\"L\":%.0f,\"v\":%.0f,\"t\":%d,\"sp\":%s,\"recompute\":\"%s\",\"attention\":\"%s\",\"d\":%d,",
+             s.s, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "true" : "false", recompute_name(s.rc), attention_name(s.attention), s.d);
+    j += b;
+    if (s.c > 1) num("cp", s.c);  // only under context parallelism: the JSON of a run without it is unchanged
+    num("per_layer_measured", r.per_layer_measured);
+    num("per_layer_formula", r.per_layer_formula);
+    num("per_layer_extras", r.per_layer_extras);
+    num("model_measured", r.model_measured);
+    num("model_formula", r.model_formula);
+    num("model_extras", r.model_extras);
+    num("pp", r.pp);
+    num("pp_rank", r.pp_rank);
+    num("microbatches", r.microbatches);
+    num("in_flight_layers", r.in_flight_layers);
+    num("stage_layers_measured", r.stage_layers_measured);
+    num("stage_layers_formula", r.stage_layers_formula);
+    j += "\"schedule\":\"" + r.schedule + "\",";
+    num("peak_live_bytes", (double)r.peak_live_bytes);
+    num("peak_reserved_bytes", (double)r.peak_reserved_bytes);
+    if (r.device_used_bytes >= 0) num("device_used_bytes", r.device_used_bytes);
+    if (r.have_model_state) {
+        const ModelStateFormula& F = r.model_state_formula;
+        num("model_state_measured", (double)r.model_state.total());
+        num("model_state_formula", (double)F.total);
+        num("optimizer_state_measured", (double)r.model_state.optimizer(F.bf16));
+        num("optimizer_state_formula", (double)F.optimizer);
+        num("model_state_padding", (double)(F.padded - F.n));
+        j += F.distributed ? "\"distributed_optimizer\":true," : "\"distributed_optimizer\":false,";
+    }
+    j += "\"layers_identical\":";
+    j += r.layers_identical ? "true," : "false,";
+    j += "\"tensors\":{";
+    bool first = true;
+    for (auto& kv : r.tensors) {
+        snprintf(b, sizeof b, "%s\"%s\":%.0f", first ? "" : ",", kv.first.c_str(), kv.second);
+        j += b;
+        first = false;
+    }
+    for (auto& kv : r.model_tensors_measured) {
+        snprintf(b, sizeof b, "%s\"%s\":%.0f", first ? "" : ",", kv.first.c_str(), kv.second);
+        j += b;
+        first = false;
+    }
+    j += "},\"formula_tensors\":{";
+    first = true;
+    for (const FormulaTerm& t : r.formula) {
+        snprintf(b, sizeof b, "%s\"%s\":%.0f", first ? "" : ",", t.name, t.bytes);
+        j += b;
+        first = false;
+    }
+    for (const FormulaTerm& t : r.model_terms) {
+        snprintf(b, sizeof b, "%s\"%s\":%.0f", first ? "" : ",", t.name, t.bytes);
+        j += b;
+        first = false;
+    }
+    j += "}}";
+    return j;
+}
+
+// Point to point on MPI_COMM_WORLD, tags 0..2: the lengths, then the two strings. Nothing else is in flight
+// on the world communicator at the end of a step.
+std::vector<std::pair<std::string, std::string>> gather_stage_reports(const std::string& text, const std::string& json, int pp,
+                                                                      int ranks_per_stage, MPI_Comm world) {
+    int rank = 0;
+    MPI_CHECK(MPI_Comm_rank(world, &rank));
+    std::vector<std::pair<std::string, std::string>> out;
+    for (int s = 0; s < pp; s++) {
+        const int owner = s * ranks_per_stage;
+        if (rank != 0 && rank != owner) continue;
+        std::string t = text, j = json;
+        if (owner != 0) {
+            int n[2] = {(int)t.size(), (int)j.size()};
+            if (rank == owner) {
+                MPI_CHECK(MPI_Send(n, 2, MPI_INT, 0, 0, world));
+                MPI_CHECK(MPI_Send(t.data(), n[0], MPI_CHAR, 0, 1, world));
+                MPI_CHECK(MPI_Send(j.data(), n[1], MPI_CHAR, 0, 2, world));
+                continue;
+            }
+            MPI_CHECK(MPI_Recv(n, 2, MPI_INT, owner, 0, world, MPI_STATUS_IGNORE));
+            t.assign((size_t)n[0], ' ');
+            j.assign((size_t)n[1], ' ');
+            MPI_CHECK(MPI_Recv(&t[0], n[0], MPI_CHAR, owner, 1, world, MPI_STATUS_IGNORE));
+            MPI_CHECK(MPI_Recv(&j[0], n[1], MPI_CHAR, owner, 2, world, MPI_STATUS_IGNORE));
+        }
+        if (rank == 0) out.push_back({t, j});
+    }
+    return out;
+}
