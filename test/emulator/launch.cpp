@@ -211,6 +211,7 @@ struct Runner {
 #endif
 };
 thread_local Runner* g_runner = nullptr;
+std::atomic<void (*)()> g_thread_exit_check{nullptr};  // emu::at_thread_exit
 
 std::mutex g_attr_mutex;
 std::map<const void*, int> g_max_dyn_smem;  // cudaFuncSetAttribute(MaxDynamicSharedMemorySize)
@@ -332,6 +333,7 @@ void fiber_main(Fiber* f) {
     EMU_ACQUIRE(&r.block_start);
     emu_thread_begin(blockIdx.x, blockIdx.y, blockIdx.z, f->tid.x, f->tid.y, f->tid.z);
     (*r.body)();
+    if (void (*check)() = g_thread_exit_check.load(std::memory_order_acquire)) check();
     EMU_RELEASE(&r.block_end);
     f->state = kDone;
     r.live--;
@@ -623,6 +625,14 @@ void* shared_static(const void* site, size_t bytes, const char* name, const char
     EMU_IGNORE_END();
     return a->base;
 }
+
+void at_thread_exit(void (*check)()) {
+    void (*none)() = nullptr;
+    if (!g_thread_exit_check.compare_exchange_strong(none, check) && none != check)
+        fatal("emu::at_thread_exit: a second, different check (one is supported)");
+}
+
+const char* current_kernel() { return runner().kernel; }
 
 void* dynamic_shared_base() {
     Runner& r = runner();

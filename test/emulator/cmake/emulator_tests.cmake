@@ -117,6 +117,11 @@ if(MM_EMU_SANITIZER STREQUAL "address")
            $<TARGET_FILE:emu_device_test> --oob-dynamic)
 endif()
 
+# ---- the emulated cp.async (mma.cuh): a copy never waited for stops the program at its thread's exit -------------
+emu_test(emu_cp_async_unwaited_at_exit ${EMU_EXPECT} SIGABRT
+         "emulated CUDA: cp.async in block \\(0,0,0\\), thread \\(0,0,0\\): kernel unwaited_copy_kernel: the thread ends with 1 cp.async copies never waited for"
+         $<TARGET_FILE:emu_device_test> --cp-async-unwaited)
+
 # ---- no silent skips ----------------------------------------------------------------------------------------------
 # A gpu test that finds no GPU (CUDA_VISIBLE_DEVICES empty: the emulated runtime and nvidia-smi then show none)
 # exits 77; here that fails the run, both for a test of mm_test and for one registered with SKIP_RETURN_CODE.

@@ -46,6 +46,12 @@ uint64_t warp_collective(unsigned mask, uint64_t value, int kind, int arg, int w
 // memory: only the values handed over are exchanged.
 void warp_gather(unsigned mask, const void* in, size_t bytes, void* all, const char* what,
                  const char* file = __builtin_FILE(), int line = __builtin_LINE());
+// A check run in every CUDA thread of every later launch when it returns from the kernel (still in its block,
+// threadIdx and blockIdx its own): the emulated cp.async (mma.cuh) registers one, so that a thread that ends
+// with copies never waited for stops the program. One check at most; registering the same one again is a no-op.
+void at_thread_exit(void (*check)());
+// The kernel the calling thread runs (for a check's report).
+const char* current_kernel();
 
 // ---- shared memory (launch.cpp) -----------------------------------------------------------------------------
 // A static __shared__ array (the transform turns `__shared__ T name[N];` into a reference to this): the

@@ -22,11 +22,15 @@
 //                      allocation has)
 //   --oob-static       one element past a static __shared__ array, with another array declared after it
 //   --oob-dynamic      one element past the launch's dynamic shared memory
+// the emulated cp.async (test/emulator/include/mma.cuh):
+//   --cp-async-unwaited  copies issued and committed, never waited for: stops at the threads' exit (SIGABRT)
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#include "mma.cuh"  // the emulator's own (test/emulator/include comes first on the include path)
 
 #define CHECK_CUDA(call)                                                                                    \
     do {                                                                                                    \
@@ -169,6 +173,12 @@ __global__ void oob_dynamic_kernel(float* out, int n) {
     if (threadIdx.x == 0) out[0] = s[n];  // the bug: one past the end
 }
 
+__global__ void unwaited_copy_kernel(const uint4* src) {
+    extern __shared__ uint4 tile[];
+    cp_async_16(&tile[threadIdx.x], &src[threadIdx.x], 16);
+    cp_async_commit();  // the bug: no cp_async_wait<0>() before the thread ends
+}
+
 __global__ void fill_kernel(float* x, float v, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] = v;
@@ -268,7 +278,8 @@ int main(int argc, char** argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s --semantics|--smem-attr|--smem-no-attr|--threads-1025|--grid-y-65536|"
                         "--static-smem-49k|--unsynced-read|--divergent-barrier|--barrier-lines|--exited-lane|"
-                        "--mask-without-caller|--missing-barrier|--oob-global|--oob-static|--oob-dynamic\n", argv[0]);
+                        "--mask-without-caller|--missing-barrier|--oob-global|--oob-static|--oob-dynamic|"
+                        "--cp-async-unwaited\n", argv[0]);
         return 2;
     }
     const char* m = argv[1];
@@ -344,6 +355,11 @@ int main(int argc, char** argv) {
     }
     if (!strcmp(m, "--oob-dynamic")) {
         oob_dynamic_kernel<<<1, 32, 100 * sizeof(float)>>>(out, 100);
+        CHECK_CUDA(cudaDeviceSynchronize());
+        return 0;
+    }
+    if (!strcmp(m, "--cp-async-unwaited")) {
+        unwaited_copy_kernel<<<1, 32, 32 * sizeof(uint4)>>>(reinterpret_cast<const uint4*>(out));
         CHECK_CUDA(cudaDeviceSynchronize());
         return 0;
     }
