@@ -18,7 +18,7 @@ element, or a barrier nothing depends on (then it is redundant and goes).
         --delete-call LINE NAME                    the call NAME(...) on line LINE becomes ((void)0)
         --shrink LINE NAME                         the first extent of shared array NAME (declared on LINE) - 1
         --after ANCHOR --replace OLD NEW           the first OLD after the one line holding ANCHOR becomes NEW
-    mutants.py run   [--root DIR] [--only REGEX] [--jobs N] [--all-modes]
+    mutants.py run   [--root DIR] [--only REGEX] [--jobs N] [--all-modes] [--small]
                                                    build and run them, mode after mode (a mutant killed in one
                                                    mode is not run in the next); print the table
 """
@@ -276,8 +276,9 @@ def cmd_run(args):
     if not mutants:
         raise SystemExit("no mutant matches --only %s" % args.only)
     folders = {"address": os.path.join(root, "build-mutants"), "thread": os.path.join(root, "build-mutants-race")}
-    gen = "".join('emu_mutant(mutant_%s SOURCE %s MUTATION %s TESTS ${EMU_TESTS_OF_%s} LABELS mutant REVERSE)\n'
-                  % (m["id"], m["file"], " ".join(m["args"]), m["file"]) for m in mutants)
+    env = " ENV MM_GPU_TEST_SMALL=1" if args.small else ""
+    gen = "".join('emu_mutant(mutant_%s SOURCE %s MUTATION %s TESTS ${EMU_TESTS_OF_%s} LABELS mutant REVERSE%s)\n'
+                  % (m["id"], m["file"], " ".join(m["args"]), m["file"], env) for m in mutants)
     tests, cells = None, {m["id"]: [] for m in mutants}
     built = set()
     for col, san, suffix in MODES:
@@ -332,6 +333,8 @@ def main():
             s.add_argument("--only", default=".", help="a regex of the mutants' ids")
             s.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
             s.add_argument("--all-modes", action="store_true", help="run every mode, also on killed mutants")
+            s.add_argument("--small", action="store_true",
+                           help="every mode at the race mode's small shapes (MM_GPU_TEST_SMALL=1): quicker, fewer kills")
     s = sub.add_parser("apply")
     s.add_argument("src")
     s.add_argument("out")

@@ -4,7 +4,8 @@
 
 # ---- the kernel tests -------------------------------------------------------------------------------------------
 # Every file of layers/ and parallel/ with a kernel (__global__) and its gpu tests: the tests named after it
-# (test_gpu_<file>, test_gpu_<file>_...), else the gpu tests whose program links the file's object library.
+# (test_gpu_<file>, test_gpu_<file>_..., but not those of a longer-named kernel file: test_gpu_<file>_tc belongs
+# to <file>_tc.cu), else the gpu tests whose program links the file's object library.
 # EMU_KERNEL_TESTS: all of them, once; EMU_TESTS_OF_<file> (e.g. EMU_TESTS_OF_layers/linear.cu): one file's;
 # ${CMAKE_BINARY_DIR}/emu_kernel_tests.txt: "layers/x.cu: test ..." per file, what mutants.py reads. A kernel
 # file without a gpu test is an error: nothing would run its kernels on the emulated device.
@@ -26,7 +27,19 @@ foreach(f ${EMU_KERNEL_FILES})
       continue()
     endif()
     if(t MATCHES "^test_gpu_${stem}(_|$)")
-      list(APPEND mine ${t})
+      # Not a test of a longer-named kernel file (test_gpu_flash_attention_tc is flash_attention_tc.cu's).
+      set(other FALSE)
+      foreach(g ${EMU_KERNEL_FILES})
+        get_filename_component(gstem ${g} NAME_WE)
+        string(LENGTH "${gstem}" glen)
+        string(LENGTH "${stem}" slen)
+        if(glen GREATER slen AND t MATCHES "^test_gpu_${gstem}(_|$)")
+          set(other TRUE)
+        endif()
+      endforeach()
+      if(NOT other)
+        list(APPEND mine ${t})
+      endif()
     endif()
   endforeach()
   if(NOT mine)
