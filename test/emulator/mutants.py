@@ -268,6 +268,11 @@ def run_tests(build, names, jobs):
     return results
 
 
+def killed_by(cell):
+    """Whether a table cell (None: not run in that mode; "passes"; or the tests that failed, and why) kills."""
+    return bool(cell) and cell != "passes" and "not run" not in cell
+
+
 def cmd_run(args):
     """Each mutant's tests in the modes, in order; a mutant killed in one mode is not run in the next (with
     --all-modes, every mode runs, for the full table)."""
@@ -282,7 +287,7 @@ def cmd_run(args):
     tests, cells = None, {m["id"]: [] for m in mutants}
     built = set()
     for col, san, suffix in MODES:
-        todo = [m for m in mutants if args.all_modes or not any(hit for hit in cells[m["id"]] if hit)]
+        todo = [m for m in mutants if args.all_modes or not any(killed_by(c) for c in cells[m["id"]])]
         if not todo:
             break
         build = folders[san]
@@ -311,7 +316,7 @@ def cmd_run(args):
     print("|---|%s---|" % ("---|" * len(MODES)))
     for m in mutants:
         row = cells[m["id"]] + [None] * (len(MODES) - len(cells[m["id"]]))
-        killed = any(c and c != "passes" and "not run" not in c for c in row)
+        killed = any(killed_by(c) for c in row)
         survivors += not killed
         print("| %s:%d %s | %s | %s |" % (m["file"], m["line"], m["what"],
                                            " | ".join(c if c is not None else "(killed before)" for c in row),
