@@ -15,20 +15,35 @@ mm_executable(emu_race_test SOURCES ${EMU_DIR}/tests/emu_race_test.cu MODULES ru
 if(MM_EMU_SANITIZER STREQUAL "thread")
   # ---- the race mode (build-emulated-race/, label race) -------------------------------------------------------
   # Every kernel test, under ThreadSanitizer, at a small shape (MM_GPU_TEST_SMALL: test/layers/gpu_shapes.h): a
-  # race inside a block stops it (exit 66).
+  # race inside a block stops it (exit 66). make test-emulated-full builds and runs them all (emu_race_programs,
+  # label race); CI's make test-emulated a subset (emu_race_ci_programs, label race-ci): the mode's own controls
+  # and the tests of the attention kernels below, the warp-level ones (shuffles, __syncwarp, tensor-core
+  # fragments and cp.async), at a fraction of the cost (this folder's build of the whole core is the most of it).
+  set(EMU_RACE_CI_FILES layers/flash_attention.cu layers/flash_attention_tc.cu)
+  set(race_ci_tests "")
+  foreach(f ${EMU_RACE_CI_FILES})
+    list(APPEND race_ci_tests ${EMU_TESTS_OF_${f}})
+  endforeach()
   set(race_programs emu_race_test)
+  set(race_ci_programs emu_race_test)
   foreach(t ${EMU_KERNEL_TESTS})
     set_property(TEST ${t} APPEND PROPERTY LABELS race)
     set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT MM_GPU_TEST_SMALL=1)
     get_property(exe GLOBAL PROPERTY MM_TEST_EXE_${t})
     list(APPEND race_programs ${exe})
+    if(t IN_LIST race_ci_tests)
+      set_property(TEST ${t} APPEND PROPERTY LABELS race-ci)
+      list(APPEND race_ci_programs ${exe})
+    endif()
   endforeach()
   list(REMOVE_DUPLICATES race_programs)
-  # What make test-emulated builds in this folder: the race tests' programs, nothing else.
+  list(REMOVE_DUPLICATES race_ci_programs)
+  # What make test-emulated(-full) builds in this folder: the race tests' programs, nothing else.
   add_custom_target(emu_race_programs DEPENDS ${race_programs})
+  add_custom_target(emu_race_ci_programs DEPENDS ${race_ci_programs})
   function(emu_race_test name)
     emu_test(${name} ${ARGN})
-    set_tests_properties(${name} PROPERTIES LABELS "emulator;race")
+    set_tests_properties(${name} PROPERTIES LABELS "emulator;race;race-ci")
   endfunction()
   # A tiled column sum (layers/linear.cu's first barrier, in a test-local copy): with its __syncthreads, no
   # report; without it, the race on the shared tile.
@@ -99,9 +114,11 @@ set_property(TEST emu_semantics_reverse APPEND PROPERTY ENVIRONMENT EMU_THREAD_O
 emu_test(emu_semantics_shuffle $<TARGET_FILE:emu_device_test> --semantics)
 set_property(TEST emu_semantics_shuffle APPEND PROPERTY ENVIRONMENT EMU_THREAD_ORDER=shuffle:7)
 # Every kernel test again in reverse order (label gpu): with the forward run, a missing barrier is caught
-# whichever of its two threads writes first.
+# whichever of its two threads writes first. At the race mode's small shapes (MM_GPU_TEST_SMALL, gpu_shapes.h:
+# still every kernel, several tiles), which keep CI's cost down; make test-emulated-full runs every gpu test in
+# reverse at its own shapes.
 foreach(t ${EMU_KERNEL_TESTS})
-  emu_variant_test(${t}_reverse ${t} ENV EMU_THREAD_ORDER=reverse LABELS gpu)
+  emu_variant_test(${t}_reverse ${t} ENV EMU_THREAD_ORDER=reverse MM_GPU_TEST_SMALL=1 LABELS gpu)
 endforeach()
 
 # ---- memcheck: one element past a device allocation or a shared array stops the kernel ----------------------------
