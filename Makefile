@@ -268,16 +268,18 @@ fuzz:
 # (the trainer runs included) once more in reverse order and once shuffled (the seed is printed; EMU_SEED=n
 # repeats one): not in CI (README, "The emulated GPU", gives its time).
 # make mutants: each barrier of the kernels deleted and each static shared array cut by one element, one at a
-# time, and the file's gpu tests run under the modes above (test/emulator/mutants.py; not in CI, ~1 hour).
+# time, and the file's gpu tests run under the modes above (test/emulator/mutants.py; not in CI).
 EMU_BUILD ?= build-emulated
 EMU_RACE_BUILD ?= build-emulated-race
 EMU_SEED ?=
+# The sanitizer of $(EMU_BUILD): address (memcheck, the default) or none (no memcheck: about half the tests' time).
+EMU_SANITIZER ?= address
 EMU_CONFIGURE = cmake -S . -DMM_EMULATED=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 EMU_NEW_FOLDER = $$(test -f $(1)/CMakeCache.txt || ! command -v ninja >/dev/null || echo -G Ninja)
 EMU_CTEST = ctest --output-on-failure -j $(JOBS) --timeout 900
 .PHONY: test-emulated test-emulated-full mutants
 test-emulated: deps
-	@$(EMU_CONFIGURE) -B $(EMU_BUILD) -DMM_EMU_SANITIZER=address $(call EMU_NEW_FOLDER,$(EMU_BUILD)) >/dev/null
+	@$(EMU_CONFIGURE) -B $(EMU_BUILD) -DMM_EMU_SANITIZER=$(EMU_SANITIZER) $(call EMU_NEW_FOLDER,$(EMU_BUILD)) >/dev/null
 	@cmake --build $(EMU_BUILD) -j $(JOBS)
 	@$(EMU_CONFIGURE) -B $(EMU_RACE_BUILD) -DMM_EMU_SANITIZER=thread $(call EMU_NEW_FOLDER,$(EMU_RACE_BUILD)) >/dev/null
 	@cmake --build $(EMU_RACE_BUILD) -j $(JOBS) --target emu_race_ci_programs
