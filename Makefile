@@ -17,7 +17,10 @@
 #                make train runs it
 #   make deps    the same and what the tests need: PyTorch (Debian) and transformers (PyPI), for $(PYTHON), the
 #                interpreter the README's Python lines use; make test, bench and accuracy run it
-#   make test-emulated  every gpu test on an emulated CUDA device, no GPU needed (build-emulated/, test/emulator/)
+#   make test-emulated  every gpu test on an emulated CUDA device, no GPU needed (build-emulated/, test/emulator/),
+#                memchecked; the kernel tests also in reverse thread order, the attention kernels' in the race
+#                mode (build-emulated-race/); make test-emulated-full (all in the race mode, every gpu test in
+#                three thread orders), make mutants: the longer checks, not in CI
 #   make clean
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -251,14 +254,43 @@ fuzz:
 	    { tail -40 $(FUZZ_BUILD)/fuzz_$$name.log; exit 1; }; \
 	  grep -E "stat::number_of_executed_units|Done [0-9]+ runs" $(FUZZ_BUILD)/fuzz_$$name.log; done
 
-# ---- the emulated GPU (test/emulator, issue 33) ---------------------------------------------------------------
+# ---- the emulated GPU (test/emulator, issues 33 and 42) ---------------------------------------------------------
 # make test-emulated: every gpu-labelled test on an emulated CUDA device, in $(EMU_BUILD): the project's .cu
 # files compiled unchanged as host C++ (g++) after a source transform, against the emulator's CUDA runtime,
-# cuBLAS and NCCL; the kernels run with one fiber per CUDA thread. Then the emulator's own tests (label
-# emulator: its negative controls and the shared-memory race mode under ThreadSanitizer). Times mean nothing.
+# cuBLAS and NCCL; the kernels run with one fiber per CUDA thread. The whole build is under AddressSanitizer
+# (memcheck: one element past any cudaMalloc or shared array stops the kernel); exit code 77 (a skip) fails;
+# the kernel tests (those of layers/ and parallel/) run again with their threads in reverse order (a missing
+# barrier is caught whichever thread writes first); the emulator's own tests (label emulator) check each mode
+# with a negative control. Then the race mode in $(EMU_RACE_BUILD) (ThreadSanitizer: a race between the threads
+# of a block that CUDA's barriers do not order), CI's subset: its controls and the attention kernels' tests
+# (label race-ci, test/emulator/cmake/emulator_tests.cmake). Times mean nothing.
+# make test-emulated-full: the same, then the race mode on every kernel test (label race), and every gpu test
+# (the trainer runs included) once more in reverse order and once shuffled (the seed is printed; EMU_SEED=n
+# repeats one): not in CI (README, "The emulated GPU", gives its time).
+# make mutants: each barrier of the kernels deleted and each static shared array cut by one element, one at a
+# time, and the file's gpu tests run under the modes above (test/emulator/mutants.py; not in CI).
 EMU_BUILD ?= build-emulated
-.PHONY: test-emulated
+EMU_RACE_BUILD ?= build-emulated-race
+EMU_SEED ?=
+# The sanitizer of $(EMU_BUILD): address (memcheck, the default) or none (no memcheck: about half the tests' time).
+EMU_SANITIZER ?= address
+EMU_CONFIGURE = cmake -S . -DMM_EMULATED=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
+EMU_NEW_FOLDER = $$(test -f $(1)/CMakeCache.txt || ! command -v ninja >/dev/null || echo -G Ninja)
+EMU_CTEST = ctest --output-on-failure -j $(JOBS) --timeout 900
+.PHONY: test-emulated test-emulated-full mutants
 test-emulated: deps
-	@cmake -S . -B $(EMU_BUILD) -DMM_EMULATED=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $$(test -f $(EMU_BUILD)/CMakeCache.txt || ! command -v ninja >/dev/null || echo -G Ninja) >/dev/null
+	@$(EMU_CONFIGURE) -B $(EMU_BUILD) -DMM_EMU_SANITIZER=$(EMU_SANITIZER) $(call EMU_NEW_FOLDER,$(EMU_BUILD)) >/dev/null
 	@cmake --build $(EMU_BUILD) -j $(JOBS)
-	cd $(EMU_BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900 -L 'gpu|emulator'
+	@$(EMU_CONFIGURE) -B $(EMU_RACE_BUILD) -DMM_EMU_SANITIZER=thread $(call EMU_NEW_FOLDER,$(EMU_RACE_BUILD)) >/dev/null
+	@cmake --build $(EMU_RACE_BUILD) -j $(JOBS) --target emu_race_ci_programs
+	cd $(EMU_BUILD) && $(EMU_CTEST) -L 'gpu|emulator'
+	cd $(EMU_RACE_BUILD) && $(EMU_CTEST) -L race-ci
+
+test-emulated-full: test-emulated
+	@cmake --build $(EMU_RACE_BUILD) -j $(JOBS) --target emu_race_programs
+	cd $(EMU_RACE_BUILD) && $(EMU_CTEST) -L race -LE race-ci
+	cd $(EMU_BUILD) && EMU_THREAD_ORDER=reverse $(EMU_CTEST) -L gpu -E '_reverse$$'
+	cd $(EMU_BUILD) && EMU_THREAD_ORDER=shuffle$(if $(EMU_SEED),:$(EMU_SEED)) $(EMU_CTEST) -L gpu -E '_reverse$$'
+
+mutants: deps
+	python3 test/emulator/mutants.py run --jobs $(JOBS)

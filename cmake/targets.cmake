@@ -37,7 +37,11 @@ function(mm_executable name)
 endfunction()
 
 # mm_test(NAME SOURCES ... [MODULES ...] LABELS unit|mpi|gpu [NP n] [ARGS ...] [TIMEOUT s])
-# NP launches the test under mpirun with n ranks (oversubscribed); the gpu label makes exit code 77 a skip.
+# NP launches the test under mpirun with n ranks (oversubscribed); exit code 77 is a skip (a gpu test without a
+# GPU), except in the emulated build (MM_EMULATED), where every GPU test must run: there it is a failure.
+# The test's program, ranks and arguments are kept as global properties (MM_TEST_EXE_<name>, MM_TEST_NP_<name>,
+# MM_TEST_ARGS_<name>), from which the emulated build makes its variants of a test (another thread order, the
+# race mode, a mutant: test/emulator/cmake/).
 set(MM_MPIRUN ${MPIEXEC_EXECUTABLE} --oversubscribe --bind-to none)
 function(mm_test name)
   cmake_parse_arguments(A "" "NP;TIMEOUT;EXE" "SOURCES;MODULES;LABELS;ARGS" ${ARGN})
@@ -52,8 +56,14 @@ function(mm_test name)
   else()
     add_test(NAME ${name} COMMAND $<TARGET_FILE:${exe}> ${A_ARGS})
   endif()
-  set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}" SKIP_RETURN_CODE 77
+  set_tests_properties(${name} PROPERTIES LABELS "${A_LABELS}"
                        ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+  if(NOT MM_EMULATED)
+    set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77)
+  endif()
+  set_property(GLOBAL PROPERTY MM_TEST_EXE_${name} ${exe})
+  set_property(GLOBAL PROPERTY MM_TEST_NP_${name} "${A_NP}")
+  set_property(GLOBAL PROPERTY MM_TEST_ARGS_${name} "${A_ARGS}")
   if(A_TIMEOUT)
     set_tests_properties(${name} PROPERTIES TIMEOUT ${A_TIMEOUT})
   else()

@@ -166,9 +166,10 @@ __device__ inline void online_pair_add(float& m, float& s, float m2, float s2) {
 }
 
 // The block's (m, s) pairs combined in a fixed order (each warp's butterfly, then the warps' results in one
-// more butterfly); every thread gets the result.
+// more butterfly); every thread gets the result. For blocks of kCeThreads threads: one slot per warp.
+constexpr int kCeWarps = kCeThreads / 32;
 __device__ inline void block_online_reduce(float& m, float& s) {
-    __shared__ float sm_m[32], sm_s[32];
+    __shared__ float sm_m[kCeWarps], sm_s[kCeWarps];
     for (int offset = 16; offset > 0; offset >>= 1)
         online_pair_add(m, s, __shfl_xor_sync(0xffffffffu, m, offset), __shfl_xor_sync(0xffffffffu, s, offset));
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, nwarps = blockDim.x / 32;

@@ -33,12 +33,6 @@
 #include "philox.h"
 #include "vec8.h"
 
-// Negative control of the emulated-GPU suite (test/emulator/emulator_tests.cmake): compiled with
-// -DMM_FLASH_KEY_BOUND_BUG=1, the forward kernel's key bound is off by one, so a partial key tile lets one
-// key past the end into the softmax, and test_flash_attention must fail. 0 (the default) in every real build.
-#ifndef MM_FLASH_KEY_BOUND_BUG
-#define MM_FLASH_KEY_BOUND_BUG 0
-#endif
 #include "warp_reduce.cuh"
 
 // Everything a kernel needs, passed by value. One call is the queries of S consecutive positions against the
@@ -552,7 +546,7 @@ __global__ void __launch_bounds__(kFlashThreads, 4)
         for (int r = 0; r < RW; r++) {
             const int q = qw + r;
             // The causal mask by global position (k_pos + k <= q_pos + q), and the ends of the block.
-            const bool visible = k <= q + dg && k < Sk + MM_FLASH_KEY_BOUND_BUG && q < S;
+            const bool visible = k <= q + dg && k < Sk && q < S;
             const float x = dot_hd(&Qs[(row0 + r) * HDB], &Ks[lane * (HDB + 1)], HD) * a.scale;
             const float m_old = __shfl_sync(kFullWarp, m_mine, r);
             const float mt = fmaxf(m_old, warp_max(visible ? x : -INFINITY));

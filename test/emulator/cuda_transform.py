@@ -1,17 +1,22 @@
 #!/usr/bin/env python3
 """The emulated device's source transform (as hipify does for HIP): a project .cu file -> host C++.
 
-    cuda_transform.py SOURCE OUTPUT
+    cuda_transform.py SOURCE OUTPUT [--name NAME]
 
-Three rewrites, nothing else; line numbers are kept (a #line directive and the same count of newlines), so a
-compiler error or a gdb line points into the original file:
+NAME (default SOURCE) is the file name the output's #line directive gives, so that a patched copy of a file
+(a mutant, test/emulator/mutants.py) reports the original file's name and lines. Three rewrites, nothing else;
+line numbers are kept (a #line directive and the same count of newlines), so a compiler error, a gdb line or
+an emulator report points into the original file:
   kernel<<<grid, block[, smem[, stream]]>>>(args)  ->  ::emu::launch(kernel, "kernel", __FILE__, __LINE__,
                                                        grid, block[, smem[, stream]])(args)
-  __shared__ T name[N]...;                          ->  static thread_local T name[N]...;
-                                                       ::emu::shared_static(name, sizeof(name), "name");
+  __shared__ T name[N][M];                          ->  T (&name)[N][M] = ::emu::shared_array<T[N][M]>(
+                                                           []{}, "name", __FILE__, __LINE__);
   extern __shared__ T name[];                       ->  T* const name = ::emu::dynamic_shared<T>();
-One OS thread runs one block at a time, so a function-local `static thread_local` array is exactly one
-block's shared memory (launch.cpp fills it with the NaN pattern at every block's start).
+A static __shared__ array becomes a reference to the block's own copy of it, a heap allocation of exactly its
+size made by the emulator (launch.cpp): under AddressSanitizer an access one element past it is reported,
+naming the array. The lambda `[]{}` only gives each declaration (and each instantiation of a template
+kernel) a type, hence an address, of its own: the emulator's key for the array.
+The output is written only when it changed, so that a rebuild after an unchanged transform compiles nothing.
 """
 import re
 import sys
@@ -167,24 +172,38 @@ def rewrite_shared(src):
             if not first:
                 raise SystemExit("cuda_transform: a __shared__ declaration that is not an array: " + flat)
             typ = flat[: first.start()].strip()
-            decls = [d.strip() for d in split_top(flat[first.start() :])]
-            names = [re.match(r"(\w+)", d).group(1) for d in decls]
-            repl = "alignas(16) static thread_local %s %s; " % (typ, ", ".join(decls))
-            repl += " ".join('::emu::shared_static(%s, sizeof(%s), "%s");' % (n, n, n) for n in names)
-            repl = repl.rstrip(";")
+            parts = []
+            for d in split_top(flat[first.start() :]):
+                dm = re.fullmatch(r"\s*(\w+)\s*((?:\[[^\]]+\]\s*)+)", d)
+                if not dm:
+                    raise SystemExit("cuda_transform: cannot read the __shared__ array declarator: " + d)
+                name, dims = dm.group(1), "".join(dm.group(2).split())
+                parts.append('%s (&%s)%s = ::emu::shared_array<%s%s>([] {}, "%s", __FILE__, __LINE__)'
+                             % (typ, name, dims, typ, dims, name))
+            repl = "; ".join(parts)
         out = out[: m.start()] + repl + "\n" * newlines + out[semi:]
         pos = m.start() + len(repl)
 
 
 def main():
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    name = None
+    if len(args) == 4 and args[2] == "--name":
+        name = args[3]
+        args = args[:2]
+    if len(args) != 2:
         raise SystemExit(__doc__)
-    src_path, out_path = sys.argv[1], sys.argv[2]
+    src_path, out_path = args
     with open(src_path) as f:
         src = f.read()
-    text = rewrite_shared(rewrite_launches(src))
+    text = '#line 1 "%s"\n' % (name or src_path) + rewrite_shared(rewrite_launches(src))
+    try:
+        with open(out_path) as f:
+            if f.read() == text:
+                return
+    except OSError:
+        pass
     with open(out_path, "w") as f:
-        f.write('#line 1 "%s"\n' % src_path)
         f.write(text)
 
 

@@ -2,6 +2,9 @@
 //
 // Device memory is host memory (256-byte aligned), every allocation filled with the NaN pattern 0xFF bytes
 // (NaN as fp32, bf16 and fp64; -1 as an integer), so a read of memory nobody wrote shows in the results.
+// Under AddressSanitizer (make test-emulated's build) an allocation is exactly the bytes asked for, so a kernel
+// (or a copy) that touches one byte past its end is stopped (memcheck, launch.cpp); without it, the 256-byte
+// rounding tail is there, and holds the NaN pattern too.
 //
 // Streams are asynchronous: each stream has a worker thread that runs its queue in issue order (kernels,
 // copies, memsets, event records, waits, and the emulated libraries' work). cudaStreamWaitEvent queues a
@@ -29,6 +32,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -254,6 +258,31 @@ void check_device_range(const void* p, size_t bytes, const char* what) {
         fatal("%s: [%p, %p + %zu bytes) is not inside one live cudaMalloc allocation", what, p, p, bytes);
 }
 
+size_t describe_device_allocation(const void* addr, char* out, size_t n) {
+    std::unique_lock<std::mutex> lock(g_mem_mutex, std::try_to_lock);
+    if (!lock.owns_lock() || g_allocs->empty()) return SIZE_MAX;
+    const uintptr_t a = reinterpret_cast<uintptr_t>(addr);
+    auto after = g_allocs->upper_bound(a);  // the first allocation starting after a
+    size_t best = SIZE_MAX;
+    if (after != g_allocs->begin()) {
+        auto it = std::prev(after);
+        const uintptr_t end = it->first + it->second;
+        best = a < end ? 0 : a - end + 1;
+        if (a < end)
+            snprintf(out, n, "%zu bytes into the cudaMalloc allocation of %zu bytes at %p", (size_t)(a - it->first),
+                     it->second, reinterpret_cast<void*>(it->first));
+        else
+            snprintf(out, n, "%zu bytes past the end of the cudaMalloc allocation of %zu bytes at %p",
+                     (size_t)(a - end), it->second, reinterpret_cast<void*>(it->first));
+    }
+    if (after != g_allocs->end() && after->first - a < best) {
+        best = after->first - a;
+        snprintf(out, n, "%zu bytes before the cudaMalloc allocation of %zu bytes at %p", (size_t)(after->first - a),
+                 after->second, reinterpret_cast<void*>(after->first));
+    }
+    return best;
+}
+
 const unsigned char* device_uuid() {
     static unsigned char uuid[16];
     static std::once_flag once;
@@ -331,7 +360,14 @@ cudaError_t cudaPeekAtLastError() { return g_last_error; }
 // ---- the device -----------------------------------------------------------------------------------------------------
 static thread_local int g_device = 0;
 cudaError_t cudaGetDeviceCount(int* count) {
-    *count = 1;  // one emulated GPU per process (per MPI rank)
+    // One emulated GPU per process (per MPI rank); none when CUDA_VISIBLE_DEVICES hides it (empty, or -1), as
+    // the real runtime does: what a test that must skip without a GPU sees (emu_skip_fails_the_run).
+    const char* visible = getenv("CUDA_VISIBLE_DEVICES");
+    if (visible && (!*visible || visible[0] == '-')) {
+        *count = 0;
+        return ret(cudaErrorNoDevice);
+    }
+    *count = 1;
     return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
@@ -406,9 +442,14 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
         std::lock_guard<std::mutex> lock(g_mem_mutex);
         if (g_live_bytes + bytes > kTotalMem) return ret(cudaErrorMemoryAllocation);
     }
-    void* p = aligned_alloc(256, (bytes + 255) / 256 * 256);
-    if (!p) return ret(cudaErrorMemoryAllocation);
-    memset(p, 0xff, bytes);  // the NaN pattern: unwritten memory shows
+#if defined(__SANITIZE_ADDRESS__)
+    const size_t held = bytes;  // exactly: AddressSanitizer's redzone starts at the first byte past the end
+#else
+    const size_t held = (bytes + 255) / 256 * 256;
+#endif
+    void* p = nullptr;
+    if (posix_memalign(&p, 256, held) != 0 || !p) return ret(cudaErrorMemoryAllocation);
+    memset(p, 0xff, held);  // the NaN pattern: unwritten memory (and the rounding tail) shows
     std::lock_guard<std::mutex> lock(g_mem_mutex);
     (*g_allocs)[reinterpret_cast<uintptr_t>(p)] = bytes;
     g_live_bytes += bytes;

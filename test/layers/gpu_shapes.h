@@ -4,7 +4,9 @@
 // some GPU test shape. A shape added for coverage goes here, never into a test's own list: that is what makes
 // the coverage claim checkable on a machine without a GPU.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include "layers/linear.h"
 
 // Which dtypes a case runs in (each GPU test loops over the dtypes of its case).
@@ -119,4 +121,49 @@ struct ConvertGpuCase {
 inline constexpr ConvertGpuCase kConvertGpuCases[] = {
     {DType::BF16, DType::F32, 1},       {DType::BF16, DType::F32, 1000003}, {DType::F32, DType::BF16, 1},
     {DType::F32, DType::BF16, 1000003}, {DType::F32, DType::F32, 4099},     {DType::BF16, DType::BF16, 4099},
+};
+
+// ---- the race mode's shapes ----------------------------------------------------------------------------------
+// make test-emulated runs the kernel tests once more under ThreadSanitizer (build-emulated-race/, 5 to 20 times
+// slower than the memcheck build), with MM_GPU_TEST_SMALL=1 in their environment: a test then takes the small
+// table of its op where one is given here, a case or two that still launch each of its kernels (every kernel,
+// not every instantiation: the full tables run in the other builds). gpu_cases(full, small) is the table to
+// iterate over.
+inline bool gpu_test_small() {
+    static const bool small = [] {
+        const char* v = std::getenv("MM_GPU_TEST_SMALL");
+        return v && *v && *v != '0';
+    }();
+    return small;
+}
+template <class T>
+struct GpuCases {
+    const T* first;
+    const T* last;
+    const T* begin() const { return first; }
+    const T* end() const { return last; }
+};
+template <class T, size_t N, size_t M>
+inline GpuCases<T> gpu_cases(const T (&full)[N], const T (&small)[M]) {
+    return gpu_test_small() ? GpuCases<T>{small, small + M} : GpuCases<T>{full, full + N};
+}
+// Attention: the vectorized kernels (S 37, one pack of keys a lane) and the general one (S above 1024, f32).
+inline constexpr AttnGpuCase kAttnGpuCasesSmall[] = {
+    {37, 3, 3, 24, 0, 3, 0, 3, kBothDtypes},
+    {1030, 1, 1, 16, 0, 1, 1, 2, kF32Only},
+};
+// Flash attention: several tiles with a partial last one, a TP rank's heads; a ring block on the diagonal, and
+// one whose keys all come before its queries (there only the key bound ends a partial key tile).
+inline constexpr FlashGpuCase kFlashGpuCasesSmall[] = {
+    {133, 2, 3, 32, 1, 5, 2, 6, kBothDtypes},
+};
+// Flash attention on tensor cores: four query and key tiles, the last partial (S 200: the double buffer is
+// refilled, so its write-after-read barrier is needed), at HD 64 (tiles by cp.async); two tiles at HD 128 and
+// HD 37 (by plain loads).
+inline constexpr FlashGpuCase kFlashTcGpuCasesSmall[] = {
+    {200, 1, 2, 64, 0, 1, 0, 2, kBF16Only}, {65, 1, 1, 128, 0, 2, 1, 2, kBF16Only}, {65, 1, 1, 37, 0, 1, 0, 1, kBF16Only},
+};
+inline constexpr FlashBlockGpuCase kFlashBlockGpuCasesSmall[] = {
+    {72, 72, 72, 72, 288, 2, 2, 64, 0, 2, 0, 2, kBF16Only},
+    {40, 72, 200, 40, 288, 2, 3, 32, 1, 4, 2, 6, kF32Only},
 };

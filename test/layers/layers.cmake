@@ -47,13 +47,13 @@ mm_test(test_mma SOURCES test/layers/test_mma.cu MODULES runtime LABELS unit ARG
 mm_test(test_gpu_mma EXE test_mma LABELS gpu ARGS --gpu)
 target_include_directories(test_mma PRIVATE ${CMAKE_SOURCE_DIR}/layers)
 if(MM_EMULATED)
-  # Negative controls of the emulation (test/emulator/expect_failure.sh: a non-zero exit AND the reason): a kernel
-  # that assumes another fragment layout than the ISA's computes a wrong product; a tile read before its
+  # Negative controls of the emulation (test/emulator/expect_failure.sh: exit 1, a failed check, AND the reason):
+  # a kernel that assumes another fragment layout than the ISA's computes a wrong product; a tile read before its
   # cp.async.wait_group is not the copied one (the emulated copies land at the wait).
-  add_test(NAME emu_mma_wrong_fragment_layout_fails COMMAND bash ${CMAKE_SOURCE_DIR}/test/emulator/expect_failure.sh 60
+  add_test(NAME emu_mma_wrong_fragment_layout_fails COMMAND bash ${CMAKE_SOURCE_DIR}/test/emulator/expect_failure.sh 60 1
            "FAIL .*test_mma.cu:[0-9]+: .*A's registers 1 and 2 swapped == C \\+ A·B: worst error"
            $<TARGET_FILE:test_mma> --gpu-wrong-layout)
-  add_test(NAME emu_cp_async_without_wait_fails COMMAND bash ${CMAKE_SOURCE_DIR}/test/emulator/expect_failure.sh 60
+  add_test(NAME emu_cp_async_without_wait_fails COMMAND bash ${CMAKE_SOURCE_DIR}/test/emulator/expect_failure.sh 60 1
            "FAIL .*test_mma.cu:[0-9]+: .*cp_async_16 read before cp_async_wait: [0-9]+ bytes not"
            $<TARGET_FILE:test_mma> --gpu-cp-async-without-wait)
   set_tests_properties(emu_mma_wrong_fragment_layout_fails emu_cp_async_without_wait_fails PROPERTIES

@@ -422,7 +422,7 @@ static void test_attention_gpu() {
     // The shapes (test/layers/gpu_shapes.h, where test_kernel_coverage reads them too): sub-ranges (a TP rank's
     // heads of a DP rank's batches), every softmax kernel instantiation, several causal blocks with a partial
     // last one.
-    for (const AttnGpuCase& cs : kAttnGpuCases)
+    for (const AttnGpuCase& cs : gpu_cases(kAttnGpuCases, kAttnGpuCasesSmall))
         for (DType dt : {DType::F32, DType::BF16})
             for (float p : {0.f, 0.1f}) {
                 if (!runs_in(cs.dtypes, dt)) continue;

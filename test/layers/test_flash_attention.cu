@@ -447,7 +447,7 @@ static void cpu_checks() {
 // =========================================================================================================
 
 static void test_flash_gpu() {
-    for (const FlashGpuCase& c : kFlashGpuCases)
+    for (const FlashGpuCase& c : gpu_cases(kFlashGpuCases, kFlashGpuCasesSmall))
         for (DType dt : {DType::F32, DType::BF16}) {
             if (!runs_in(c.dtypes, dt)) continue;
             const AttnShape sh = shape(c.S, c.B, c.NH, c.HD, c.b_offset, c.B_total, c.head_offset, c.NH_total);
@@ -565,7 +565,7 @@ static BlockRun block_run(Device dev, DType dt, const AttnBlock& blk, const std:
 }
 
 static void test_flash_block_gpu() {
-    for (const FlashBlockGpuCase& c : kFlashBlockGpuCases)
+    for (const FlashBlockGpuCase& c : gpu_cases(kFlashBlockGpuCases, kFlashBlockGpuCasesSmall))
         for (DType dt : {DType::F32, DType::BF16}) {
             if (!runs_in(c.dtypes, dt)) continue;
             const AttnShape sh = shape(0, c.B, c.NH, c.HD, c.b_offset, c.B_total, c.head_offset, c.NH_total);
@@ -650,7 +650,7 @@ static void gpu_checks() {
 // and 10 times those (the real mma's rounding, layers/mma.cuh, moves fp32's last bits only). Forward and
 // backward twice: the same bits (dQ has one owner).
 static void test_flash_tc_shapes() {
-    for (const FlashGpuCase& c : kFlashTcGpuCases)
+    for (const FlashGpuCase& c : gpu_cases(kFlashTcGpuCases, kFlashTcGpuCasesSmall))
         for (float p : {0.f, 0.1f}) {
             const AttnShape sh = shape(c.S, c.B, c.NH, c.HD, c.b_offset, c.B_total, c.head_offset, c.NH_total);
             const int W = 3 * sh.NH * sh.HD;

@@ -7,7 +7,29 @@
 # The same sources, programs and tests as the real build: the core files are globbed as CMakeLists.txt does,
 # and the same CMake fragments (tools/, test/) register the same programs and tests through emulated
 # versions of mm_executable and mm_test. bench/ is left out: its timings mean nothing on an emulator.
+#
+# MM_EMU_SANITIZER picks the checks compiled in (test/emulator/launch.cpp says what each finds):
+#   address (the default, build-emulated/): AddressSanitizer on everything, the emulator included. Each
+#           cudaMalloc, each static __shared__ array and each launch's dynamic shared memory is an allocation of
+#           exactly its size: memcheck. Every test of this build is memchecked, the trainer runs included.
+#   thread  (build-emulated-race/): ThreadSanitizer, the race mode: CUDA's barriers are the only
+#           happens-before edges inside a block. make test-emulated builds only the kernel tests here.
+#   none    no sanitizer (fastest; what a debugger session may prefer).
 project(mini_megatron_emulated LANGUAGES C CXX ASM)
+set(MM_EMU_SANITIZER address CACHE STRING
+    "checks of the emulated build: address (memcheck), thread (race mode) or none")
+set_property(CACHE MM_EMU_SANITIZER PROPERTY STRINGS address thread none)
+if(MM_EMU_SANITIZER STREQUAL "address")
+  # Without use-after-scope (the poisoning of a block's locals at every entry and exit of its scope): about a
+  # fifth of the sanitizer's time in the kernels' loops, for a check that memcheck does not make.
+  add_compile_options(-fsanitize=address -fno-omit-frame-pointer -fno-sanitize-address-use-after-scope)
+  add_link_options(-fsanitize=address)
+elseif(MM_EMU_SANITIZER STREQUAL "thread")
+  add_compile_options(-fsanitize=thread)
+  add_link_options(-fsanitize=thread)
+elseif(NOT MM_EMU_SANITIZER STREQUAL "none")
+  message(FATAL_ERROR "MM_EMU_SANITIZER=${MM_EMU_SANITIZER}: expected address, thread or none")
+endif()
 set(CMAKE_CXX_STANDARD 17)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
 if(NOT CMAKE_BUILD_TYPE)
@@ -59,17 +81,23 @@ function(emu_library name)
 endfunction()
 find_package(Threads REQUIRED)
 emu_library(mm_emulated ${EMU_LIB_SOURCES})
-# The race mode: the same emulator built with ThreadSanitizer, for the race tests only (race_test.cmake).
-emu_library(mm_emulated_tsan ${EMU_LIB_SOURCES})
-target_compile_options(mm_emulated_tsan PRIVATE -fsanitize=thread)
-target_link_options(mm_emulated_tsan PUBLIC -fsanitize=thread)
+# The race mode: the fiber scheduler (launch.cpp) is not instrumented, so that only the kernels' accesses are
+# checked, ordered by the happens-before edges it declares (and at a fraction of the cost of ignoring them).
+if(MM_EMU_SANITIZER STREQUAL "thread")
+  set_source_files_properties(${EMU_DIR}/launch.cpp PROPERTIES COMPILE_OPTIONS -fno-sanitize=thread
+                              COMPILE_DEFINITIONS EMU_TSAN=1)
+endif()
 
 add_library(mm_deps INTERFACE)
 target_include_directories(mm_deps BEFORE INTERFACE ${EMU_INCLUDES})
 target_include_directories(mm_deps INTERFACE ${CMAKE_SOURCE_DIR} ${CBLAS_INCLUDE_DIR} ${PCRE2_INCLUDE_DIR}
                            ${NLOHMANN_JSON_INCLUDE_DIR})
 target_compile_options(mm_deps INTERFACE ${EMU_FLAGS} -fopenmp)
-target_compile_definitions(mm_deps INTERFACE MM_CPU_CLONES)
+# The CPU paths' function clones (ifunc resolvers, run by the dynamic loader before ThreadSanitizer's runtime
+# is up) are left out of the race mode's build: they are CPU speed, not what it checks.
+if(NOT MM_EMU_SANITIZER STREQUAL "thread")
+  target_compile_definitions(mm_deps INTERFACE MM_CPU_CLONES)
+endif()
 target_link_libraries(mm_deps INTERFACE mm_emulated MPI::MPI_CXX OpenMP::OpenMP_CXX ${OPENBLAS_LIB} ${PCRE2_LIB})
 
 # A .cu file becomes ${CMAKE_BINARY_DIR}/emu_src/<path>.cpp through the transform; its own folder is on the
@@ -131,17 +159,38 @@ list(SORT MM_FRAGMENTS)
 foreach(frag ${MM_FRAGMENTS})
   include(${frag})
 endforeach()
-# The emulator's own tests: its negative controls and the race mode.
+# The kernel tests, and the variants of a test (another thread order, a mutant).
+include(${EMU_DIR}/cmake/variants.cmake)
+# The emulator's own tests: its negative controls, the modes' controls, the second thread order.
 include(${EMU_DIR}/cmake/emulator_tests.cmake)
 # The emulated cuBLAS/NCCL tests and the trainer on the emulated GPU (their owner's fragment).
 include(${EMU_DIR}/trainer.cmake)
+# make mutants (test/emulator/mutants.py): its list of mutants, in the mutants' own build folders only.
+if(MM_EMU_MUTANTS)
+  include(${MM_EMU_MUTANTS})
+  get_property(programs GLOBAL PROPERTY EMU_MUTANT_PROGRAMS)
+  add_custom_target(emu_mutant_programs DEPENDS ${programs})
+endif()
 
 # Each test its own Open MPI session folder, as in CMakeLists.txt; and the test scripts' `nvidia-smi -L` sees
 # the emulated GPUs (test/emulator/bin/nvidia-smi).
 mm_isolate_mpi_sessions(ENV "PATH=${EMU_DIR}/bin:$ENV{PATH}")
-# What can only mean something on real hardware, not run here, each with its reason:
+# No skip: on the emulated device every GPU test must run, so exit code 77 is a failure here (mm_test sets no
+# SKIP_RETURN_CODE in this build; the tests registered with add_test lose theirs below). The negative control
+# emu_skip_fails_the_run shows a gpu test that finds no GPU failing the run. What can only mean something on
+# real hardware is not run here, each named with its reason:
 # - cli_gpu_nccl_shared_gpu: the refusal of two ranks on one GPU; every emulated rank has a GPU of its own,
 #   so the case cannot arise.
+# The sanitizers make a test 1.5 to 3 times slower: no test of this build stops for time before 900 s (make
+# test-emulated's --timeout), so that a limit set for the plain build does not fail a slow but correct run.
+get_property(emu_all_tests DIRECTORY PROPERTY TESTS)
+foreach(t ${emu_all_tests})
+  set_property(TEST ${t} PROPERTY SKIP_RETURN_CODE)
+  get_test_property(${t} TIMEOUT limit)
+  if(limit AND limit LESS 900)
+    set_tests_properties(${t} PROPERTIES TIMEOUT 900)
+  endif()
+endforeach()
 if(TEST cli_gpu_nccl_shared_gpu)
   set_tests_properties(cli_gpu_nccl_shared_gpu PROPERTIES DISABLED TRUE)
 endif()

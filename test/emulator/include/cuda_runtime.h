@@ -10,22 +10,44 @@
 //
 // Only what the project calls is here; anything else fails to compile, on purpose.
 //
+// WHAT THE EMULATOR CHECKS (test/emulator/launch.cpp, runtime.cpp; each check has a negative control in
+// test/emulator/cmake/emulator_tests.cmake):
+//  - memcheck (build-emulated/, AddressSanitizer): every cudaMalloc, every static __shared__ array of a block
+//    and the launch's dynamic shared memory is bounded to the byte; an access past one stops the kernel,
+//    naming the kernel, block, thread, the allocation or array and the source line. Memory nobody wrote reads
+//    as NaN (0xFF bytes): fresh allocations, shared memory at each block's start, an unsynchronized host read.
+//  - Thread order (EMU_THREAD_ORDER=forward|reverse|shuffle[:seed]): the order in which the threads of a block
+//    run between barriers; the kernel tests run forward and reverse, so a missing barrier is caught whichever
+//    of its two threads writes first.
+//  - racecheck (build-emulated-race/, ThreadSanitizer): two threads of a block touching a word between
+//    barriers, one writing, with no __syncthreads or __syncwarp between them. A shuffle, ballot or
+//    emu::warp_gather orders nothing but its own value.
+//  - synccheck (every build): a __syncthreads reached at different source lines, a block that deadlocks, a warp
+//    collective whose mask names an exited lane or not the caller, lanes at different collectives or masks:
+//    each stops naming the kernel and the lines. The launch limits of sm_90.
+//
 // WHERE THE EMULATOR CANNOT BE FAITHFUL. Its times mean nothing: no benchmark may quote them, and a real
 // GPU's check (bench/gpu_suite.sh) is not replaced by anything here.
 //  - Performance: tensor cores and their timing, memory coalescing, bank conflicts, caches, occupancy and
 //    register pressure (__launch_bounds__ is accepted and ignored), launch overheads: none is modelled.
 //  - Scheduling: one block at a time per launch, blocks in order (x fastest), the threads of a block as
-//    fibers that run until a barrier or a warp collective. Races between blocks, and code that relies on
-//    blocks running concurrently (inter-block spinning), are not reproduced; a kernel waiting on another
-//    block hangs.
-//  - Warp-synchronous code without __syncwarp: lanes never run in lockstep here (each runs alone until it
-//    syncs), so code that exchanges data through shared memory inside a warp without __syncwarp reads stale
-//    values here, as it may on sm_70+; the race mode reports it. Disjoint masks used concurrently by two
-//    halves of a warp are refused (one warp collective at a time per warp).
-//  - Memory model: device memory is host memory, so every write is visible at once to the other threads of
-//    the block (no weaker ordering, no __threadfence needed); atomics are host atomics; the math intrinsics
-//    (__expf, rsqrtf, ...) are the accurate host functions, not the GPU's approximations; there is no
-//    out-of-bounds check of device pointers inside kernels (only the runtime's copies check their ranges).
+//    fibers that run until a barrier or a warp collective. Races between blocks (two blocks writing one
+//    word, a block reading what another writes) are found by no mode: the race mode orders each block after
+//    the previous one. Code that relies on blocks running concurrently (inter-block spinning) hangs.
+//  - Timing between threads: a thread runs alone until it meets a barrier or a warp collective, so a read
+//    that races with a write lands before or after it whole; the thread orders (and the race mode) cover the
+//    orders of such segments, not an interleaving inside one.
+//  - Warp collectives are meetings: every lane named in the mask arrives before any leaves (as with
+//    independent thread scheduling, sm_70 on); disjoint masks used concurrently by two halves of a warp are
+//    refused (one warp collective at a time per warp). Lanes at different source lines may meet at the same
+//    collective (PTX allows it on sm_70 and later); at __syncthreads they may not.
+//  - Memory model: device memory is host memory, so a write is visible at once to every later read of any
+//    thread (no weaker ordering, no __threadfence needed, no stale cache); only the race mode holds a kernel to
+//    CUDA's barriers, and only inside a block. Atomics are host atomics; the math intrinsics (__expf, rsqrtf,
+//    ...) are the accurate host functions, not the GPU's approximations. memcheck finds accesses out of bounds
+//    and after cudaFree (AddressSanitizer's quarantine), not a misaligned access (the host allows it; a GPU
+//    faults on a 16-byte load that is not 16-byte aligned). A read of memory nobody wrote is not stopped, as
+//    compute-sanitizer's initcheck would: its NaN shows only where it reaches a result.
 //  - Limits: sm_90's values (below); an sm_80-only limit (163 KB of opt-in shared memory) is not checked.
 #pragma once
 

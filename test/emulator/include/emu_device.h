@@ -3,7 +3,7 @@
 // on a fiber of its own (test/emulator/launch.cpp), so __syncthreads, __syncwarp and the shuffles block
 // and exchange values as on a GPU. The build's source transform (test/emulator/cuda_transform.py) turns
 // kernel<<<grid, block, smem, stream>>>(args) into emu::launch(...)(args) and __shared__ declarations into
-// per-block storage (emu::shared_static, emu::dynamic_shared<T>).
+// per-block storage (emu::shared_array, emu::dynamic_shared<T>).
 #pragma once
 
 #include <cmath>
@@ -29,22 +29,43 @@ static constexpr int warpSize = 32;
 namespace emu {
 
 // ---- block and warp synchronization (launch.cpp) ----------------------------------------------------------
-void syncthreads();
+// Every synchronizing call carries its source line (the emulated __syncthreads, __syncwarp and shuffles take
+// __builtin_FILE() and __builtin_LINE() as default arguments: the call site in the kernel's own file, which
+// the transform's #line keeps), so that a barrier misuse is reported with the line (synccheck).
+void syncthreads(const char* file, int line);
 // A warp collective: every lane named in `mask` arrives with `value`; kind 0 __syncwarp, 1 __shfl_sync
 // (arg = srcLane), 2 __shfl_xor_sync (arg = laneMask), 3 __shfl_down_sync (arg = delta), 4 __shfl_up_sync,
-// 5 __ballot_sync (returns the mask of lanes whose value is non-zero). Width as CUDA's.
-uint64_t warp_collective(unsigned mask, uint64_t value, int kind, int arg, int width, const char* what);
+// 5 __ballot_sync (returns the mask of lanes whose value is non-zero). Width as CUDA's. Only __syncwarp
+// (kind 0) orders memory among the lanes; a shuffle or a ballot hands over its values and nothing else (what
+// the race mode holds a kernel to).
+uint64_t warp_collective(unsigned mask, uint64_t value, int kind, int arg, int width, const char* what,
+                         const char* file, int line);
 // A warp collective that moves a payload (the emulated tensor-core operations are built on it): every lane
 // named in `mask` arrives with `bytes` bytes (1..128) at `in`; when all have arrived, each of them finds lane
 // l's payload at all + l * bytes (the NaN pattern for a lane outside the mask). Like a shuffle, it orders no
 // memory: only the values handed over are exchanged.
-void warp_gather(unsigned mask, const void* in, size_t bytes, void* all, const char* what);
+void warp_gather(unsigned mask, const void* in, size_t bytes, void* all, const char* what,
+                 const char* file = __builtin_FILE(), int line = __builtin_LINE());
+// A check run in every CUDA thread of every later launch when it returns from the kernel (still in its block,
+// threadIdx and blockIdx its own): the emulated cp.async (mma.cuh) registers one, so that a thread that ends
+// with copies never waited for stops the program. One check at most; registering the same one again is a no-op.
+void at_thread_exit(void (*check)());
+// The kernel the calling thread runs (for a check's report).
+const char* current_kernel();
 
 // ---- shared memory (launch.cpp) -----------------------------------------------------------------------------
-// A static __shared__ array (made `static thread_local` by the transform): counted against the 48 KB limit
-// and filled with the NaN pattern at the start of every block, since shared memory starts undefined.
-void shared_static(void* p, size_t bytes, const char* name);
-// The block's dynamic shared memory (the launch's third <<<>>> argument), NaN-filled at every block start.
+// A static __shared__ array (the transform turns `__shared__ T name[N];` into a reference to this): the
+// block's own copy of the array declared at `site`, a heap allocation of exactly `bytes` bytes (so that
+// AddressSanitizer bounds it), counted against the 48 KB limit and filled with the NaN pattern at the start
+// of every block, since shared memory starts undefined.
+void* shared_static(const void* site, size_t bytes, const char* name, const char* file, int line);
+template <class A, class Site>
+inline A& shared_array(Site, const char* name, const char* file, int line) {
+    static const char site = 0;  // one per declaration (Site, a lambda's type) and per array type
+    return *static_cast<A*>(shared_static(&site, sizeof(A), name, file, line));
+}
+// The block's dynamic shared memory (the launch's third <<<>>> argument): exactly that many bytes, NaN-filled
+// at every block start.
 void* dynamic_shared_base();
 template <class T>
 inline T* dynamic_shared() { return static_cast<T*>(dynamic_shared_base()); }
@@ -112,29 +133,40 @@ inline T atomic_update(T* p, Op op) {
 }  // namespace emu
 
 // ---- CUDA's device functions ---------------------------------------------------------------------------------
-inline void __syncthreads() { emu::syncthreads(); }
-inline void __syncwarp(unsigned mask = 0xffffffffu) { emu::warp_collective(mask, 0, 0, 0, 32, "__syncwarp"); }
-template <class T>
-inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
-    return emu::from_bits<T>(emu::warp_collective(mask, emu::to_bits(v), 1, src, width, "__shfl_sync"));
+#define EMU_SITE const char* file = __builtin_FILE(), int line = __builtin_LINE()
+inline void __syncthreads(EMU_SITE) { emu::syncthreads(file, line); }
+inline void __syncwarp(unsigned mask = 0xffffffffu, EMU_SITE) {
+    emu::warp_collective(mask, 0, 0, 0, 32, "__syncwarp", file, line);
 }
 template <class T>
-inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
-    return emu::from_bits<T>(emu::warp_collective(mask, emu::to_bits(v), 2, lane_mask, width, "__shfl_xor_sync"));
+inline T __shfl_sync(unsigned mask, T v, int src, int width = 32, EMU_SITE) {
+    return emu::from_bits<T>(emu::warp_collective(mask, emu::to_bits(v), 1, src, width, "__shfl_sync", file, line));
 }
 template <class T>
-inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-    return emu::from_bits<T>(emu::warp_collective(mask, emu::to_bits(v), 3, (int)delta, width, "__shfl_down_sync"));
+inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32, EMU_SITE) {
+    return emu::from_bits<T>(
+        emu::warp_collective(mask, emu::to_bits(v), 2, lane_mask, width, "__shfl_xor_sync", file, line));
 }
 template <class T>
-inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-    return emu::from_bits<T>(emu::warp_collective(mask, emu::to_bits(v), 4, (int)delta, width, "__shfl_up_sync"));
+inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32, EMU_SITE) {
+    return emu::from_bits<T>(
+        emu::warp_collective(mask, emu::to_bits(v), 3, (int)delta, width, "__shfl_down_sync", file, line));
 }
-inline unsigned __ballot_sync(unsigned mask, int pred) {
-    return (unsigned)emu::warp_collective(mask, pred != 0, 5, 0, 32, "__ballot_sync");
+template <class T>
+inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32, EMU_SITE) {
+    return emu::from_bits<T>(
+        emu::warp_collective(mask, emu::to_bits(v), 4, (int)delta, width, "__shfl_up_sync", file, line));
 }
-inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) == mask; }
-inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
+inline unsigned __ballot_sync(unsigned mask, int pred, EMU_SITE) {
+    return (unsigned)emu::warp_collective(mask, pred != 0, 5, 0, 32, "__ballot_sync", file, line);
+}
+#undef EMU_SITE
+inline int __all_sync(unsigned mask, int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return __ballot_sync(mask, pred, file, line) == mask;
+}
+inline int __any_sync(unsigned mask, int pred, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return __ballot_sync(mask, pred, file, line) != 0;
+}
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 

@@ -172,8 +172,9 @@ inline void ldmatrix_x4_trans(uint32_t r[4], const void* row) {
 // before the wait reads NaN, and one whose other threads read it without a __syncthreads after the wait races
 // with the copy (the race mode sees both writes as the issuing thread's).
 // Each CUDA thread has its own groups (kept per worker thread, by the thread's index in the block). A thread
-// whose copies are still pending when its worker starts a thread of another block (the kernel ended without
-// waiting for them) stops the program.
+// that returns from the kernel with copies issued and never waited for stops the program (the check runs at
+// every thread's exit, emu::at_thread_exit: the ISA leaves such copies' bytes undefined, and a kernel that
+// reads its tile only after the next launch starts, or never, is wrong either way).
 namespace emu_mma {
 struct AsyncCopy {
     void* dst;
@@ -186,21 +187,46 @@ struct AsyncGroups {
     uint3 block{};
     dim3 grid{};
 };
-inline AsyncGroups& async_groups() {
+inline std::vector<AsyncGroups>& per_thread_groups() {
     static thread_local std::vector<AsyncGroups> per_thread;  // one worker runs one block at a time
-    const unsigned i = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-    if (per_thread.size() <= i) per_thread.resize(i + 1);
-    AsyncGroups& s = per_thread[i];
-    const bool same = s.block.x == blockIdx.x && s.block.y == blockIdx.y && s.block.z == blockIdx.z &&
-                      s.grid.x == gridDim.x && s.grid.y == gridDim.y && s.grid.z == gridDim.z;
-    if (!same) {
-        if (!s.open.empty() || !s.closed.empty()) {
-            char why[160];
-            snprintf(why, sizeof why, "the same thread of block (%u,%u,%u) left %zu cp.async copies never waited for "
-                     "(cp.async.wait_group before the kernel ends)", s.block.x, s.block.y, s.block.z,
-                     s.open.size() + s.closed.size());
-            fail("cp.async", why);
-        }
+    return per_thread;
+}
+inline unsigned thread_in_block() {
+    return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+}
+inline bool same_block(const AsyncGroups& s) {
+    return s.block.x == blockIdx.x && s.block.y == blockIdx.y && s.block.z == blockIdx.z && s.grid.x == gridDim.x &&
+           s.grid.y == gridDim.y && s.grid.z == gridDim.z;
+}
+// The check at a thread's exit: none of its copies left pending.
+inline void check_all_waited() {
+    Bookkeeping b;
+    std::vector<AsyncGroups>& v = per_thread_groups();
+    const unsigned i = thread_in_block();
+    if (i >= v.size() || !same_block(v[i])) return;  // this thread issued no cp.async
+    const size_t pending = v[i].open.size() + [&] {
+        size_t n = 0;
+        for (const auto& g : v[i].closed) n += g.size();
+        return n;
+    }();
+    if (pending) {
+        char why[256];
+        snprintf(why, sizeof why, "kernel %s: the thread ends with %zu cp.async copies never waited for "
+                 "(cp_async_wait<0>, cp.async.wait_group 0, before the thread exits)", emu::current_kernel(), pending);
+        fail("cp.async", why);
+    }
+    v[i].closed.clear();  // empty groups committed and never waited for are complete: nothing pends
+}
+inline AsyncGroups& async_groups() {
+    static const bool registered = (emu::at_thread_exit(check_all_waited), true);
+    (void)registered;
+    std::vector<AsyncGroups>& v = per_thread_groups();
+    const unsigned i = thread_in_block();
+    if (v.size() <= i) v.resize(i + 1);
+    AsyncGroups& s = v[i];
+    if (!same_block(s)) {  // this thread's first cp.async in this block (its exit check left nothing pending)
+        s.open.clear();
+        s.closed.clear();
         s.block = blockIdx;
         s.grid = gridDim;
     }

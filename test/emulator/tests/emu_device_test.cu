@@ -1,4 +1,4 @@
-// The emulated device's own semantics and limits (test/emulator), one mode per run:
+// The emulated device's own semantics, limits and checks (test/emulator), one mode per run:
 //   --semantics        warp shuffles with masks and widths, __ballot_sync, __syncwarp, emu::warp_gather,
 //                      __syncthreads across warps, static and dynamic shared memory, atomics, the NaN fill, two
 //                      streams ordered by an event; exits 0 when every check holds
@@ -6,14 +6,31 @@
 //   --smem-no-attr     the same launch without the attribute: refused (negative control, exits 1)
 //   --threads-1025     a block of 1025 threads: refused (exits 1)
 //   --grid-y-65536     a grid with y = 65536: refused (exits 1)
-//   --static-smem-49k  a kernel with 49 KB of static __shared__: stops (exits non-zero)
-//   --divergent-barrier  half a warp at __syncthreads, the other half at __syncwarp: reported as a deadlock
+//   --static-smem-49k  a kernel with 49 KB of static __shared__: stops (SIGABRT)
 //   --unsynced-read    a host read after cudaMemcpyAsync D2H without a synchronization: sees the NaN pattern
+// synccheck (each stops with SIGABRT, naming the kernel and the lines):
+//   --divergent-barrier  half a warp at __syncthreads, the other half at __syncwarp: a deadlock
+//   --barrier-lines      thread 0 at one __syncthreads, thread 1 at another: a barrier reached by part of a block
+//   --exited-lane        lanes 0..15 return, lanes 16..31 shuffle with the full mask
+//   --mask-without-caller  a __syncwarp whose mask does not name the calling lane
+// thread order (EMU_THREAD_ORDER):
+//   --missing-barrier  thread t writes s[t] and reads s[t - 1] with no __syncthreads between: right in the
+//                      forward order (exits 0), wrong when the reader runs first (exits 1)
+// memcheck (the AddressSanitizer build; each stops with SIGABRT, naming the kernel, the thread, the allocation
+// or array, and the line):
+//   --oob-global       one element past a cudaMalloc of 1000 bytes (inside the 256-byte rounding a real
+//                      allocation has)
+//   --oob-static       one element past a static __shared__ array, with another array declared after it
+//   --oob-dynamic      one element past the launch's dynamic shared memory
+// the emulated cp.async (test/emulator/include/mma.cuh):
+//   --cp-async-unwaited  copies issued and committed, never waited for: stops at the threads' exit (SIGABRT)
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#include "mma.cuh"  // the emulator's own (test/emulator/include comes first on the include path)
 
 #define CHECK_CUDA(call)                                                                                    \
     do {                                                                                                    \
@@ -102,6 +119,64 @@ __global__ void half_barrier_kernel(float* out) {
     if (threadIdx.x % 32 < 16) __syncthreads();
     else __syncwarp(0xffffffffu);
     out[threadIdx.x] = 1.f;
+}
+
+// Thread 0 meets the first __syncthreads, thread 1 the second: a barrier reached by only part of the block.
+__global__ void two_barriers_kernel(float* out) {
+    if (threadIdx.x == 0) __syncthreads();
+    else __syncthreads();
+    out[threadIdx.x] = 1.f;
+}
+
+// Lanes 0..15 have returned when lanes 16..31 shuffle with the full mask.
+__global__ void exited_lane_kernel(float* out) {
+    if (threadIdx.x < 16) return;
+    out[threadIdx.x] = __shfl_sync(0xffffffffu, (float)threadIdx.x, 16);
+}
+
+// Lane 5 calls __syncwarp with a mask of lanes 0..3.
+__global__ void own_lane_kernel(float* out) {
+    if (threadIdx.x == 5) __syncwarp(0x0000000fu);
+    out[threadIdx.x] = 1.f;
+}
+
+// The read of the neighbour's value needs a __syncthreads after the write; it has none.
+__global__ void missing_barrier_kernel(float* out) {
+    __shared__ float s[256];
+    const int t = threadIdx.x;
+    s[t] = (float)t;
+    if (t > 0) out[t] = s[t - 1];
+}
+
+// Block 1, thread 122 writes x[250]: one element past the 1000 bytes asked for.
+__global__ void oob_global_kernel(float* x, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) x[i] = 1.f;  // the bug: <= instead of <
+}
+
+// tile has 63 elements; thread 63 writes one past them. `after` is declared next to it: a write that overflows
+// tile must not land there unnoticed.
+__global__ void oob_static_kernel(float* out) {
+    __shared__ float tile[63];
+    __shared__ float after[64];
+    after[threadIdx.x] = 0.f;
+    tile[threadIdx.x] = 1.f;  // the bug: 64 threads, 63 elements
+    __syncthreads();
+    out[threadIdx.x] = after[threadIdx.x];
+}
+
+// 400 bytes of dynamic shared memory (100 floats); thread 0 reads s[100].
+__global__ void oob_dynamic_kernel(float* out, int n) {
+    extern __shared__ float s[];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = (float)i;
+    __syncthreads();
+    if (threadIdx.x == 0) out[0] = s[n];  // the bug: one past the end
+}
+
+__global__ void unwaited_copy_kernel(const uint4* src) {
+    extern __shared__ uint4 tile[];
+    cp_async_16(&tile[threadIdx.x], &src[threadIdx.x], 16);
+    cp_async_commit();  // the bug: no cp_async_wait<0>() before the thread ends
 }
 
 __global__ void fill_kernel(float* x, float v, int n) {
@@ -202,7 +277,9 @@ static int semantics() {
 int main(int argc, char** argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s --semantics|--smem-attr|--smem-no-attr|--threads-1025|--grid-y-65536|"
-                        "--static-smem-49k|--divergent-barrier|--unsynced-read\n", argv[0]);
+                        "--static-smem-49k|--unsynced-read|--divergent-barrier|--barrier-lines|--exited-lane|"
+                        "--mask-without-caller|--missing-barrier|--oob-global|--oob-static|--oob-dynamic|"
+                        "--cp-async-unwaited\n", argv[0]);
         return 2;
     }
     const char* m = argv[1];
@@ -236,6 +313,53 @@ int main(int argc, char** argv) {
     }
     if (!strcmp(m, "--static-smem-49k")) {
         static_49k_kernel<<<1, 32>>>(out);
+        CHECK_CUDA(cudaDeviceSynchronize());
+        return 0;
+    }
+    if (!strcmp(m, "--barrier-lines")) {
+        two_barriers_kernel<<<1, 2>>>(out);
+        CHECK_CUDA(cudaDeviceSynchronize());
+        return 0;
+    }
+    if (!strcmp(m, "--exited-lane")) {
+        exited_lane_kernel<<<1, 32>>>(out);
+        CHECK_CUDA(cudaDeviceSynchronize());
+        return 0;
+    }
+    if (!strcmp(m, "--mask-without-caller")) {
+        own_lane_kernel<<<1, 32>>>(out);
+        CHECK_CUDA(cudaDeviceSynchronize());
+        return 0;
+    }
+    if (!strcmp(m, "--missing-barrier")) {
+        missing_barrier_kernel<<<1, 256>>>(out);
+        CHECK_CUDA(cudaGetLastError());
+        std::vector<float> h(256);
+        CHECK_CUDA(cudaMemcpy(h.data(), out, h.size() * sizeof(float), cudaMemcpyDeviceToHost));
+        int bad = 0;
+        for (int t = 1; t < 256; t++) bad += !(h[t] == (float)(t - 1));
+        printf("missing_barrier_kernel: %d of 255 neighbour reads wrong\n", bad);
+        return bad ? 1 : 0;
+    }
+    if (!strcmp(m, "--oob-global")) {
+        float* x;
+        CHECK_CUDA(cudaMalloc(&x, 250 * sizeof(float)));
+        oob_global_kernel<<<2, 128>>>(x, 250);
+        CHECK_CUDA(cudaDeviceSynchronize());
+        return 0;
+    }
+    if (!strcmp(m, "--oob-static")) {
+        oob_static_kernel<<<1, 64>>>(out);
+        CHECK_CUDA(cudaDeviceSynchronize());
+        return 0;
+    }
+    if (!strcmp(m, "--oob-dynamic")) {
+        oob_dynamic_kernel<<<1, 32, 100 * sizeof(float)>>>(out, 100);
+        CHECK_CUDA(cudaDeviceSynchronize());
+        return 0;
+    }
+    if (!strcmp(m, "--cp-async-unwaited")) {
+        unwaited_copy_kernel<<<1, 32, 32 * sizeof(uint4)>>>(reinterpret_cast<const uint4*>(out));
         CHECK_CUDA(cudaDeviceSynchronize());
         return 0;
     }

@@ -1,9 +1,14 @@
-// The race mode's control (test/emulator, built with ThreadSanitizer against mm_emulated_tsan):
+// The race mode's controls (test/emulator, in the ThreadSanitizer build, build-emulated-race/):
 // a test-only copy of layers/linear.cu's tiled column-sum kernel (bias_partial_kernel, fp32, one chunk of
-// rows), once as written and once with its first __syncthreads removed.
+// rows), once as written and once with its first __syncthreads removed; and a warp whose lanes hand values to
+// each other through shared memory, once with a __syncwarp between the writes and the reads, once with only a
+// shuffle there.
 //   --with-barrier      the kernel as in linear.cu: correct sums, no race report (exit 0)
 //   --without-barrier   lanes 0 read the shared tile before the other rows wrote it: ThreadSanitizer reports
-//                       the data race on the shared array (exit non-zero)
+//                       the data race on the shared array (exit 66)
+//   --with-syncwarp     lane l reads lane l + 1's word after a __syncwarp: no report (exit 0)
+//   --shuffle-only      the same with a __shfl_sync in place of the __syncwarp: the lanes meet there, so the
+//                       values are right, but a shuffle orders no memory: the race is reported (exit 66)
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,10 +38,37 @@ __global__ void column_sum_kernel(float* partial, const float* dout, int N, int 
     __syncthreads();
 }
 
+template <bool kSyncwarp>
+__global__ void lane_exchange_kernel(float* out) {
+    __shared__ float s[32];
+    const int lane = threadIdx.x;
+    s[lane] = (float)lane;
+    float v = 0.f;
+    if (kSyncwarp) __syncwarp();
+    else v = __shfl_sync(0xffffffffu, (float)lane, 0);  // a meeting of the lanes, but no memory ordering
+    out[lane] = s[(lane + 1) % 32] + v * 0.f;
+}
+
+static int lane_exchange(bool syncwarp) {
+    float* d;
+    if (cudaMalloc(&d, 32 * 4) != cudaSuccess) return 1;
+    if (syncwarp) lane_exchange_kernel<true><<<1, 32>>>(d);
+    else lane_exchange_kernel<false><<<1, 32>>>(d);
+    float h[32];
+    if (cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost) != cudaSuccess) return 1;
+    int bad = 0;
+    for (int l = 0; l < 32; l++) bad += !(h[l] == (float)((l + 1) % 32));
+    printf("lane exchange through shared memory after a %s: %d of 32 wrong\n", syncwarp ? "__syncwarp" : "shuffle",
+           bad);
+    return bad ? 1 : 0;
+}
+
 int main(int argc, char** argv) {
-    const bool barrier = argc == 2 && !strcmp(argv[1], "--with-barrier");
-    if (argc != 2 || (!barrier && strcmp(argv[1], "--without-barrier"))) {
-        fprintf(stderr, "usage: %s --with-barrier|--without-barrier\n", argv[0]);
+    const char* m = argc == 2 ? argv[1] : "";
+    if (!strcmp(m, "--with-syncwarp") || !strcmp(m, "--shuffle-only")) return lane_exchange(!strcmp(m, "--with-syncwarp"));
+    const bool barrier = !strcmp(m, "--with-barrier");
+    if (!barrier && strcmp(m, "--without-barrier")) {
+        fprintf(stderr, "usage: %s --with-barrier|--without-barrier|--with-syncwarp|--shuffle-only\n", argv[0]);
         return 2;
     }
     const int N = 40, C = 300;
