@@ -106,11 +106,12 @@ void comm_detail::store_f32(Comm& c, const Ctx& ctx, Tensor t, const float* src)
 
 // ---- waiting under the timeout --------------------------------------------------------------------------
 // With rules.timeout_s > 0 every MPI wait polls (MPI_Testall) against a deadline instead of blocking, so
-// that a peer that stopped or died is reported by name instead of leaving this rank waiting forever. The
-// first thousand polls spin (the common case: the peer is microseconds away); after that each poll sleeps
-// 20 µs, so that a rank waiting out a long bubble leaves the cores to the ranks that compute. On expiry
-// `pending(i)` describes the first request not done; the message names this rank (mm_fatal), and
-// mm_fatal's MPI_Abort ends every rank.
+// that a peer that stopped or died is reported by name instead of leaving this rank waiting forever. For its
+// first kCommSpinUs (0.5 ms) the wait spins (the common case: the peer is microseconds away); after that each
+// poll sleeps 20 µs, so that a rank waiting out a long bubble leaves the cores to the ranks that compute. (By
+// time, not by a count of polls: test_pipeline_bubble's model of the executor needs to know when a wait is
+// asleep.) On expiry `pending(i)` describes the first request not done; the message names this rank
+// (mm_fatal), and mm_fatal's MPI_Abort ends every rank.
 static std::string g_activity;
 void comm_set_activity(const std::string& doing) { g_activity = doing; }
 
@@ -124,12 +125,13 @@ static void wait_all(double timeout_s, const std::string& who, std::vector<MPI_R
         return;
     }
     const double t0 = MPI_Wtime();
-    for (long polls = 0;; polls++) {
+    for (;;) {
         int done = 0;
         MPI_CHECK(MPI_Testall(n, reqs.data(), &done, statuses.data()));
         if (done) return;
-        if (MPI_Wtime() - t0 > timeout_s) break;
-        if (polls > 1000) {
+        const double waited = MPI_Wtime() - t0;
+        if (waited > timeout_s) break;
+        if (waited > kCommSpinUs * 1e-6) {
             const timespec pause{0, 20000};
             nanosleep(&pause, nullptr);
         }

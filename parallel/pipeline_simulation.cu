@@ -9,7 +9,7 @@
 
 using Duration = std::function<double(int, int, const PipeOp&)>;  // (step, stage, op)
 static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const Duration& duration, bool post_validation,
-                               double latency, int steps, const std::function<double(int, int)>& between = nullptr);
+                               const MessageLatency& latency, int steps, const std::function<double(int, int)>& between = nullptr);
 
 PipeSimulation pipe_simulate(PipeSchedule s, int p, int M, int m, double tf, double tb, double tw, bool post_validation,
                              double latency) {
@@ -19,17 +19,17 @@ PipeSimulation pipe_simulate(PipeSchedule s, int p, int M, int m, double tf, dou
 }
 
 PipeSimulation pipe_replay(PipeSchedule s, int p, int M, int m, const std::function<double(int, const PipeOp&)>& duration,
-                           double latency) {
+                           const MessageLatency& latency) {
     return simulate(s, p, M, m, [&](int, int r, const PipeOp& op) { return duration(r, op); }, false, latency, 1);
 }
 
-PipeSimulation pipe_replay_steps(PipeSchedule s, int p, int M, int m, int steps, const Duration& duration, double latency,
+PipeSimulation pipe_replay_steps(PipeSchedule s, int p, int M, int m, int steps, const Duration& duration, const MessageLatency& latency,
                                  const std::function<double(int, int)>& between) {
     return simulate(s, p, M, m, duration, true, latency, steps, between);
 }
 
 static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const Duration& duration, bool post_validation,
-                               double latency, int steps, const std::function<double(int, int)>& between) {
+                               const MessageLatency& latency, int steps, const std::function<double(int, int)>& between) {
     PipeSimulation out;
     const bool v_shape = pipe_v_shape(s);
     const int P = p * m;
@@ -61,7 +61,8 @@ static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const Durati
                         const int from_v = op.kind == PipeOp::Forward ? v - 1 : v + 1;
                         auto it = end.find({op.kind, from_v, op.microbatch});
                         if (it == end.end()) break;  // wait for another stage
-                        input = it->second + (pipe_rank_of(p, from_v, v_shape) == r ? 0 : latency);
+                        // (how long the stage has waited when the message leaves: whether it still spins)
+                        input = it->second + (pipe_rank_of(p, from_v, v_shape) == r ? 0 : latency(it->second - free_at[(size_t)r]));
                     }
                     const double t0 = std::max(free_at[(size_t)r], input), t1 = t0 + duration(k, r, op);
                     end[{op.kind, v, op.microbatch}] = t1;

@@ -3,6 +3,9 @@
 // virtual stage v after F j of v − 1, B j of v after B j of v + 1 (a B after its own F, a W after its own B by the
 // stage's order). An op takes T_F, T_B or T_W (a backward without its W, under AFAB, 1F1B and interleaved, takes
 // T_B + T_W), and every message between two ranks `latency` (0: communication is free, the formulas' model).
+// A replay's latency may depend on how long the receiving stage has waited for the message (MessageLatency): the
+// executor's waits spin first, then sleep between polls (parallel/comm.cu), and a stage that has gone to sleep
+// wakes up later than one that still spins (on this machine about 100-200 us against 2-20: test_pipeline_bubble).
 //
 // Pure host code. The closed forms of recompute/formulas.h are checked against it (test_formulas), the
 // synthetic-time test (test_pipeline_bubble) takes its tolerance from it (the same schedule with the measured
@@ -20,6 +23,15 @@
 #include <vector>
 #include "pipeline_schedule.h"
 
+// How late a message reaches the stage that waits for it: `spinning` when, at the producer's end, the stage has
+// waited at most `spin` (it has not gone to sleep yet, or is still busy), else `asleep`. A number: every message
+// that late. In the times' unit.
+struct MessageLatency {
+    double spinning = 0, asleep = 0, spin = 1e300;
+    MessageLatency(double all = 0) : spinning(all), asleep(all) {}
+    MessageLatency(double spinning_, double asleep_, double spin_) : spinning(spinning_), asleep(asleep_), spin(spin_) {}
+    double operator()(double waited) const { return waited > spin ? asleep : spinning; }
+};
 struct SimulatedOp {
     PipeOp op;
     double t0 = 0, t1 = 0;
@@ -39,11 +51,11 @@ PipeSimulation pipe_simulate(PipeSchedule s, int p, int M, int m, double tf, dou
 // One synchronized step with each op's own time: duration(stage, op) (a replay of a measured step: the op times a
 // run measured, the order and the dependencies the schedule's). busy is then stage 0's; idle per stage.
 PipeSimulation pipe_replay(PipeSchedule s, int p, int M, int m, const std::function<double(int, const PipeOp&)>& duration,
-                           double latency = 0);
+                           const MessageLatency& latency = 0);
 // `steps` post-validated steps (no synchronization between them) with each op's own time duration(step, stage, op):
 // first[step][stage] is when each stage began each step. between(step, stage), when given: what the stage does
 // after that step's last op before its next step's ops can start (its gradient sync, optimizer step, the next
 // step's set-up), as measured.
 PipeSimulation pipe_replay_steps(PipeSchedule s, int p, int M, int m, int steps,
-                                 const std::function<double(int, int, const PipeOp&)>& duration, double latency = 0,
+                                 const std::function<double(int, int, const PipeOp&)>& duration, const MessageLatency& latency = 0,
                                  const std::function<double(int, int)>& between = nullptr);

@@ -17,17 +17,24 @@
 // steps and some attempts, a stall of the executor every step of every attempt).
 //
 // The tolerance, from quantities measured in this run:
-//  - the exchange latency L: half the round trip of one boundary tensor between neighbouring stages through the
-//    executor's exchanges, the answer held as long as a stage waits for one (synchronous sends, as the strict
-//    rules; the median of 20 round trips per pair, the worst pair; again before each schedule and M, the least of
-//    up to three where one is above twice the first: a burst of load loosens it for that check only), or, where
-//    larger (as it is on this machine: about 1.5 times), the median of the run's own waits for messages (the
-//    producer's end to the consumer's start: the executor's path around a message, which the round trips
-//    measure only in part); medians, so that a rank descheduled once does not set it;
+//  - the exchange latency L, two numbers: a stage that waits for a message spins for its first kCommSpinUs
+//    (0.5 ms, parallel/comm.h), then sleeps 20 us between polls, and one that has gone to sleep sees its message
+//    much later (here 100-200 us against 2-20 us spinning: ZB-H1 at p 4, M 8 waits asleep about ten times on its
+//    critical path, which a single L, half of a round trip with one leg asleep and one spinning, put at about half
+//    of that: the previous gap of about +0.009 of the step, "one T_W", in every attempt). Each one is half the
+//    round trip of one boundary tensor between neighbouring stages through the executor's exchanges, answered at
+//    once (spinning) or held as long as a stage waits for one (asleep; synchronous sends, as the strict rules;
+//    the median of 20 round trips per pair, the worst pair; again before each schedule and M, the least of up to
+//    three where one is above twice the first: a burst of load loosens it for that check only), or, where larger,
+//    the 75th percentile of the run's own waits for messages of that kind (the producer's end to the consumer's
+//    start: the executor's path around a message, which the round trips measure only in part; a critical path
+//    adds up many, most a few us, a few a descheduled rank's ms: a median would miss the spread, a mean the
+//    outliers would set);
 //  - the timer's resolution e: how far a timed wait of 1 ms overshoots (the median of 40 waits on each rank, all
 //    ranks waiting at once, the worst rank);
 //  - the executor's gap o between two ops that wait for nothing (the first stage's forwards under AFAB).
-// Every message on the critical path can arrive L + e late and every op start o after the last, so the allowed
+// Every message on the critical path can arrive L + e late (L asleep where the replay has the stage waiting for it
+// longer than kCommSpinUs, else L spinning) and every op start o after the last, so the allowed
 // difference is what that does to the schedule itself: the replay with those delays, less the replay without (as
 // a share of the step), plus 2e over the step for the window's two ends. A stall of the executor (an op that
 // waits for something it does not need) costs whole op times, far above that: --expect-stall runs ZB-H2 with the
@@ -56,47 +63,71 @@ double percentile(std::vector<double> v, double q) {
     return v.empty() ? 0 : v[std::min(v.size() - 1, (size_t)(q * (double)(v.size() - 1) + 0.5))];
 }
 
-// L: what an exchange adds to a message that is waited for: the worst neighbouring pair's median, through the
-// executor's own exchanges (exchange_post / receive_wait: the same posting, the same waits, which spin a thousand
-// polls, then sleep between polls), of half (round trip − the time the peer held the message). The peer holds
-// each message `hold_ms` (a timed wait; longer than the spinning, which takes about 1 ms) before it answers, so
-// that the wait has gone to sleep, as a stage's does while its neighbour computes an op; it sends how long it
-// held it back in the message.
-double measure_latency_us(Comm& pp, const Ctx& ctx, size_t bytes, double hold_ms) {
+// L: what an exchange adds to a message that is waited for, through the executor's own exchanges (exchange_post /
+// receive_wait: the same posting, the same waits), as two numbers, for the executor's wait spins for its first
+// kCommSpinUs and then sleeps between polls (parallel/comm.h): a stage that has gone to sleep sees its
+// message later (here about 100-200 us against 2-20: a ZB-H1 step at p 4 waits asleep some ten times on its
+// critical path). Per neighbouring pair, 20 round trips of each kind, the median of half of (round trip − the
+// time the two ends held the message), the worst pair:
+//  - spinning: each end answers at once, so each waits for the other's message while it still spins;
+//  - asleep:   each end holds the message `hold_ms` (a timed wait, longer than the spinning) before it sends it on,
+//              so each waits for it asleep, as a stage does while its neighbour computes an op.
+// The ranks outside the pair wait asleep meanwhile (a spinning barrier would take the pair's cores).
+struct Latency {
+    double spinning = 0, asleep = 0;  // us
+};
+void sleeping_barrier(MPI_Comm comm) {
+    MPI_Request q;
+    MPI_CHECK(MPI_Ibarrier(comm, &q));
+    for (int done = 0; !done;) {
+        MPI_CHECK(MPI_Test(&q, &done, MPI_STATUS_IGNORE));
+        const timespec pause{0, 200000};
+        if (!done) nanosleep(&pause, nullptr);
+    }
+}
+Latency measure_latency(Comm& pp, const Ctx& ctx, size_t bytes, double hold_ms) {
     Tensor buf = tensor_alloc(Device::CPU, DType::U8, (int64_t)std::max(bytes, sizeof(double)));
     Tensor got = tensor_alloc(Device::CPU, DType::U8, buf.n);
-    double worst = 0;
+    Latency worst;
     for (int a = 0; a + 1 < pp.size; a++) {
-        std::vector<double> half;
-        for (int k = 0; k < 20; k++) {
-            MPI_CHECK(MPI_Barrier(pp.mpi));
-            const double t0 = trace_now_us();
-            if (pp.rank == a || pp.rank == a + 1) {
-                const int peer = pp.rank == a ? a + 1 : a;
-                if (pp.rank == a) send_later(pp, ctx, buf, peer, 0, "ping");
-                const std::vector<int64_t> id = exchange_post(pp, ctx, {{got, peer, 0, "pong"}}, "latency");
-                receive_wait(pp, ctx, id[0]);
-                if (pp.rank == a + 1) {
+        std::vector<double> half[2];  // spinning, asleep
+        sleeping_barrier(pp.mpi);
+        if (pp.rank == a || pp.rank == a + 1) {
+            const int peer = pp.rank == a ? a + 1 : a;
+            for (int k = 0; k < 40; k++) {
+                const bool asleep = k % 2 == 1;
+                if (pp.rank == a) {
+                    const double t0 = trace_now_us();
+                    timed_wait(ctx, asleep ? hold_ms : 0);
+                    const double mine = trace_now_us() - t0;
+                    send_later(pp, ctx, buf, peer, 0, "ping");
+                    const std::vector<int64_t> id = exchange_post(pp, ctx, {{got, peer, 0, "pong"}}, "latency");
+                    receive_wait(pp, ctx, id[0]);
+                    double held = 0;
+                    memcpy(&held, got.data, sizeof held);
+                    half[asleep].push_back((trace_now_us() - t0 - mine - held) / 2);
+                } else {
+                    const std::vector<int64_t> id = exchange_post(pp, ctx, {{got, peer, 0, "ping"}}, "latency");
+                    receive_wait(pp, ctx, id[0]);
                     const double held0 = trace_now_us();
-                    timed_wait(ctx, hold_ms);
+                    timed_wait(ctx, asleep ? hold_ms : 0);
                     const double held = trace_now_us() - held0;
                     memcpy(buf.data, &held, sizeof held);
                     send_later(pp, ctx, buf, peer, 0, "pong"), exchange_post(pp, ctx, {}, "latency");
-                } else {
-                    double held = 0;
-                    memcpy(&held, got.data, sizeof held);
-                    half.push_back((trace_now_us() - t0 - held) / 2);
                 }
+                sends_wait(pp, ctx);
             }
-            sends_wait(pp, ctx);
         }
-        double l = percentile(half, 0.5);
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &l, 1, MPI_DOUBLE, MPI_MAX, pp.mpi));
-        worst = std::max(worst, l);
+        sleeping_barrier(pp.mpi);
+        double l[2] = {percentile(half[0], 0.5), percentile(half[1], 0.5)};
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, l, 2, MPI_DOUBLE, MPI_MAX, pp.mpi));
+        worst.spinning = std::max(worst.spinning, l[0]), worst.asleep = std::max(worst.asleep, l[1]);
     }
     tensor_free(buf), tensor_free(got);
     return worst;
 }
+
+Latency larger(const Latency& a, const Latency& b) { return {std::max(a.spinning, b.spinning), std::max(a.asleep, b.asleep)}; }
 
 // e: the median overshoot of a 1 ms timed wait, every rank waiting at once; the worst rank.
 double measure_resolution_us(Comm& pp, const Ctx& ctx) {
@@ -127,8 +158,9 @@ const Named kAll[] = {{"afab", PipeSchedule::AFAB, BubbleSchedule::AFAB, 1},
 
 // The exchange latency in the run itself: for every message a stage waited for (its producer ended after the
 // stage's previous op), from the producer's end to the consumer's start, over the last `steps` steps of every
-// stage (one node: one clock); the median, so that a stall of a few waits does not move it. Collective.
-double waited_latency_us(const Named& sch, int p, int M, int steps, const StageTimeline& t) {
+// stage (one node: one clock); the 75th percentile of those it waited for at most spin_us (spinning) and of the
+// others (asleep), so that a stall of a few waits does not move them. Collective.
+Latency waited_latency(const Named& sch, int p, int M, int steps, const StageTimeline& t, double spin_us) {
     const auto& mine = t.step_spans();
     const size_t n_ops = mine.back().size();
     std::vector<double> t01((size_t)steps * n_ops * 2), all(t01.size() * (size_t)p);
@@ -139,7 +171,7 @@ double waited_latency_us(const Named& sch, int p, int M, int steps, const StageT
         }
     MPI_CHECK(MPI_Allgather(t01.data(), (int)t01.size(), MPI_DOUBLE, all.data(), (int)t01.size(), MPI_DOUBLE, MPI_COMM_WORLD));
     const bool v = pipe_v_shape(sch.s);
-    std::vector<double> lat;
+    std::vector<double> lat[2];  // spinning, asleep
     std::vector<std::vector<PipeOp>> ops((size_t)p);
     for (int r = 0; r < p; r++) ops[(size_t)r] = pipe_schedule(sch.s, p, r, M, sch.chunks);
     for (int i = 0; i < steps; i++) {
@@ -161,17 +193,18 @@ double waited_latency_us(const Named& sch, int p, int M, int steps, const StageT
                 while (pipe_virtual_stage(p, pr, pc, v) != from) pc++;
                 const double produced = at[{pr, op.kind, op.microbatch, pc}].second;
                 const PipeOp& prev = ops[(size_t)r][k - 1];
-                if (produced > at[{r, prev.kind, prev.microbatch, prev.chunk}].second)
-                    lat.push_back(at[{r, op.kind, op.microbatch, op.chunk}].first - produced);
+                const double waited = produced - at[{r, prev.kind, prev.microbatch, prev.chunk}].second;
+                if (waited > 0) lat[waited > spin_us].push_back(at[{r, op.kind, op.microbatch, op.chunk}].first - produced);
             }
     }
-    return percentile(lat, 0.5);
+    return Latency{percentile(lat[0], 0.75), percentile(lat[1], 0.75)};
 }
 
 // Each measured step against the formulas' model at that step's own op times: a replay (the schedule's order and
 // dependencies, each op as long as it measured, communication free: parallel/pipeline_simulation.h), whose idle
 // share at equal op times is the closed form's (test_formulas). The tolerance: the same replay with every
-// message L + e late, less the replay, plus 2e over the step (its two ends). For each stage: the difference of
+// message L + e late (L spinning or asleep, by how long the replay's stage waits for it: MessageLatency), less the
+// replay, plus 2e over the step (its two ends). For each stage: the difference of
 // the step nearest its model (the least disturbed), and the smallest difference (an executor's stall: every step
 // above the tolerance).
 struct Check {
@@ -179,8 +212,9 @@ struct Check {
     std::vector<double> between_ms;  // post-validated: each stage's mean time between its steps (outside the ops)
     double tolerance = 0, closed_share = 0;
 };
-Check check_steps(const Named& sch, int p, int M, int steps, const StageTimeline& t, const PipelineIdle& idle, double L,
-                  double e, double o, bool post = false) {
+Check check_steps(const Named& sch, int p, int M, int steps, const StageTimeline& t, const PipelineIdle& idle, const Latency& L,
+                  double spin_us, double e, double o, bool post = false) {
+    const MessageLatency late_by((L.spinning + e) / 1e3, (L.asleep + e) / 1e3, spin_us / 1e3);  // (ms)
     const auto& mine = t.step_spans();
     const size_t n_ops = mine.back().size();
     if (post) steps++;  // post-validated: the periods between these steps (one fewer) are what is compared
@@ -223,7 +257,7 @@ Check check_steps(const Named& sch, int p, int M, int steps, const StageTimeline
         for (int r = 0; r < p; r++)
             for (int i = 0; i + 1 < steps; i++) c.between_ms[(size_t)r] += between(i, r) / (steps - 1);
         const PipeSimulation ideal = pipe_replay_steps(sch.s, p, M, sch.chunks, steps, d, 0, between);
-        const PipeSimulation late = pipe_replay_steps(sch.s, p, M, sch.chunks, steps, d_late, (L + e) / 1e3, between);
+        const PipeSimulation late = pipe_replay_steps(sch.s, p, M, sch.chunks, steps, d_late, late_by, between);
         for (int i = 0; i + 1 < steps; i++)
             for (int r = 0; r < p; r++) {
                 double busy = 0;
@@ -248,7 +282,7 @@ Check check_steps(const Named& sch, int p, int M, int steps, const StageTimeline
         }
         auto d = [&](int r, const PipeOp& op) { return took[(size_t)r][{op.kind, op.microbatch, op.chunk}]; };
         auto d_late = [&](int r, const PipeOp& op) { return d(r, op) + o / 1e3; };  // each op o later than the last
-        const PipeSimulation ideal = pipe_replay(sch.s, p, M, sch.chunks, d), late = pipe_replay(sch.s, p, M, sch.chunks, d_late, (L + e) / 1e3);
+        const PipeSimulation ideal = pipe_replay(sch.s, p, M, sch.chunks, d), late = pipe_replay(sch.s, p, M, sch.chunks, d_late, late_by);
         for (int r = 0; r < p; r++) {
             const double want = ideal.idle_share(r), tol = late.idle_share(r) - want + 2 * e / 1e3 / ideal.step;
             const double diff = idle.stages[(size_t)r].share[(size_t)i] - want;
@@ -317,11 +351,13 @@ int main(int argc, char** argv) {
     const double hold_ms = std::max(3.0, 1.5 * std::max(op_times.f_ms, op_times.b_ms + op_times.w_ms));
 
     // The two measured quantities, on a grid of the same shape (the boundary tensor: S·b·C floats, b = 1).
-    double L = 0, e = 0, L_start = 0;
+    Latency L, L_start;
+    double e = 0;
+    const double spin = kCommSpinUs;  // a wait that has lasted longer is asleep (parallel/comm.h)
     {
         spec.cfg = tiny_config(2 * p);
         ModelHarness h(spec, MPI_COMM_WORLD);
-        L_start = L = measure_latency_us(h.grid.pp_comm, h.ctx, (size_t)S * h.model.cfg.channels * sizeof(float), hold_ms);
+        L_start = L = measure_latency(h.grid.pp_comm, h.ctx, (size_t)S * h.model.cfg.channels * sizeof(float), hold_ms);
         e = measure_resolution_us(h.grid.pp_comm, h.ctx);
     }
     // o: what the executor takes between two ops that wait for nothing (posting the exchange, the op's bookkeeping):
@@ -349,9 +385,10 @@ int main(int argc, char** argv) {
         g_test_hooks.blocking_p2p = blocking;
     }
     if (rank == 0)
-        printf("test_pipeline_bubble: p %d, op times F:B:W = %s ms, %d measured steps, %s; measured: exchange latency L = %.1f us, "
-               "timer resolution e = %.1f us, the executor's gap between ops o = %.1f us%s%s\n", p, times.c_str(), steps,
-               spec.rules.strict ? "--comm mpi-strict" : "--comm mpi", L, e, o, raised ? "; priority raised (nice -20)" : "",
+        printf("test_pipeline_bubble: p %d, op times F:B:W = %s ms, %d measured steps, %s; measured: exchange latency L = %.1f us "
+               "spinning / %.1f us asleep (a wait asleep after s = %.0f us), timer resolution e = %.1f us, the executor's gap "
+               "between ops o = %.1f us%s%s\n", p, times.c_str(), steps, spec.rules.strict ? "--comm mpi-strict" : "--comm mpi",
+               L.spinning, L.asleep, spin, e, o, raised ? "; priority raised (nice -20)" : "",
                expect_stall ? "; negative control: the exchanges of before (whole units)" : "");
 
     int stalls = 0, compared = 0;
@@ -380,9 +417,11 @@ int main(int argc, char** argv) {
                 // two more and the least: a burst of load during these 20 round trips alone would loosen the tolerance
                 // enough to hide a stall (seen: 631 and 789 us against 80, a tolerance of 0.09-0.10).
                 const size_t bytes = (size_t)S * h.model.cfg.channels * sizeof(float);
-                L = measure_latency_us(h.grid.pp_comm, h.ctx, bytes, hold_ms);
-                for (int again = 0; again < 2 && L > 2 * L_start; again++)
-                    L = std::min(L, measure_latency_us(h.grid.pp_comm, h.ctx, bytes, hold_ms));
+                L = measure_latency(h.grid.pp_comm, h.ctx, bytes, hold_ms);
+                for (int again = 0; again < 2 && (L.spinning > 2 * L_start.spinning || L.asleep > 2 * L_start.asleep); again++) {
+                    const Latency more = measure_latency(h.grid.pp_comm, h.ctx, bytes, hold_ms);
+                    L.spinning = std::min(L.spinning, more.spinning), L.asleep = std::min(L.asleep, more.asleep);
+                }
                 OptimConfig oc;
                 if (post) {  // steps that overlap: each stage's idle over its own period (model/pipeline_timeline.h)
                     PostValidation pv;
@@ -400,13 +439,15 @@ int main(int argc, char** argv) {
                                                           T[0], T[1], T[2]);
                     if (!closed) bubble = pipe_simulate(sch->s, p, M, sch->chunks, T[0], T[1], T[2], true).idle[0];
                     const double want = bubble_idle_share(bubble, M, sch->chunks, T[0], T[1], T[2]);
-                    const double Lw = waited_latency_us(*sch, p, M, steps, h.model.pipe.timeline);
-                    const Check c = check_steps(*sch, p, M, steps, h.model.pipe.timeline, idle, std::max(L, Lw), e, o, true);
+                    const Latency Lw = waited_latency(*sch, p, M, steps, h.model.pipe.timeline, spin);
+                    const Check c = check_steps(*sch, p, M, steps, h.model.pipe.timeline, idle, larger(L, Lw), spin, e, o, true);
                     if (rank == 0)
                         printf("%-11s M %2d%s, post-validated: T_F %.3f T_B %.3f T_W %.3f ms; formula without the end triangle "
-                               "(%s) %.4f (synchronized: %.4f); L %.0f us (round trips) / %.0f us (the run's waits), tolerance "
-                               "%.4f\n", sch->name, M, attempt > 1 ? (" (attempt " + std::to_string(attempt) + ")").c_str() : "",
-                               T[0], T[1], T[2], closed ? "closed form" : "simulation", want, sync, L, Lw, c.tolerance);
+                               "(%s) %.4f (synchronized: %.4f); L %.0f/%.0f us (round trips) / %.0f/%.0f us (the run's waits), "
+                               "spinning/asleep, tolerance %.4f\n", sch->name, M,
+                               attempt > 1 ? (" (attempt " + std::to_string(attempt) + ")").c_str() : "", T[0], T[1], T[2],
+                               closed ? "closed form" : "simulation", want, sync, L.spinning, L.asleep, Lw.spinning, Lw.asleep,
+                               c.tolerance);
                     int outside = 0;
                     for (const StageIdle& si : idle.stages) {
                         const double diff = c.nearest[(size_t)si.stage];
@@ -430,15 +471,16 @@ int main(int argc, char** argv) {
                     train_step(h.model, b.inputs.data(), b.targets.data(), M, S, oc, st, 1e-3f, M);
                 }
                 const PipelineIdle idle = pipeline_idle(h.model.pipe.timeline, h.grid.pp_comm, false, 1);
-                const double Lw = waited_latency_us(*sch, p, M, steps, h.model.pipe.timeline);
-                const Check c = check_steps(*sch, p, M, steps, h.model.pipe.timeline, idle, std::max(L, Lw), e, o);
+                const Latency Lw = waited_latency(*sch, p, M, steps, h.model.pipe.timeline, spin);
+                const Check c = check_steps(*sch, p, M, steps, h.model.pipe.timeline, idle, larger(L, Lw), spin, e, o);
                 if (rank == 0)
                     printf("%-11s M %2d%s: T_F %.3f T_B %.3f T_W %.3f ms (means); closed form's idle share at them %s; "
-                           "L %.0f us (round trips) / %.0f us (the run's waits), tolerance %.4f\n", sch->name, M,
+                           "L %.0f/%.0f us (round trips) / %.0f/%.0f us (the run's waits), spinning/asleep, tolerance %.4f\n",
+                           sch->name, M,
                            attempt > 1 ? (" (attempt " + std::to_string(attempt) + ")").c_str() : "",
                            idle.mean_op_ms[0], idle.mean_op_ms[1], idle.mean_op_ms[2],
                            std::isnan(c.closed_share) ? "(none: ZB-V below M = 2p)" : std::to_string(c.closed_share).c_str(),
-                           L, Lw, c.tolerance);
+                           L.spinning, L.asleep, Lw.spinning, Lw.asleep, c.tolerance);
                 int outside = 0;
                 for (int r = 0; r < p; r++) {
                     const bool ok = std::fabs(c.nearest[(size_t)r]) <= c.tolerance;
