@@ -57,6 +57,13 @@ if(MM_EMU_SANITIZER STREQUAL "thread")
   emu_race_test(emu_race_mode_shuffle_does_not_order ${EMU_EXPECT} 66
                 "SUMMARY: ThreadSanitizer: data race .*emu_race_test.cu:[0-9]+ in void lane_exchange_kernel<false>"
                 $<TARGET_FILE:emu_race_test> --shuffle-only)
+  # A double buffer by cp.async: with the write-after-read __syncthreads, no report; without it, the copy issued
+  # into the buffer the other warp still reads is the race, the NaN fill at the issue (kernel_memset) one of its
+  # two accesses, whichever thread runs first.
+  emu_race_test(emu_race_mode_double_buffer $<TARGET_FILE:emu_race_test> --double-buffer)
+  emu_race_test(emu_race_mode_reports_cp_async_write_after_read ${EMU_EXPECT} 66
+                "#0 emu_mma::kernel_memset.* .*mma.cuh:[0-9]+"
+                $<TARGET_FILE:emu_race_test> --double-buffer-no-war-barrier)
   return()
 endif()
 
