@@ -266,7 +266,7 @@ fuzz:
 # (label race-ci, test/emulator/cmake/emulator_tests.cmake). Times mean nothing.
 # make test-emulated-full: the same, then the race mode on every kernel test (label race), and every gpu test
 # (the trainer runs included) once more in reverse order and once shuffled (the seed is printed; EMU_SEED=n
-# repeats one): not in CI (README, "The emulated GPU", gives its time).
+# repeats one): not in CI (docs/testing.md says what each mode checks).
 # make mutants: each barrier of the kernels deleted and each static shared array cut by one element, one at a
 # time, and the file's gpu tests run under the modes above (test/emulator/mutants.py; not in CI).
 EMU_BUILD ?= build-emulated

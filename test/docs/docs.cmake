@@ -66,10 +66,11 @@ set_tests_properties(layering layering_planted_floor layering_planted_circle pap
 # for. Needs the programs (built by make test).
 add_test(NAME readme_commands COMMAND python3 ${CMAKE_SOURCE_DIR}/test/docs/readme_commands.py ${CMAKE_SOURCE_DIR}
          ${CMAKE_BINARY_DIR})
-set_tests_properties(readme_commands PROPERTIES LABELS unit TIMEOUT 60)
+set_tests_properties(readme_commands PROPERTIES LABELS unit TIMEOUT 300)
 # Negative control: a planted README (beside the real Makefile) whose Quick start names the right programs but
 # whose commands give train_gpt a flag it does not have and run a Python line with another interpreter.
 set(MM_README README)  # the file name assembled, so that this file names no Markdown file outside the tree
+set(MM_EXT_MD md)
 file(WRITE ${MM_PLANTED}/readme_root/${MM_README}.md
      "## Quick start\n\nbuilds the trainer `build/train_gpt`, `build/prepare_data`, `build/generate`, `build/draw_pipeline`, for this machine\n\n```\nbuild/train_gpt --frobnicate 3\npython3 -c \"import torch\"\n```\n")
 configure_file(${CMAKE_SOURCE_DIR}/Makefile ${MM_PLANTED}/readme_root/Makefile COPYONLY)
@@ -77,3 +78,24 @@ add_test(NAME readme_commands_planted
          COMMAND bash ${CMAKE_SOURCE_DIR}/test/expect_error.sh --exit 1 "build/train_gpt --frobnicate: not a flag"
                  python3 ${CMAKE_SOURCE_DIR}/test/docs/readme_commands.py ${MM_PLANTED}/readme_root ${CMAKE_BINARY_DIR})
 set_tests_properties(readme_commands_planted PROPERTIES LABELS unit TIMEOUT 60)
+# Negative controls for the docs pages (docs/*.md), one planted page each beside a clean README, each failing for
+# its own reason: an mpirun block without the Open MPI export, a template in a command, a program without its
+# path, and a quick command that lacks a required flag (draw_pipeline --ideal without --pp; it is run).
+set(MM_QUICK "## Quick start\n\nbuilds the trainer `build/train_gpt`, `build/prepare_data`, `build/generate`, `build/draw_pipeline`, for this machine\n")
+set(MM_PAGE_no_export "```\nmpirun -np 2 build/train_gpt --tp 2\n```\n")
+set(MM_WHY_no_export "a block runs mpirun before exporting OMPI_ALLOW_RUN_AS_ROOT")
+set(MM_PAGE_template "```\nbuild/train_gpt --pipeline-schedule 1f1b (or zb-h1) --steps 8\n```\n")
+set(MM_WHY_template "a command with a template in it")
+set(MM_PAGE_bare "Draw it: `draw_pipeline --ideal --schedule zb-h2 --post-validation`.\n")
+set(MM_WHY_bare "'draw_pipeline' without its path")
+set(MM_PAGE_missing_flag "```\nbuild/draw_pipeline --ideal --schedule zb-h2 --post-validation --out x.png\n```\n")
+set(MM_WHY_missing_flag "exits 2: build/draw_pipeline --ideal --schedule zb-h2.*--ideal needs --pp")
+foreach(case no_export template bare missing_flag)
+  file(WRITE ${MM_PLANTED}/docs_${case}/${MM_README}.md "${MM_QUICK}")
+  file(WRITE ${MM_PLANTED}/docs_${case}/docs/page.${MM_EXT_MD} "${MM_PAGE_${case}}")
+  configure_file(${CMAKE_SOURCE_DIR}/Makefile ${MM_PLANTED}/docs_${case}/Makefile COPYONLY)
+  add_test(NAME readme_commands_planted_${case}
+           COMMAND bash ${CMAKE_SOURCE_DIR}/test/expect_error.sh --exit 1 "${MM_WHY_${case}}"
+                   python3 ${CMAKE_SOURCE_DIR}/test/docs/readme_commands.py ${MM_PLANTED}/docs_${case} ${CMAKE_BINARY_DIR})
+  set_tests_properties(readme_commands_planted_${case} PROPERTIES LABELS unit TIMEOUT 60)
+endforeach()

@@ -106,7 +106,7 @@ extern "C" void emu_ctx_switch(void** save_sp, void* new_sp);  // ctx_switch.S
 extern "C" void emu_fiber_trampoline();                          // ctx_switch.S
 
 // Called at the start of every CUDA thread, before the kernel's body: the place for a gdb breakpoint at a
-// chosen thread (README, "Run the CUDA kernels without a GPU"):
+// chosen thread (docs/testing.md, "Run the CUDA kernels without a GPU"):
 //   break emu_thread_begin if bx == 2 && tx == 5
 // EMU_BREAK="bx,by,bz/tx,ty,tz" (e.g. EMU_BREAK=2,0,0/5,0,0) raises SIGTRAP there instead, so that a plain
 // `gdb --args prog` stops in that thread; `finish` then `step` enters the kernel.
