@@ -99,3 +99,14 @@ foreach(case no_export template bare missing_flag)
                    python3 ${CMAKE_SOURCE_DIR}/test/docs/readme_commands.py ${MM_PLANTED}/docs_${case} ${CMAKE_BINARY_DIR})
   set_tests_properties(readme_commands_planted_${case} PROPERTIES LABELS unit TIMEOUT 60)
 endforeach()
+
+# The tour of one training step (docs/code_map.md): every "A calls B" it says is a call in A's body
+# (test/docs/check_tour.py). Negative control: a planted tour that says main calls train_step directly (the claim a
+# reviewer found false: main calls take_step, which calls train_step) must fail, naming it.
+add_test(NAME docs_tour COMMAND python3 ${CMAKE_SOURCE_DIR}/test/docs/check_tour.py ${CMAKE_SOURCE_DIR})
+file(WRITE ${MM_PLANTED}/tour_wrong_call.txt
+     "### A tour of one training step, in call order\n\n1. `main` in train_gpt.${MM_EXT} calls `train_step` in model/train_step.${MM_EXT}.\n")
+add_test(NAME docs_tour_planted_wrong_call
+         COMMAND bash ${CMAKE_SOURCE_DIR}/test/expect_error.sh --exit 1 "`main` .train_gpt.cu. is said to call `train_step`, but its body does not"
+                 python3 ${CMAKE_SOURCE_DIR}/test/docs/check_tour.py ${CMAKE_SOURCE_DIR} ${MM_PLANTED}/tour_wrong_call.txt)
+set_tests_properties(docs_tour docs_tour_planted_wrong_call PROPERTIES LABELS unit TIMEOUT 60)
