@@ -148,7 +148,7 @@ static void op_attention(Case& k) {
     k.free({&qkv, &dout, &probs, &probs_drop, &scratch, &mask, &out, &dqkv});
 }
 
-// Core attention, flash (flash_attention.cu), no dropout: the same inputs' shapes, out and dqkv; PyTorch's
+// Core attention, flash (flash_attention_cpu.cu), no dropout: the same inputs' shapes, out and dqkv; PyTorch's
 // side is the same math as "attention" (the reference does not depend on how the kernel tiles it).
 static void op_flash_attention(Case& k) {
     const AttnShape sh{kS, kB, kNH, kC / kNH, 0, kB, 0, kNH};

@@ -4,7 +4,7 @@
     python3 test/docs/check_tour.py SOURCE_ROOT [PAGE]   (CTest: docs_tour, label unit)
 
 PAGE (default docs/code_map.md) holds a section "A tour of one training step, in call order". In it:
- - "`name` in path/file.cu" says where a function is defined;
+ - a function's name in backticks, then "in" and a source file's path, says where that function is defined;
  - "`A` ... calls `B`" (also "hands over to `B`"; "which calls `B`" after "`A` in file") says that the body of
    the function named last before the verb, A, calls B. The callee then becomes the function named last, so that
    "`A` in f, which calls `B` in g, which calls `C`" checks A -> B and B -> C.
@@ -18,7 +18,7 @@ import re
 import sys
 
 root = sys.argv[1]
-page = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "docs", "code_map.md")
+page = sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "docs/code_map.md")
 text = open(page, encoding="utf-8").read()
 m = re.search(r"^#+ A tour of one training step, in call order\n(.*?)(?=^#|\Z)", text, re.S | re.M)
 if not m:

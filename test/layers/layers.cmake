@@ -10,7 +10,8 @@ mm_test(test_linear SOURCES test/layers/test_linear.cu MODULES linear weight_gra
 mm_test(test_gpu_linear EXE test_linear LABELS gpu ARGS --gpu)
 mm_test(test_attention SOURCES test/layers/test_attention.cu MODULES attention matmul runtime LABELS unit ARGS --cpu)
 mm_test(test_gpu_attention EXE test_attention LABELS gpu ARGS --gpu)
-mm_test(test_flash_attention SOURCES test/layers/test_flash_attention.cu MODULES flash_attention flash_attention_tc
+mm_test(test_flash_attention SOURCES test/layers/test_flash_attention.cu MODULES flash_attention flash_attention_cpu
+        flash_attention_cuda flash_attention_blocks flash_attention_tc
         attention matmul runtime LABELS unit ARGS --cpu)
 mm_test(test_gpu_flash_attention EXE test_flash_attention LABELS gpu ARGS --gpu)
 # The bf16 kernels on tensor cores (layers/flash_attention_tc.cu) over the issue's shapes (gpu_shapes.h,

@@ -44,7 +44,7 @@ static bool ragged_blocks(int S) {
 }
 static std::string ragged_name(DType dt) { return "softmax_vec<" + std::string(dn(dt)) + "> over ragged causal blocks"; }
 
-// Flash attention (flash_attention.cu): its forward, dK-dV and dQ kernels share one bound HDB on the head
+// Flash attention (flash_attention_cuda.cu): its forward, dK-dV and dQ kernels share one bound HDB on the head
 // dimension, so one name covers the three; "" for an HD no kernel takes (refused: --attention unfused). bf16 runs
 // the tensor-core kernels (flash_attention_tc.cu, flash_attention_uses_tensor_cores), fp32 the scalar ones. The
 // D = rowsum(dO ⊙ O) kernel has only the dtype as template argument.

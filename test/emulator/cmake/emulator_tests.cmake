@@ -19,7 +19,7 @@ if(MM_EMU_SANITIZER STREQUAL "thread")
   # label race); CI's make test-emulated a subset (emu_race_ci_programs, label race-ci): the mode's own controls
   # and the tests of the attention kernels below, the warp-level ones (shuffles, __syncwarp, tensor-core
   # fragments and cp.async), at a fraction of the cost (this folder's build of the whole core is the most of it).
-  set(EMU_RACE_CI_FILES layers/flash_attention.cu layers/flash_attention_tc.cu)
+  set(EMU_RACE_CI_FILES layers/flash_attention_cuda.cu layers/flash_attention_blocks.cu layers/flash_attention_tc.cu)
   set(race_ci_tests "")
   foreach(f ${EMU_RACE_CI_FILES})
     list(APPEND race_ci_tests ${EMU_TESTS_OF_${f}})
@@ -158,9 +158,9 @@ emu_test(emu_skip_fails_the_run bash ${EMU_DIR}/skip_fails_the_run.sh ${CMAKE_BI
 emu_test(emu_mutants_enumeration ${Python3_EXECUTABLE} ${EMU_DIR}/mutants.py check --root ${CMAKE_SOURCE_DIR}
          --map ${CMAKE_BINARY_DIR}/emu_kernel_tests.txt)
 # Negative control (issue 41): the flash forward kernel with its key bound off by one, a mutant of
-# layers/flash_attention.cu: a key past the end of a partial key tile is let in, and test_flash_attention --gpu
+# layers/flash_attention_cuda.cu: a key past the end of a partial key tile is let in, and test_flash_attention --gpu
 # fails on the forward's output (at its small shapes, which have partial key tiles: seconds, not minutes).
-emu_mutant(emu_flash_key_bound_off_by_one SOURCE layers/flash_attention.cu
+emu_mutant(emu_flash_key_bound_off_by_one SOURCE layers/flash_attention_cuda.cu
            MUTATION --after "The causal mask by global position (k_pos + k <= q_pos + q)" --replace "k < Sk" "k < Sk + 1"
            TESTS test_gpu_flash_attention LABELS emulator ENV MM_GPU_TEST_SMALL=1
            EXPECT 1 "FAIL .*test_flash_attention.cu:[0-9]+: norm_rel_err\\(gpu.o, cpu.o\\) < tol: flash")
