@@ -15,5 +15,6 @@ else()
   target_compile_definitions(mm_chart PRIVATE MM_NO_STB)
 endif()
 
-mm_executable(memory_calculator SOURCES tools/memory_calculator.cu tools/beyond_paper.cu
+mm_executable(memory_calculator SOURCES tools/memory_calculator.cu tools/calculator_results.cu tools/calculator_print.cu
+              tools/beyond_paper.cu
               MODULES formulas memory_formulas memory_techniques pipeline_schedule zero_bubble_schedule offload_schedule chart runtime)
