@@ -19,7 +19,7 @@
 #     tests_other    every other test labelled gpu (multi-rank, NCCL, equivalence), with the time left
 # A rate step runs only when every check it rests on PASSED (GATES below); otherwise its row says "not run:
 # unchecked" and names the check. Every step has a cap (seconds) and never runs past the budget; the summary
-# (a markdown table, with the device's name) is printed last, written to OUTDIR/summary.md and into
+# (a markdown table, with the device's name) is printed last, written to OUTDIR/summary.txt and into
 # bench/RESULTS.md as the next run.
 #
 #   PREBUILT=DIR bench/gpu_suite.sh OUTDIR    # the way to run it: binaries built elsewhere for the GPU's arch
@@ -58,7 +58,7 @@ START_S=${SUITE_MACHINE_START_S:-180} DEVICE_S=${SUITE_DEVICE_S:-900}
 RESULTS_MD=${SUITE_RESULTS_MD:-$REPO/bench/RESULTS.md}
 T0=$SECONDS
 # At most 8 files in OUTDIR (the device tool brings back 8).
-BUILD_LOG=$OUT/build.log TESTS_LOG=$OUT/tests.log SUMMARY=$OUT/summary.md ATTN_LOG=$OUT/attention_bench.log
+BUILD_LOG=$OUT/build.log TESTS_LOG=$OUT/tests.log SUMMARY=$OUT/summary.txt ATTN_LOG=$OUT/attention_bench.log
 LAYER_LOG=$OUT/layer_bench.log LAYER_JSON=$OUT/layer_bench.json E2E_LOG=$OUT/e2e_bench.log E2E_JSON=$OUT/e2e_bench.json
 for f in "$BUILD_LOG" "$TESTS_LOG" "$ATTN_LOG" "$LAYER_LOG" "$E2E_LOG"; do : >"$f"; done
 rm -f "$LAYER_JSON" "$E2E_JSON" "$SUMMARY"
@@ -256,7 +256,7 @@ if [ $DRY = 1 ]; then
       rate) say "  run: ${CMD[$s]}" ;;
     esac
   done
-  say "results: summary.md in $OUT; the table into ${RESULTS_MD} as the next run"
+  say "results: summary.txt in $OUT; the table into ${RESULTS_MD} as the next run"
   echo "dry run: GPU $GPU_NAME, driver $DRIVER; plan printed ($OUT/build.log)"
   exit 0
 fi
