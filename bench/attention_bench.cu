@@ -144,6 +144,8 @@ struct PathRun {
         if (flash) flash_attention_backward(ctx, dqkv, dout, out, lse, qkv, sh, p, 7, 0);
         else attention_backward(ctx, dqkv, dout, qkv, probs, mask, pd, scratch, sh, p);
     }
+    PathRun(const PathRun&) = delete;
+    PathRun& operator=(const PathRun&) = delete;
     ~PathRun() {
         for (Tensor* x : {&out, &lse, &dqkv, &probs, &mask, &pd, &scratch})
             if (x->data) tensor_free(*x);

@@ -215,7 +215,7 @@ WHAT=([machine]="the machine: GPU, arch, driver, tools" [build_first]="binaries 
       [layer_xl]="layer_bench: GPT-2 XL layer, per-op breakdown"
       [e2e]="e2e_bench: GPT-2 XL per recompute policy (unfused attention)"
       [e2e_big]="e2e_bench: 6 layers of the 22B layer shape" [tests_other]="every other GPU test, with the time left")
-# The first part's targets, and the test executables each group needs.
+# The first part's targets (from source: built first, alone; the rest later in the same folder).
 TARGETS_FIRST="test_mma test_flash_attention attention_bench e2e_bench"
 
 # The timeout of a step: its cap, never past the budget (10 s kept to write the summary). STEP_END: when the
