@@ -1,26 +1,41 @@
 #!/usr/bin/env bash
-# gpu_suite.sh — everything mini-megatron checks and measures on a GPU machine, in ONE call of ~8 minutes:
-#   1. the machine: GPU, driver, nvcc, NCCL, MPI, OpenBLAS (what is missing is said plainly);
-#   2. the binaries: prebuilt ones (PREBUILT=DIR) or a CMake build for sm_90 into build-gpu/;
-#   3. the GPU tests (ctest -L gpu; with prebuilt binaries, each test of label gpu from test/*.cmake);
-#   4. bench/layer_bench.cu: paper Table 4, one layer of the 22B model at its t = 8 per-rank shape, bf16,
-#      then one layer of the GPT-2 XL model of step 5; each with the time of every op of the layer;
-#   5. bench/e2e_bench.cu: GPT-2 XL class training steps per recompute policy, tokens/s, MFU, HFU, memory;
-#      then, with time left, 6 layers of the 22B layer shape (how MFU grows with the GEMM sizes);
-#   6. with time left, flash attention on tensor cores (at most 2 minutes): bench/attention_bench.cu, flash against
-#      unfused, forward and backward TFLOP/s at s 1024 to 8192; then the GPT-2 XL steps with --attention flash and
-#      selective recompute (MFU).
-# Every step has a timeout taken from a global budget, so the script always finishes and always writes its
-# summary. Results: at most 8 flat files in DIR; a short table is printed last.
+# gpu_suite.sh — what mini-megatron checks and measures on a GPU machine, in ONE call, checks before rates:
+#   first part (the tensor-core kernels, never run on a GPU before; whatever the budget):
+#     machine        the GPU, its arch, driver, nvcc, NCCL, MPI, OpenBLAS (what is missing is said plainly)
+#     build_first    the binaries: prebuilt ones (PREBUILT=DIR), or one configure for the GPU's own arch and a
+#                    build of the first part's targets only (test_mma test_flash_attention attention_bench e2e_bench)
+#     check_mma      test_gpu_mma: test_mma --gpu, each mma.sync / ldmatrix / cp.async wrapper against plain products
+#     check_flash_tc test_gpu_flash_attention_tc: test_flash_attention --gpu-tc, the bf16 tensor-core forward and
+#                    backward against the CPU path and the float64 reference, dropout 0 and 0.1
+#     attention      attention_bench: flash against unfused, s 1024 to 8192, TFLOP/s; it checks each timed call
+#                    itself (a slice against the CPU path) and prints no rate for a wrong one
+#     e2e_flash      e2e_bench: the GPT-2 XL step with --attention flash and selective recompute (MFU)
+#   the rest, in order, while the budget lasts:
+#     build_rest     (from source) the other targets, in the same build folder: nothing is built twice
+#     tests_ops      the op tests that the layer and end-to-end rates rest on (test_gpu_matmul, _linear, ...)
+#     attention_dropout, layer, layer_xl, e2e, e2e_big   attention_bench at dropout 0.1; layer_bench (Table 4,
+#                    the 22B layer at its t = 8 shape; the XL layer); e2e_bench (GPT-2 XL per recompute policy,
+#                    then 6 layers of the 22B layer shape)
+#     tests_other    every other test labelled gpu (multi-rank, NCCL, equivalence), with the time left
+# A rate step runs only when every check it rests on PASSED (GATES below); otherwise its row says "not run:
+# unchecked" and names the check. Every step has a cap (seconds) and never runs past the budget; the summary
+# (a markdown table, with the device's name) is printed last, written to OUTDIR/summary.txt and into
+# bench/RESULTS.md as the next run.
 #
-#   bench/gpu_suite.sh OUTDIR                 # on the GPU machine, from anywhere (it cds to the repo root)
-#   PREBUILT=DIR bench/gpu_suite.sh OUTDIR    # use binaries built elsewhere (layer_bench, e2e_bench, test_gpu_*)
-#   bench/gpu_suite.sh --dry-run OUTDIR       # any machine: detect the tools, print the plan, run nothing
+#   PREBUILT=DIR bench/gpu_suite.sh OUTDIR    # the way to run it: binaries built elsewhere for the GPU's arch
+#   bench/gpu_suite.sh OUTDIR                 # from source (build-gpu/): slower, leaves no time to rerun
+#   SUITE_ONLY=first bench/gpu_suite.sh OUTDIR     # the first part alone (a rerun)
+#   bench/gpu_suite.sh --dry-run OUTDIR       # any machine: print the plan (the steps in order, caps, gates)
+# bench/check_dry_run.sh checks the plan: checks before rates, and the flash MFU step inside the device time
+# with the machine's start counted.
 #
 # Environment: PREBUILT=DIR (binaries; DIR/lib, or .devstage/lib in the repository, may hold the runtime libraries
-# they were linked against),
-# SUITE_BUDGET_S (480), SUITE_SKIP_TESTS (non-empty: benchmarks only), NCCL_INCLUDE_DIR / NCCL_LIB, MPI_INCLUDE_DIR / MPI_LIBRARY (CMake hints when there is
-# no mpicxx), CBLAS_INCLUDE_DIR / OPENBLAS_LIB (CMake hints), LAYER_ARGS / E2E_ARGS / ATTN_ARGS (extra bench flags).
+# they were linked against), SUITE_BUDGET_S (360 with PREBUILT, 570 from source), SUITE_ONLY (first: the first part
+# only), SUITE_CUDA_ARCH (default: the GPU's compute capability; 90 in a dry run without a GPU), SUITE_TEST_BIN
+# (where the test executables are: default the binaries' folder), SUITE_MACHINE_START_S (180) and SUITE_DEVICE_S
+# (900): the device time the plan is checked against, SUITE_REPO (the repository, for a copy of this script elsewhere), NCCL_INCLUDE_DIR / NCCL_LIB, MPI_INCLUDE_DIR / MPI_LIBRARY
+# (CMake hints when there is no mpicxx), CBLAS_INCLUDE_DIR / OPENBLAS_LIB (CMake hints), LAYER_ARGS / E2E_ARGS /
+# ATTN_ARGS (extra bench flags, appended: later flags win).
 set -u
 
 DRY=0
@@ -31,30 +46,28 @@ if [ $# -ne 1 ]; then
 fi
 mkdir -p "$1" || { echo "error: cannot create $1" >&2; exit 2; }
 OUT=$(cd "$1" && pwd)
-REPO=$(cd "$(dirname "$0")/.." && pwd)
+REPO=${SUITE_REPO:-$(cd "$(dirname "$0")/.." && pwd)}  # SUITE_REPO: for a copy elsewhere (check_dry_run.sh's controls)
 cd "$REPO" || exit 2
+case "${SUITE_ONLY:-}" in ""|first) ;; *) echo "error: SUITE_ONLY must be empty or 'first', not '$SUITE_ONLY'" >&2; exit 2 ;; esac
 
-BUDGET=${SUITE_BUDGET_S:-480}
+MODE=source
+[ -n "${PREBUILT:-}" ] && MODE=prebuilt
+if [ $MODE = prebuilt ]; then BUDGET=${SUITE_BUDGET_S:-360}; else BUDGET=${SUITE_BUDGET_S:-570}; fi
+START_S=${SUITE_MACHINE_START_S:-180} DEVICE_S=${SUITE_DEVICE_S:-900}
 # Where the summary goes as the next run (SUITE_RESULTS_MD: elsewhere, e.g. for the CPU flow test).
 RESULTS_MD=${SUITE_RESULTS_MD:-$REPO/bench/RESULTS.md}
 T0=$SECONDS
-ENV_TXT=$OUT/env.txt BUILD_LOG=$OUT/build.log TESTS_LOG=$OUT/tests.log SUMMARY=$OUT/summary.txt
+# At most 8 files in OUTDIR (the device tool brings back 8).
+BUILD_LOG=$OUT/build.log TESTS_LOG=$OUT/tests.log SUMMARY=$OUT/summary.txt ATTN_LOG=$OUT/attention_bench.log
 LAYER_LOG=$OUT/layer_bench.log LAYER_JSON=$OUT/layer_bench.json E2E_LOG=$OUT/e2e_bench.log E2E_JSON=$OUT/e2e_bench.json
-: >"$ENV_TXT"
+for f in "$BUILD_LOG" "$TESTS_LOG" "$ATTN_LOG" "$LAYER_LOG" "$E2E_LOG"; do : >"$f"; done
+rm -f "$LAYER_JSON" "$E2E_JSON" "$SUMMARY"
 
-say() { echo "$*" | tee -a "$ENV_TXT"; }
+say() { echo "$*" | tee -a "$BUILD_LOG"; }
 elapsed() { echo $((SECONDS - T0)); }
-# The timeout for a step: what it asks for, but never past the budget, keeping 10 s to write the summary and
-# RESERVE seconds for the steps after it (the benchmarks are reserved time even when tests run long).
-budget_for() {
-  local want=$1 left=$((BUDGET - (SECONDS - T0) - 10 - ${2:-0}))
-  [ "$left" -lt "$want" ] && want=$left
-  [ "$want" -lt 1 ] && want=1
-  echo "$want"
-}
 first_existing() { for f in "$@"; do [ -e "$f" ] && { echo "$f"; return 0; }; done; return 1; }
 
-# ---- 1. the machine ------------------------------------------------------------------------------------------
+# ---- the machine (step "machine": detection only, a few seconds) ----------------------------------------------
 say "== gpu_suite $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname) (repo $REPO)"
 GPU_OK=0
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -104,10 +117,13 @@ done
 export LD_LIBRARY_PATH="${LIBS#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_ess_singleton_isolated=1
 say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-
-# ---- the test list for prebuilt binaries: every mm_test(... LABELS gpu ...) of test/*.cmake, test/*/*.cmake ------
-# One line per test: name|executable|np (0: no mpirun)|timeout|args. Tests whose arguments name build paths
-# ($<...>, ${...}) and plain add_test() registrations need the CMake build (ctest) and are listed as skipped.
+# The GPU's own arch (compute capability 9.0 -> 90): the build targets it alone.
+ARCH=${SUITE_CUDA_ARCH:-}
+if [ -z "$ARCH" ] && [ $GPU_OK = 1 ]; then
+  ARCH=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
+fi
+case "$ARCH" in ""|*[!0-9]*) ARCH_NOTE="assumed (no compute capability read): H100/H200"; ARCH=90 ;; *) ARCH_NOTE="" ;; esac
+say "CUDA arch: sm_$ARCH ${ARCH_NOTE:+($ARCH_NOTE)}"
 gpu_test_list() {
   if command -v python3 >/dev/null 2>&1; then
     python3 - "$REPO" <<'PY'
@@ -148,36 +164,100 @@ PY
   fi
 }
 
+# ---- the plan: steps in order, each with its kind, cap (seconds) and the checks it rests on ------------------
+# The order IS the run: the loop at the end walks STEPS, and --dry-run prints the same walk. Kinds: machine,
+# build, check (one GPU test that gates rates), tests (a group of GPU tests), rate (a timed benchmark).
+STEPS_FIRST="machine build_first check_mma check_flash_tc attention e2e_flash"
+STEPS_REST="build_rest tests_ops attention_dropout layer layer_xl e2e e2e_big tests_other"
+STEPS="$STEPS_FIRST"
+[ "${SUITE_ONLY:-}" = first ] || STEPS="$STEPS $STEPS_REST"
+declare -A KIND CAP MIN GATES LATE_GATES WHAT STATUS SECS CHECK_TEST TEST_RESULT EXCERPT
+KIND=([machine]=machine [build_first]=build [check_mma]=check [check_flash_tc]=check [attention]=rate
+      [e2e_flash]=rate [build_rest]=build [tests_ops]=tests [attention_dropout]=rate [layer]=rate [layer_xl]=rate
+      [e2e]=rate [e2e_big]=rate [tests_other]=tests)
+# Caps (a step never runs longer). With PREBUILT the first part's sum (320 s) and the whole budget (360 s) fit the
+# device time (900 s) beside the machine's start (180 s) and a rerun of the first part; from source the build's
+# 240 s come on top, and there is no time to rerun (bench/check_dry_run.sh checks these sums).
+CAP=([machine]=10 [build_first]=240 [check_mma]=30 [check_flash_tc]=90 [attention]=90 [e2e_flash]=100
+     [build_rest]=240 [tests_ops]=150 [attention_dropout]=60 [layer]=120 [layer_xl]=60 [e2e]=300 [e2e_big]=180
+     [tests_other]=600)
+[ $MODE = prebuilt ] && CAP[build_first]=0 CAP[build_rest]=0
+# The least time a step is started with (a benchmark cut short says nothing); default the smaller of its cap, 20 s.
+MIN=([e2e_flash]=60 [e2e]=90 [e2e_big]=60 [layer]=45)
+# The GPU tests (test names, as CTest has them) a step's rates rest on: all must have PASSED before it runs.
+OPS_LAYER="test_gpu_matmul test_gpu_linear test_gpu_attention test_gpu_layernorm test_gpu_gelu test_gpu_dropout test_gpu_runtime"
+OPS_MODEL="$OPS_LAYER test_gpu_embedding test_gpu_cross_entropy test_gpu_adamw"
+GATES=([check_mma]="" [check_flash_tc]="" [attention]="test_gpu_mma test_gpu_flash_attention_tc"
+       [e2e_flash]="test_gpu_mma test_gpu_flash_attention_tc" [attention_dropout]="test_gpu_mma test_gpu_flash_attention_tc"
+       [layer]="$OPS_LAYER" [layer_xl]="$OPS_LAYER" [e2e]="$OPS_MODEL" [e2e_big]="$OPS_MODEL")
+# The flash step's other kernels (GEMMs, layer norm, ...) were checked on a GPU in runs 1 to 3; their tests run
+# after it (tests_ops). If one of them fails there, the flash step's row says so: its number is then not to be used.
+LATE_GATES=([e2e_flash]="$OPS_MODEL")
+CHECK_TEST=([check_mma]=test_gpu_mma [check_flash_tc]=test_gpu_flash_attention_tc)
+
+ATTN_CMD="attention_bench --device cuda --dtype bf16 --heads 16 --head-dim 128 --tokens 16384 --seq 1024,2048,4096,8192 --reps 5 --warmup 2 --dropout 0 ${ATTN_ARGS:-}"
+ATTN_DROP_CMD="attention_bench --device cuda --dtype bf16 --heads 16 --head-dim 128 --tokens 16384 --seq 1024,4096 --reps 5 --warmup 2 --paths flash --dropout 0.1 ${ATTN_ARGS:-}"
+E2E_FLASH_CMD="e2e_bench --device cuda --dtype bf16 --layers 48 --hidden 1600 --heads 25 --seq 1024 --batch 8 --warmup 2 --steps 5 --gemm-size 0 --policies selective --attention flash ${E2E_ARGS:-}"
 LAYER_CMD="layer_bench --device cuda --dtype bf16 --hidden 6144 --heads 64 --seq 2048 --batch 4 --tp-emulated 8 --reps 20 --warmup 5 ${LAYER_ARGS:-}"
 LAYER_XL_CMD="layer_bench --device cuda --dtype bf16 --hidden 1600 --heads 25 --seq 1024 --batch 8 --tp-emulated 1 --sp-emulation derived --reps 20 --warmup 5 --breakdown calls --lt-survey on ${LAYER_ARGS:-}"
 E2E_CMD="e2e_bench --device cuda --dtype bf16 --layers 48 --hidden 1600 --heads 25 --seq 1024 --batch 8 --warmup 2 --steps 5 ${E2E_ARGS:-}"
 E2E_BIG_CMD="e2e_bench --device cuda --dtype bf16 --layers 6 --hidden 6144 --heads 64 --seq 2048 --batch 4 --warmup 2 --steps 4 --gemm-size 0 ${E2E_ARGS:-}"
-# Flash attention on tensor cores (bf16: layers/flash_attention_tc.cu). Core attention alone at head dim 128, 16
-# heads, 16384 tokens per call (the FlashAttention papers' shape), s 1024 to 8192, against the unfused path;
-# bench/PERF_NOTES.md, "Flash attention on tensor cores", says what the design should reach. Then the GPT-2 XL
-# steps (head dim 64) with flash and selective recompute, against the unfused rows of step 5 (under flash,
-# selective keeps what none keeps: the policy the paper recommends, at no memory cost).
-ATTN_CMD="attention_bench --device cuda --dtype bf16 --heads 16 --head-dim 128 --tokens 16384 --seq 1024,2048,4096,8192 --reps 5 --warmup 2 ${ATTN_ARGS:-}"
-E2E_FLASH_CMD="e2e_bench --device cuda --dtype bf16 --layers 48 --hidden 1600 --heads 25 --seq 1024 --batch 8 --warmup 2 --steps 5 --gemm-size 0 --policies selective --attention flash ${E2E_ARGS:-}"
+declare -A CMD=([attention]=$ATTN_CMD [attention_dropout]=$ATTN_DROP_CMD [e2e_flash]=$E2E_FLASH_CMD [layer]=$LAYER_CMD
+                [layer_xl]=$LAYER_XL_CMD [e2e]=$E2E_CMD [e2e_big]=$E2E_BIG_CMD)
+WHAT=([machine]="the machine: GPU, arch, driver, tools" [build_first]="binaries of the first part"
+      [check_mma]="test_gpu_mma: mma.sync, ldmatrix, cp.async wrappers vs plain products"
+      [check_flash_tc]="test_gpu_flash_attention_tc: tensor-core flash fwd + bwd vs the CPU path, dropout 0 and 0.1"
+      [attention]="attention_bench: flash vs unfused, 16 heads of 128, 16384 tokens, s 1024-8192, dropout 0"
+      [e2e_flash]="e2e_bench: GPT-2 XL, --attention flash, selective recompute (MFU)"
+      [build_rest]="binaries of the rest (same build folder)" [tests_ops]="GPU op tests the layer and e2e rates rest on"
+      [attention_dropout]="attention_bench: flash alone, dropout 0.1, s 1024 and 4096"
+      [layer]="layer_bench: Table 4, 22B layer at its t = 8 shape (no communication)"
+      [layer_xl]="layer_bench: GPT-2 XL layer, per-op breakdown"
+      [e2e]="e2e_bench: GPT-2 XL per recompute policy (unfused attention)"
+      [e2e_big]="e2e_bench: 6 layers of the 22B layer shape" [tests_other]="every other GPU test, with the time left")
+# The first part's targets (from source: built first, alone; the rest later in the same folder).
+TARGETS_FIRST="test_mma test_flash_attention attention_bench e2e_bench"
 
-# Each part's time budget (seconds): what the part asks budget_for for, capped at run time by what is left of
-# SUITE_BUDGET_S, with the later parts' reserves kept (the numbers below are the ones the steps pass).
-BUDGET_BUILD=$((90 + 240)) BUDGET_TESTS=150 BUDGET_LAYER=120 BUDGET_LAYER_XL=60 BUDGET_E2E=300 BUDGET_E2E_BIG=180
-BUDGET_ATTN=40 BUDGET_E2E_FLASH=80  # the flash step: 2 minutes in all
+# The timeout of a step: its cap, never past the budget (10 s kept to write the summary). STEP_END: when the
+# step in progress reaches its cap (the tests of a group share their step's).
+STEP_END=0
+left() { local l=$((BUDGET - (SECONDS - T0) - 10)) c=$((STEP_END - SECONDS)); [ "$c" -lt "$l" ] && l=$c; echo "$l"; }
+timeout_for() { local want=$1 l; l=$(left); [ "$l" -lt "$want" ] && want=$l; [ "$want" -lt 1 ] && want=1; echo "$want"; }
+TEST_LIST=$(gpu_test_list)
+test_entry() { grep -m1 "^$1|" <<<"$TEST_LIST"; }  # name|exe|np|timeout|args of a gpu test, by name
+# The tests each step runs: the checks' one test, the op tests, then every other gpu test not run before.
+tests_of() {
+  case $1 in
+    check_*) echo "${CHECK_TEST[$1]}" ;;
+    tests_ops) echo "$OPS_MODEL" | tr ' ' '\n' ;;
+    tests_other) local ex=(-e test_gpu_mma -e test_gpu_flash_attention_tc) t
+                 for t in $OPS_MODEL; do ex+=(-e "$t"); done
+                 cut -d'|' -f1 <<<"$TEST_LIST" | grep -v -x -F "${ex[@]}" ;;
+  esac
+}
+min_of() { local m=${MIN[$1]:-20}; [ "${CAP[$1]}" -lt "$m" ] && m=${CAP[$1]}; echo "$m"; }
+
+# ---- dry run: the plan, as the loop below will walk it --------------------------------------------------------
 if [ $DRY = 1 ]; then
-  say "== dry run: the plan (nothing is built or run); total budget ${BUDGET} s, each part capped by what is left"
-  if [ -n "${PREBUILT:-}" ]; then say "binaries: prebuilt in $PREBUILT"
-  else say "build (budget ${BUDGET_BUILD} s): cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 && cmake --build build-gpu -j16"; fi
-  say "tests (budget ${BUDGET_TESTS} s, 240 s kept for the benchmarks) (label gpu): ctest --test-dir build-gpu -L gpu, or with prebuilt binaries:"
-  gpu_test_list | while IFS='|' read -r n e np to a; do say "  gpu test $n: ${e} np=$np timeout=${to}s args='$a'"; done
-  say "bench (budget ${BUDGET_LAYER} s): $LAYER_CMD --json $LAYER_JSON"
-  say "bench (budget ${BUDGET_LAYER_XL} s): $LAYER_XL_CMD (log appended to layer_bench.log)"
-  say "bench (budget ${BUDGET_E2E} s): $E2E_CMD --json $E2E_JSON"
-  say "bench (budget ${BUDGET_E2E_BIG} s): $E2E_BIG_CMD (with time left; log appended to e2e_bench.log)"
-  say "bench (budget ${BUDGET_ATTN} s): $ATTN_CMD (with time left; log appended to layer_bench.log)"
-  say "bench (budget ${BUDGET_E2E_FLASH} s): $E2E_FLASH_CMD (with time left; log appended to e2e_bench.log)"
-  say "results: the summary table is written into ${RESULTS_MD} as the next run"
-  echo "dry run: GPU $GPU_NAME, driver $DRIVER; plan printed (env.txt in $OUT)" | tee "$SUMMARY"
+  say "plan: mode $MODE; budget ${BUDGET} s; machine start ${START_S} s (assumed); device time ${DEVICE_S} s; arch sm_$ARCH${SUITE_ONLY:+; only $SUITE_ONLY}"
+  n=0
+  for s in $STEPS; do
+    n=$((n + 1))
+    say "step $n $s kind=${KIND[$s]} cap=${CAP[$s]} min=$(min_of "$s") gates=$(echo ${GATES[$s]:-} | tr ' ' ',')${LATE_GATES[$s]:+ late_gates=$(echo ${LATE_GATES[$s]} | tr ' ' ',')}: ${WHAT[$s]}"
+    case ${KIND[$s]} in
+      build) if [ $MODE = prebuilt ]; then say "  binaries: prebuilt in $PREBUILT"
+             elif [ $s = build_first ]; then say "  run: cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=$ARCH && cmake --build build-gpu --target $TARGETS_FIRST"
+             else say "  run: cmake --build build-gpu (every other target; the first part's are up to date)"; fi ;;
+      check|tests) tests_of "$s" | while read -r t; do
+                     IFS='|' read -r name e np to a <<<"$(test_entry "$t")"
+                     if [ -z "$name" ]; then say "  gpu test $t: MISSING from the test list (test/*.cmake)"
+                     else say "  gpu test $name: ${e} np=$np timeout=${to}s args='$a'"; fi
+                   done ;;
+      rate) say "  run: ${CMD[$s]}" ;;
+    esac
+  done
+  say "results: summary.txt in $OUT; the table into ${RESULTS_MD} as the next run"
+  echo "dry run: GPU $GPU_NAME, driver $DRIVER; plan printed ($OUT/build.log)"
   exit 0
 fi
 if [ $GPU_OK = 0 ]; then
@@ -185,203 +265,198 @@ if [ $GPU_OK = 0 ]; then
   exit 3
 fi
 
-# ---- 2. binaries -----------------------------------------------------------------------------------------------
-BUILD_STATUS="not built"
-MODE=prebuilt
-if [ -n "${PREBUILT:-}" ]; then
-  BIN=$(cd "$PREBUILT" && pwd)
-  BUILD_STATUS="prebuilt ($BIN)"
-  echo "using prebuilt binaries in $BIN: $(ls "$BIN" | tr '\n' ' ')" >"$BUILD_LOG"
-else
-  BIN=$REPO/build-gpu
-  HINTS=()
-  [ -n "$NCCL_H" ] && HINTS+=("-DNCCL_INCLUDE_DIR=$(dirname "$NCCL_H")")
-  [ -n "$NCCL_SO" ] && HINTS+=("-DNCCL_LIB=$NCCL_SO")
-  if ! command -v mpicxx >/dev/null 2>&1 && [ -n "$MPI_H" ] && [ -n "$MPI_SO" ]; then
-    # No compiler wrapper: tell FindMPI where the header and the library are.
-    HINTS+=("-DMPI_CXX_COMPILER=NOTFOUND" "-DMPI_CXX_HEADER_DIR=$(dirname "$MPI_H")" "-DMPI_CXX_LIB_NAMES=mpi"
-            "-DMPI_mpi_LIBRARY=$MPI_SO" "-DMPI_CXX_SKIP_MPICXX=ON")
-  fi
-  [ -n "${CBLAS_INCLUDE_DIR:-}" ] && HINTS+=("-DCBLAS_INCLUDE_DIR=$CBLAS_INCLUDE_DIR")
-  [ -n "${OPENBLAS_LIB:-}" ] && HINTS+=("-DOPENBLAS_LIB=$OPENBLAS_LIB")
-  [ -n "$NVCC" ] && HINTS+=("-DCMAKE_CUDA_COMPILER=$NVCC")
-  echo "== configure ($(elapsed) s)" | tee "$BUILD_LOG"
-  if timeout "$(budget_for 90)" cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-       "${HINTS[@]}" >>"$BUILD_LOG" 2>&1; then
-    echo "== build ($(elapsed) s)" | tee -a "$BUILD_LOG"
-    if timeout "$(budget_for 240 150)" cmake --build build-gpu -j16 >>"$BUILD_LOG" 2>&1; then
-      BUILD_STATUS="built (build-gpu, sm_90, Release)"; MODE=ctest
-    else
-      BUILD_STATUS="BUILD FAILED (see build.log)"
-      grep -m5 -E "error|Error" "$BUILD_LOG"
-      [ -f build-gpu/CTestTestfile.cmake ] && MODE=ctest  # run whatever targets did build
-    fi
-  else
-    BUILD_STATUS="CONFIGURE FAILED (see build.log): $(grep -m1 -E 'Error|not found|NOT found|Could NOT' "$BUILD_LOG")"
-  fi
-  echo "$BUILD_STATUS"
-fi
-if [ -x "$BIN/layer_bench" ] && ldd "$BIN/layer_bench" | grep -q "not found" && [ -d "$REPO/.devstage/lib2" ]; then
-  export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$REPO/.devstage/lib2"
-fi
-for b in layer_bench e2e_bench attention_bench; do
-  if [ -x "$BIN/$b" ]; then
-    missing=$(ldd "$BIN/$b" 2>/dev/null | grep "not found" | awk '{print $1}' | tr '\n' ' ')
-    [ -n "$missing" ] && say "WARNING: $b cannot load: missing libraries $missing"
-  else
-    say "WARNING: no $BIN/$b"
-  fi
-done
+# ---- the steps -------------------------------------------------------------------------------------------------
+BIN=${PREBUILT:+$(cd "$PREBUILT" && pwd)}
+[ -z "$BIN" ] && BIN=$REPO/build-gpu
+TBIN=${SUITE_TEST_BIN:-$BIN}
+NPROC=$(nproc 2>/dev/null || echo 4)
+BUILT_OK=0
 
-# ---- 3. GPU tests ------------------------------------------------------------------------------------------------
-TESTS_STATUS="not run"
-: >"$TESTS_LOG"
-if [ -n "${SUITE_SKIP_TESTS:-}" ]; then
-  TESTS_STATUS="skipped (SUITE_SKIP_TESTS set)"
-elif [ "$MODE" = ctest ]; then
-  echo "== ctest -L gpu ($(elapsed) s)" | tee -a "$TESTS_LOG"
-  timeout "$(budget_for "$BUDGET_TESTS" 240)" ctest --test-dir build-gpu -L gpu --output-on-failure --timeout 120 >>"$TESTS_LOG" 2>&1
-  TESTS_STATUS=$(grep -E "tests passed" "$TESTS_LOG" | tail -1)
-  FAILED=$(sed -n '/The following tests FAILED/,$p' "$TESTS_LOG" | grep -E "^\s+[0-9]+ - " | awk '{print $3 "(" $NF ")"}' | tr '\n' ' ')
-  SKIPPED=$(grep -c "Skipped" "$TESTS_LOG")
-  TESTS_STATUS="${TESTS_STATUS:-ctest did not finish}; skipped $SKIPPED; failed: ${FAILED:-none}"
-else
-  echo "== GPU tests from prebuilt binaries ($(elapsed) s)" | tee -a "$TESTS_LOG"
-  pass=0 fail=0 skip=0 failed=""
-  while IFS='|' read -r name exe np to args; do
-    [ -z "$name" ] && continue
-    if [ "$(budget_for 600 240)" -lt 10 ]; then
-      echo "-- $name: SKIP (out of time: the benchmarks keep their share)" | tee -a "$TESTS_LOG"; skip=$((skip + 1)); continue
+check_libs() {  # a binary that cannot load its libraries is said plainly once
+  for b in "$@"; do
+    if [ -x "$BIN/$b" ]; then
+      local missing
+      missing=$(ldd "$BIN/$b" 2>/dev/null | grep "not found" | awk '{print $1}' | tr '\n' ' ')
+      [ -n "$missing" ] && say "WARNING: $b cannot load: missing libraries $missing"
     fi
-    if [ "$exe" = SKIP ] || [ ! -x "$BIN/$exe" ]; then
-      echo "-- $name: SKIP (${args:-no binary $BIN/$exe})" >>"$TESTS_LOG"; skip=$((skip + 1)); continue
-    fi
-    if [ "$np" -gt 0 ] && [ -n "$MPIRUN" ]; then cmd=("$MPIRUN" --oversubscribe --bind-to none -np "$np" "$BIN/$exe")
-    elif [ "$np" -le 1 ]; then cmd=("$BIN/$exe")  # one rank: an MPI singleton, no mpirun needed
-    else echo "-- $name: SKIP (needs mpirun for $np ranks)" >>"$TESTS_LOG"; skip=$((skip + 1)); continue; fi
-    # shellcheck disable=SC2086
-    # < /dev/null: mpirun forwards stdin to rank 0 and would otherwise swallow the rest of the test list.
-    OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 timeout "$(budget_for "$to" 240)" "${cmd[@]}" $args >>"$TESTS_LOG" 2>&1 </dev/null
-    rc=$?
-    case $rc in
-      0) r=PASS; pass=$((pass + 1)) ;;
-      77) r=SKIP; skip=$((skip + 1)) ;;
-      124|137) r="FAIL (timeout)"; fail=$((fail + 1)); failed="$failed $name" ;;
-      *) r="FAIL (rc $rc)"; fail=$((fail + 1)); failed="$failed $name" ;;
-    esac
-    echo "-- $name: $r" | tee -a "$TESTS_LOG"
-  done < <(gpu_test_list)
-  TESTS_STATUS="pass $pass, fail $fail, skip $skip; failed:${failed:- none}"
-fi
-echo "tests: $TESTS_STATUS"
-
-# ---- 4. layer benchmark (Table 4) -------------------------------------------------------------------------------
-# Reserves: the tests leave 240 s to the benchmarks; each benchmark leaves enough for the XL end-to-end run
-# (step 5, the end-to-end numbers of bench/RESULTS.md); the 22B-shape end-to-end run only takes what is left.
-run_bench() {  # log json("" = none) timeout reserve program flags...
-  local log=$1 json=$2 to=$3 reserve=$4 exe=$5; shift 5
-  echo "== $exe $* ($(elapsed) s)" | tee -a "$log"
-  local json_flag=()
-  [ -n "$json" ] && json_flag=(--json "$json")
-  timeout "$(budget_for "$to" "$reserve")" "$BIN/$exe" "$@" "${json_flag[@]}" >>"$log" 2>&1
-  local rc=$?
-  echo "== exit $rc ($(elapsed) s)" >>"$log"
-  return $rc
+  done
 }
-: >"$LAYER_LOG"
-LAYER_STATUS="not run"
-if [ -x "$BIN/layer_bench" ]; then
-  # shellcheck disable=SC2086
-  if run_bench "$LAYER_LOG" "$LAYER_JSON" "$BUDGET_LAYER" 150 $LAYER_CMD; then LAYER_STATUS=ok
+
+step_build() {  # build_first | build_rest
+  if [ $MODE = prebuilt ]; then
+    STATUS[$1]="prebuilt ($BIN)"; echo "using prebuilt binaries in $BIN: $(ls "$BIN" | tr '\n' ' ')" >>"$BUILD_LOG"
+    [ "$1" = build_first ] && check_libs $TARGETS_FIRST; return
+  fi
+  local targets=()
+  if [ "$1" = build_first ]; then
+    local hints=()
+    [ -n "$NCCL_H" ] && hints+=("-DNCCL_INCLUDE_DIR=$(dirname "$NCCL_H")")
+    [ -n "$NCCL_SO" ] && hints+=("-DNCCL_LIB=$NCCL_SO")
+    if ! command -v mpicxx >/dev/null 2>&1 && [ -n "$MPI_H" ] && [ -n "$MPI_SO" ]; then
+      # No compiler wrapper: tell FindMPI where the header and the library are.
+      hints+=("-DMPI_CXX_COMPILER=NOTFOUND" "-DMPI_CXX_HEADER_DIR=$(dirname "$MPI_H")" "-DMPI_CXX_LIB_NAMES=mpi"
+              "-DMPI_mpi_LIBRARY=$MPI_SO" "-DMPI_CXX_SKIP_MPICXX=ON")
+    fi
+    [ -n "${CBLAS_INCLUDE_DIR:-}" ] && hints+=("-DCBLAS_INCLUDE_DIR=$CBLAS_INCLUDE_DIR")
+    [ -n "${OPENBLAS_LIB:-}" ] && hints+=("-DOPENBLAS_LIB=$OPENBLAS_LIB")
+    [ -n "$NVCC" ] && hints+=("-DCMAKE_CUDA_COMPILER=$NVCC")
+    command -v ninja >/dev/null 2>&1 && [ ! -f build-gpu/CMakeCache.txt ] && hints+=(-G Ninja)
+    echo "== configure for sm_$ARCH ($(elapsed) s)" | tee -a "$BUILD_LOG"
+    if ! timeout "$(timeout_for 100000)" cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CUDA_ARCHITECTURES=$ARCH" \
+           "${hints[@]}" >>"$BUILD_LOG" 2>&1; then
+      STATUS[$1]="CONFIGURE FAILED: $(grep -m1 -E 'Error|not found|NOT found|Could NOT' "$BUILD_LOG")"; return
+    fi
+    read -r -a targets <<<"$TARGETS_FIRST"
+  fi
+  echo "== build ${targets[*]:-every other target} ($(elapsed) s)" | tee -a "$BUILD_LOG"
+  if timeout "$(timeout_for 100000)" cmake --build build-gpu -j "$NPROC" ${targets[@]:+--target "${targets[@]}"} >>"$BUILD_LOG" 2>&1; then
+    STATUS[$1]="built (build-gpu, sm_$ARCH, Release)"; BUILT_OK=1
   else
+    STATUS[$1]="BUILD FAILED or out of time (build.log): $(grep -m1 -E 'error' "$BUILD_LOG")"
+  fi
+  [ "$1" = build_first ] && check_libs $TARGETS_FIRST
+}
+
+run_test() {  # one gpu test by name: TEST_RESULT[name] = PASS | FAIL (...) | SKIP (...)
+  local name exe np to args r rc omp cmd=()
+  IFS='|' read -r name exe np to args <<<"$(test_entry "$1")"
+  if [ -z "$name" ]; then r="SKIP (not in the test list of test/*.cmake)"; name=$1
+  elif [ "$(left)" -lt 10 ]; then r="SKIP (out of budget)"
+  elif [ "$exe" = SKIP ]; then
+    if [ $MODE = source ] && [ $BUILT_OK = 1 ]; then  # registered with the build's paths: ctest runs it
+      timeout "$(timeout_for 300)" ctest --test-dir build-gpu -R "^$name\$" --output-on-failure >>"$TESTS_LOG" 2>&1
+      rc=$?; case $rc in 0) r=PASS ;; 124|137) r="FAIL (timeout)" ;; *) r="FAIL (ctest rc $rc)" ;; esac
+    else r="SKIP (${args})"; fi
+  elif [ ! -x "$TBIN/$exe" ]; then r="SKIP (no $TBIN/$exe)"
+  elif [ "$np" -gt 1 ] && [ -z "$MPIRUN" ]; then r="SKIP (needs mpirun for $np ranks)"
+  else
+    if [ "$np" -gt 0 ] && [ -n "$MPIRUN" ]; then cmd=("$MPIRUN" --oversubscribe --bind-to none -np "$np" "$TBIN/$exe")
+    else cmd=("$TBIN/$exe"); fi  # one rank: an MPI singleton, no mpirun needed
+    omp=$((NPROC / (np > 1 ? np : 1))); [ "$omp" -gt 8 ] && omp=8
+    echo "== $name: ${cmd[*]} $args ($(elapsed) s)" >>"$TESTS_LOG"
+    # < /dev/null: mpirun forwards stdin to rank 0 and would otherwise swallow the caller's input.
+    # shellcheck disable=SC2086
+    OMP_NUM_THREADS=$omp OPENBLAS_NUM_THREADS=1 timeout "$(timeout_for "$to")" "${cmd[@]}" $args >>"$TESTS_LOG" 2>&1 </dev/null
+    rc=$?
+    case $rc in 0) r=PASS ;; 77) r="SKIP (the test found no GPU)" ;; 124|137) r="FAIL (timeout)" ;; *) r="FAIL (rc $rc)" ;; esac
+  fi
+  TEST_RESULT[$name]=$r
+  echo "-- $name: $r" | tee -a "$TESTS_LOG"
+}
+
+step_tests() {  # check_* | tests_ops | tests_other
+  local pass=0 fail=0 skip=0 failed="" t
+  while read -r t; do
+    [ -z "$t" ] && continue
+    [ -n "${TEST_RESULT[$t]:-}" ] && continue  # never twice
+    run_test "$t"
+    case ${TEST_RESULT[$t]} in PASS) pass=$((pass + 1)) ;; FAIL*) fail=$((fail + 1)); failed="$failed $t" ;; *) skip=$((skip + 1)) ;; esac
+  done < <(tests_of "$1")
+  if [ "${KIND[$1]}" = check ]; then STATUS[$1]=${TEST_RESULT[${CHECK_TEST[$1]}]}
+  else STATUS[$1]="pass $pass, fail $fail, skip $skip${failed:+; FAILED:$failed}"; fi
+}
+
+step_rate() {
+  local s=$1 g bad="" exe log json=() tmp=$OUT/step.tmp rc
+  for g in ${GATES[$s]}; do
+    [ "${TEST_RESULT[$g]:-not run}" = PASS ] || bad="$bad $g: ${TEST_RESULT[$g]:-not run};"
+  done
+  if [ -z "${GATES[$s]}" ]; then STATUS[$s]="not run: unchecked (no check named for it)"; return; fi
+  if [ -n "$bad" ]; then STATUS[$s]="not run: unchecked ($(echo $bad | sed 's/;$//'))"; return; fi
+  read -r exe _ <<<"${CMD[$s]}"
+  if [ ! -x "$BIN/$exe" ]; then STATUS[$s]="not run: no $BIN/$exe"; return; fi
+  if [ "$(left)" -lt "$(min_of "$s")" ]; then STATUS[$s]="not run: out of budget ($(left) s left, needs $(min_of "$s"))"; return; fi
+  case $s in attention*) log=$ATTN_LOG ;; layer*) log=$LAYER_LOG ;; *) log=$E2E_LOG ;; esac
+  [ $s = layer ] && json=(--json "$LAYER_JSON")
+  [ $s = e2e ] && json=(--json "$E2E_JSON")
+  echo "== $s: ${CMD[$s]} ($(elapsed) s)" >"$tmp"
+  # shellcheck disable=SC2086
+  timeout "$(timeout_for "${CAP[$s]}")" "$BIN/$exe" ${CMD[$s]#* } "${json[@]}" >>"$tmp" 2>&1 </dev/null
+  rc=$?
+  if [ $rc -ne 0 ] && [ $s = layer ] && [ "$(left)" -ge 30 ]; then
     # The fake-communicator emulation needs NCCL on one GPU; if that (or anything) failed, retry with the
     # emulation that needs no communicator at all.
-    LAYER_STATUS="failed (rc $?), retried with --sp-emulation derived"
+    echo "== exit $rc; again with --sp-emulation derived" >>"$tmp"
     # shellcheck disable=SC2086
-    run_bench "$LAYER_LOG" "$LAYER_JSON" 90 150 $LAYER_CMD --sp-emulation derived && LAYER_STATUS="$LAYER_STATUS: ok"
+    timeout "$(timeout_for 90)" "$BIN/$exe" ${CMD[$s]#* } --sp-emulation derived "${json[@]}" >>"$tmp" 2>&1 </dev/null
+    rc=$?
   fi
-fi
-echo "layer_bench: $LAYER_STATUS"
-# The same benchmark at the GPT-2 XL layer shape of step 5 (t = 1): its per-op breakdown says where an
-# end-to-end step's time goes. Logged apart, then appended to layer_bench.log (OUTDIR keeps to 8 files).
-XL_LOG=$OUT/layer_xl.tmp
-: >"$XL_LOG"
-LAYER_XL_STATUS="not run"
-if [ -x "$BIN/layer_bench" ]; then
-  # shellcheck disable=SC2086
-  if run_bench "$XL_LOG" "" "$BUDGET_LAYER_XL" 120 $LAYER_XL_CMD; then LAYER_XL_STATUS=ok; else LAYER_XL_STATUS="failed (rc $?)"; fi
-fi
-echo "layer_bench (XL layer): $LAYER_XL_STATUS"
+  echo "== exit $rc ($(elapsed) s)" >>"$tmp"
+  case $rc in
+    0) STATUS[$s]=ok ;;
+    124|137) STATUS[$s]="failed: timed out (cap ${CAP[$s]} s, budget)" ;;
+    *) if grep -q "^WRONG" "$tmp"; then STATUS[$s]="WRONG: a checked call did not match, no rate printed for it"
+       else STATUS[$s]="failed (rc $rc): $(grep -m1 -iE 'error|out of memory' "$tmp")"; fi ;;
+  esac
+  case $s in
+    attention*) EXCERPT[$s]=$( (grep -E "^check .*WRONG" "$tmp"; sed -n '/^TFLOP\/s/,$p' "$tmp") | grep -v "^== ") ;;
+    layer) EXCERPT[$s]=$( (sed -n '/^experiment (Table 4)/,/^element-wise/p' "$tmp" | grep -v "^element-wise"
+                          grep -E "^baseline layer:|^fake-comm: per layer" "$tmp" | tail -2) ) ;;
+    layer_xl) EXCERPT[$s]=$(sed -n '/^experiment (Table 4)/,/^element-wise/p' "$tmp" | sed '/^the same, call by call/,$d' |
+                           grep -v -E "^element-wise|^cross-check|^  (sequence|selective) |derived") ;;
+    *) EXCERPT[$s]=$(sed -n '/^recompute /,$p' "$tmp" | grep -v -E "^wrote|^== ") ;;
+  esac
+  [ -z "${EXCERPT[$s]}" ] && EXCERPT[$s]=$(tail -3 "$tmp")
+  cat "$tmp" >>"$log" && rm -f "$tmp"
+}
 
-# ---- 5. end-to-end benchmark (Table 5 style) --------------------------------------------------------------------
-: >"$E2E_LOG"
-E2E_STATUS="not run"
-if [ -x "$BIN/e2e_bench" ]; then
-  # shellcheck disable=SC2086
-  if run_bench "$E2E_LOG" "$E2E_JSON" "$BUDGET_E2E" 0 $E2E_CMD; then E2E_STATUS=ok; else E2E_STATUS="failed (rc $?, see e2e_bench.log)"; fi
-fi
-echo "e2e_bench: $E2E_STATUS"
-# A wider model with the paper's 22B layer shape (h 6144, 64 heads, s 2048), fewer layers so that it fits one
-# GPU: how MFU grows with the GEMM sizes. Note: the paper's ranks run that layer split t = 8 ways (smaller
-# GEMMs than here). Only with time left; logged apart, then appended to e2e_bench.log (OUTDIR keeps to 8 files).
-BIG_LOG=$OUT/e2e_big.tmp
-: >"$BIG_LOG"
-E2E_BIG_STATUS="not run"
-if [ -x "$BIN/e2e_bench" ] && [ "$(budget_for "$BUDGET_E2E_BIG")" -ge 60 ]; then
-  # shellcheck disable=SC2086
-  if run_bench "$BIG_LOG" "" "$BUDGET_E2E_BIG" 60 $E2E_BIG_CMD; then E2E_BIG_STATUS=ok; else E2E_BIG_STATUS="failed (rc $?)"; fi
-elif [ -x "$BIN/e2e_bench" ]; then
-  E2E_BIG_STATUS="skipped (less than 60 s of the budget left)"
-fi
-echo "e2e_bench (22B layer shape): $E2E_BIG_STATUS"
+n=0
+for s in $STEPS; do
+  n=$((n + 1))
+  t=$SECONDS STEP_END=$((SECONDS + CAP[$s]))
+  echo "== step $n $s ($(elapsed) s of ${BUDGET}): ${WHAT[$s]}"
+  case ${KIND[$s]} in
+    machine) STATUS[$s]="ok: $GPU_NAME, sm_$ARCH"; t=$T0 ;;
+    build) step_build "$s" ;;
+    check|tests) step_tests "$s" ;;
+    rate) step_rate "$s" ;;
+  esac
+  SECS[$s]=$((SECONDS - t))
+  echo "   $s: ${STATUS[$s]} (${SECS[$s]} s)"
+done
+# A rate timed before a test of its other kernels ran, whose test then failed, is marked: not to be used.
+for s in $STEPS; do
+  for g in ${LATE_GATES[$s]:-}; do
+    case "${TEST_RESULT[$g]:-}" in FAIL*) STATUS[$s]="${STATUS[$s]}; BUT $g failed after it: do not use" ;; esac
+  done
+done
 
-# ---- 6. flash attention on tensor cores, with time left ----------------------------------------------------------
-FLASH_ATTN_LOG=$OUT/attention_flash.tmp FLASH_E2E_LOG=$OUT/e2e_flash.tmp
-: >"$FLASH_ATTN_LOG"
-: >"$FLASH_E2E_LOG"
-ATTN_STATUS="not run" E2E_FLASH_STATUS="not run"
-if [ -x "$BIN/attention_bench" ] && [ "$(budget_for "$BUDGET_ATTN")" -ge 20 ]; then
-  # shellcheck disable=SC2086
-  if run_bench "$FLASH_ATTN_LOG" "" "$BUDGET_ATTN" 0 $ATTN_CMD; then ATTN_STATUS=ok; else ATTN_STATUS="failed (rc $?)"; fi
-elif [ -x "$BIN/attention_bench" ]; then ATTN_STATUS="skipped (less than 20 s of the budget left)"; fi
-echo "attention_bench (flash against unfused): $ATTN_STATUS"
-if [ -x "$BIN/e2e_bench" ] && [ "$(budget_for "$BUDGET_E2E_FLASH")" -ge 60 ]; then
-  # shellcheck disable=SC2086
-  if run_bench "$FLASH_E2E_LOG" "" "$BUDGET_E2E_FLASH" 0 $E2E_FLASH_CMD; then E2E_FLASH_STATUS=ok; else E2E_FLASH_STATUS="failed (rc $?)"; fi
-elif [ -x "$BIN/e2e_bench" ]; then E2E_FLASH_STATUS="skipped (less than 60 s of the budget left)"; fi
-echo "e2e_bench (GPT-2 XL, flash attention): $E2E_FLASH_STATUS"
-
-# ---- summary (last, so that the end of a long log holds it) ---------------------------------------------------
+# ---- summary: a markdown table, ready to paste (last, so that the end of a long log holds it) -----------------
+COMMIT=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
 {
-  echo "================ gpu_suite summary ($(elapsed) s) ================"
-  echo "GPU: $GPU_NAME | driver $DRIVER | nvcc ${NVCC:-missing} | NCCL ${NCCL_SO:-missing} | mpirun ${MPIRUN:-missing}"
-  echo "binaries: $BUILD_STATUS"
-  echo "GPU tests: $TESTS_STATUS"
-  echo "layer_bench (Table 4, 22B layer at t=8 per-rank shape, bf16, NO communication): $LAYER_STATUS"
-  sed -n '/^experiment (Table 4)/,/^element-wise/p' "$LAYER_LOG" | grep -v "^element-wise"
-  grep -E "^baseline layer:|^fake-comm: per layer" "$LAYER_LOG" | tail -2
-  echo "layer_bench, GPT-2 XL layer (h 1600, 25 heads, s 1024, b 8, t 1): $LAYER_XL_STATUS"
-  sed -n '/^experiment (Table 4)/,/^element-wise/p' "$XL_LOG" | grep -v -E "^element-wise|^cross-check|^  (sequence|selective) |derived"
-  echo "e2e_bench (GPT-2 XL class, 8 x 1024 tokens/step, bf16): $E2E_STATUS"
-  sed -n '/^recompute /,$p' "$E2E_LOG" | grep -v -E "^wrote|^== "
-  grep -E "out of memory|error" "$E2E_LOG" | head -3
-  echo "e2e_bench, 6 layers of the 22B layer shape (h 6144, 64 heads, s 2048), 4 x 2048 tokens/step, bf16: $E2E_BIG_STATUS"
-  sed -n '/^recompute /,$p' "$BIG_LOG" | grep -v -E "^wrote|^== "
-  grep -E "out of memory|error" "$BIG_LOG" | head -3
-  echo "attention_bench, core attention alone, flash against unfused (16 heads of 128, 16384 tokens): $ATTN_STATUS"
-  sed -n '/^TFLOP\/s/,$p' "$FLASH_ATTN_LOG" | grep -v "^== "
-  echo "e2e_bench, GPT-2 XL with --attention flash and selective recompute: $E2E_FLASH_STATUS"
-  sed -n '/^recompute /,$p' "$FLASH_E2E_LOG" | grep -v -E "^wrote|^== "
-  grep -E "out of memory|error" "$FLASH_E2E_LOG" | head -3
-} | tee "$SUMMARY"
-cat "$XL_LOG" "$FLASH_ATTN_LOG" >>"$LAYER_LOG" && rm -f "$XL_LOG" "$FLASH_ATTN_LOG"
-cat "$BIG_LOG" "$FLASH_E2E_LOG" >>"$E2E_LOG" && rm -f "$BIG_LOG" "$FLASH_E2E_LOG"
-echo "files: $(cd "$OUT" && ls | tr '\n' ' ')" | tee -a "$SUMMARY"
+  echo "### gpu_suite on $GPU_NAME (sm_$ARCH, driver $DRIVER), $(date -u +%Y-%m-%d\ %H:%M) UTC"
+  echo
+  echo "Commit $COMMIT; binaries: $MODE; budget $BUDGET s, used $(elapsed) s; nvcc ${NVCC:-missing}; NCCL ${NCCL_SO:-missing}; mpirun ${MPIRUN:-missing}."
+  echo "A rate is timed only after the checks it rests on passed (\"not run: unchecked\" otherwise)."
+  echo
+  echo "| # | step | what | status | s |"
+  echo "|---|---|---|---|---|"
+  n=0
+  for s in $STEPS; do
+    n=$((n + 1))
+    echo "| $n | $s | ${WHAT[$s]} | $(echo "${STATUS[$s]:-not reached}" | sed 's/|/\\|/g') | ${SECS[$s]:-} |"
+  done
+  for s in $STEPS; do
+    [ -n "${EXCERPT[$s]:-}" ] || continue
+    echo
+    echo "$s: ${WHAT[$s]} (${STATUS[$s]})"
+    echo
+    echo '```text'
+    echo "${EXCERPT[$s]}"
+    echo '```'
+  done
+  failed_tests=$(for t in "${!TEST_RESULT[@]}"; do case ${TEST_RESULT[$t]} in FAIL*) echo "$t (${TEST_RESULT[$t]})" ;; esac; done | sort | tr '\n' ' ')
+  echo
+  echo "GPU tests: $(printf '%s\n' "${TEST_RESULT[@]}" | grep -c '^PASS') passed, failed: ${failed_tests:-none} (tests.log)."
+  echo "files: $(cd "$OUT" && ls | tr '\n' ' ')"
+} >"$SUMMARY"
+echo "================ gpu_suite summary ================"
+cat "$SUMMARY"
 
 # ---- the table into RESULTS.md as the next run (newest first: before the first "## Run" heading) -----------
 if command -v python3 >/dev/null 2>&1; then
   [ -f "$RESULTS_MD" ] || printf '# Benchmark results\n\n' >"$RESULTS_MD"
-  python3 - "$RESULTS_MD" "$SUMMARY" "$GPU_NAME" "$DRIVER" "$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'PY'
+  python3 - "$RESULTS_MD" "$SUMMARY" "$GPU_NAME" "$DRIVER" "$COMMIT" <<'PY'
 import datetime, re, sys
 path, summary, gpu, driver, commit = sys.argv[1:6]
 text = open(path).read()
@@ -389,7 +464,7 @@ runs = [int(n) for n in re.findall(r"^## Run (\d+)", text, re.M)]
 n = max(runs, default=0) + 1
 when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 section = (f"## Run {n} — {when}, {gpu}, driver {driver} (bench/gpu_suite.sh at {commit})\n\n"
-           "The suite's summary, as it printed it:\n\n```\n" + open(summary).read().rstrip() + "\n```\n\n")
+           + open(summary).read().rstrip() + "\n\n")
 at = re.search(r"^## Run ", text, re.M)
 text = text[:at.start()] + section + text[at.start():] if at else text.rstrip() + "\n\n" + section
 open(path, "w").write(text)
