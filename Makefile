@@ -4,7 +4,7 @@
 #                GPT with TP 2 + SP + selective recompute under mpirun
 #   make test    build everything and run every CTest test (unit, mpi; gpu tests skip without a GPU)
 #   make bench   layer and end-to-end benchmarks (tiny shapes on CPU, and the CPU peer against PyTorch when it
-#                is installed; the paper's shapes on a GPU)
+#                is installed; on a GPU bench/gpu_suite.sh with the binaries make build made: checks, then rates)
 #   make accuracy  every op's fp32 error against float64 next to PyTorch fp32's, and the 60-step loss deviation
 #                from a float64 PyTorch run (needs PyTorch: apt-get install python3-torch)
 #   make paper   the paper-scale calculator: Table 2, Figure 7 (docs/figure7.png), memory totals, MFU/HFU
@@ -135,7 +135,7 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
 bench: build
-	@if nvidia-smi -L >/dev/null 2>&1; then bash bench/gpu_suite.sh $(BUILD)/bench-results; \
+	@if nvidia-smi -L >/dev/null 2>&1; then PREBUILT=$(BUILD) bash bench/gpu_suite.sh $(BUILD)/bench-results; \
 	else echo "no GPU visible: tiny shapes on the CPU (CPU timings; the paper's shapes need a GPU)"; \
 	  $(BUILD)/layer_bench --device cpu --dtype f32 --hidden 64 --heads 8 --seq 64 --batch 2 --tp-emulated 8 --reps 3 --warmup 1 && \
 	  $(BUILD)/e2e_bench --device cpu --dtype f32 --layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 --vocab 256 \
