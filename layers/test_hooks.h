@@ -26,9 +26,17 @@ struct TestHooks {
     // (test_equivalence's --ungrouped-p2p).
     bool ungrouped_p2p = false;
     // Negative control: the pipeline's exchanges as they were before the posted ones (model/pipeline_step.cu:
-    // whole units, each exchange waiting for its sends too), to show that the synthetic-time bubble test then
-    // finds ZB-H2's first stage stalled (test_pipeline_bubble --expect-stall).
+    // whole units, each exchange waiting for its sends too), to show that the bubble test then finds ZB-H2
+    // stalled: its replayed record idles beyond the formula (test_pipeline_bubble --blocking-p2p).
     bool blocking_p2p = false;
+    // Negative control: under a zero-bubble schedule the executor runs each W right after its B (a W lag of 0 on
+    // every stage: model/pipeline_step.cu, posted exchanges), an order other than the schedule's, to show that the
+    // bubble test's replay then idles beyond the formula (test_pipeline_bubble --weight-unlagged).
+    bool weight_unlagged = false;
+    // Negative control: on this pipeline stage the executor runs one W a slot late, after the op that follows it
+    // in the schedule (the last W that comes right before a B; model/pipeline_step.cu, posted exchanges), to show
+    // that the bubble test's replay then idles beyond the formula (test_pipeline_bubble --delay-weight S). -1: never.
+    int delay_weight_stage = -1;
     // Fault injection: pipeline stage stop_stage stops itself (SIGSTOP) in its stop_stage_at_step-th step
     // (model/pipeline_step.cu), to show that the other stages stop within --comm-timeout, naming it (the
     // trainer's hidden flag --stop-stage-at S:N; test/model/pipeline_peer_stopped.sh). -1: never.

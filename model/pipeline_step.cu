@@ -127,6 +127,28 @@ static void run_posted(GPT& m, const std::vector<PipeOp>& ops, const std::string
     exchange_post(pp, *m.ctx, {}, "after the last op of " + stage);  // its sends; they complete as their peers receive
 }
 
+// Negative controls (test only, layers/test_hooks.h): the executor runs the ops in another order than the
+// schedule's. weight_unlagged: each W right after its B; delay_weight_stage: on that stage, the last W that comes
+// right before a B runs after that B instead (one slot late).
+static std::vector<PipeOp> executor_order(std::vector<PipeOp> ops, int stage) {
+    if (g_test_hooks.weight_unlagged) {
+        std::vector<PipeOp> out;
+        for (const PipeOp& op : ops) {
+            if (op.kind == PipeOp::WeightGrad) continue;
+            out.push_back(op);
+            if (op.kind == PipeOp::Backward) out.push_back(PipeOp{PipeOp::WeightGrad, op.microbatch, op.chunk});
+        }
+        if (out.size() == ops.size()) ops = out;  // (a schedule without W's keeps its order)
+    }
+    if (g_test_hooks.delay_weight_stage == stage)
+        for (size_t i = ops.size(); i-- > 1;)
+            if (ops[i].kind == PipeOp::Backward && ops[i - 1].kind == PipeOp::WeightGrad) {
+                std::swap(ops[i - 1], ops[i]);
+                break;
+            }
+    return ops;
+}
+
 float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* targets, int B_local, int S, int micro_batches) {
     const int M = micro_batches, b = B_local / M;
     if (M < 1 || b * M != B_local) mm_fatal("pipeline_forward_backward: %d sequences do not split into %d micro-batches", B_local, M);
@@ -134,7 +156,7 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
     Comm& pp = m.grid->pp_comm;
     // The moment of the memory report's snapshot: the most micro-batches in flight (F run, B not; under a
     // zero-bubble schedule F run, W not: zero_bubble_schedule.h), first reached.
-    const std::vector<PipeOp> ops = pipe_schedule(m.schedule, st.pp, st.rank, M, st.chunks);
+    const std::vector<PipeOp> ops = executor_order(pipe_schedule(m.schedule, st.pp, st.rank, M, st.chunks), st.rank);
     const bool zb = is_zero_bubble(m.schedule);
     const int peak = zb ? zero_bubble_peak(ops, st.chunks).held : pipe_peak_in_flight(ops);
     const std::string stage = "stage " + std::to_string(st.rank);
@@ -185,8 +207,10 @@ float pipeline_forward_backward(GPT& m, const int32_t* inputs, const int32_t* ta
     };
     const bool whole_units = pp.backend == CommBackend::NCCL || g_test_hooks.blocking_p2p || g_test_hooks.ungrouped_p2p;
     timeline.begin_step(*m.ctx);  // (its ops start now: the set-up above is the step's, not the schedule's)
+    timeline.record_start(pp);    // the logical record, when kept (model/pipeline_timeline.h)
     if (whole_units) run_whole_units(m, pipe_units(m.schedule, st.pp, st.rank, M, st.chunks), stage, run_op);
     else run_posted(m, ops, stage, run_op);
+    timeline.record_stop(pp);
     if (!m.weight_grads.empty()) mm_fatal("%s: the step ended with weight gradients no W pass computed", stage.c_str());
     if (!m.pipe.handoff.empty()) mm_fatal("%s: the step ended with a tensor handed over and never taken", stage.c_str());
     timeline.end_step(*m.ctx);

@@ -75,7 +75,35 @@ void StageTimeline::begin_step(const Ctx& ctx) {
     CUDA_CHECK(cudaEventRecord(ready_event_, ctx.stream));
 }
 
+// P2PEvent's kinds are PipeExchangeEvent's, in the same order.
+static std::vector<PipeExchangeEvent> as_record(std::vector<P2PEvent>& events) {
+    std::vector<PipeExchangeEvent> out;
+    for (const P2PEvent& e : events) out.push_back(PipeExchangeEvent{(PipeExchangeEvent::Kind)e.kind, e.peer, e.tag});
+    events.clear();
+    return out;
+}
+static_assert((int)P2PEvent::PostReceive == (int)PipeExchangeEvent::PostReceive && (int)P2PEvent::PostSend == (int)PipeExchangeEvent::PostSend &&
+                  (int)P2PEvent::WaitReceive == (int)PipeExchangeEvent::WaitReceive && (int)P2PEvent::WaitSend == (int)PipeExchangeEvent::WaitSend,
+              "the two event kinds name the same things");
+
+void StageTimeline::record_start(Comm& pp) {
+    recording_ = keep_record;
+    if (!recording_) return;
+    record_ = PipeStageRecord();
+    exchanges_.clear();
+    p2p_record(pp, &exchanges_);
+}
+
+void StageTimeline::record_stop(Comm& pp) {
+    if (!recording_) return;
+    p2p_record(pp, nullptr);
+    record_.after = as_record(exchanges_);
+    records_.push_back(record_);
+    recording_ = false;
+}
+
 void StageTimeline::op_begin(const Ctx& ctx, const PipeOp& op) {
+    if (recording_) record_.ops.push_back(PipeRecordedOp{op, as_record(exchanges_)});
     OpSpan s;
     s.op = op;
     if (ctx.device == Device::CUDA) {

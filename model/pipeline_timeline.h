@@ -12,7 +12,15 @@
 // any stage; a stage's idle share is 1 − its busy time / the window (tools/draw_pipeline and the formulas of
 // recompute/formulas.h count the same). Under optimizer post-validation (model/post_validation.h) the steps of
 // different stages overlap, so there the window is the stage's own period: from its first op of one step to its
-// first op of the next.
+// first op of the next. This measured share is the trainer's end line and bench/pipeline_bubble.sh's; it depends
+// on the machine (its load, its clock), and no test's verdict reads it.
+//
+// The logical record (keep_record; test_pipeline_bubble): for each op, in the order the stage ran it, what the
+// stage posted and waited for since its previous op (the exchanges' own record: parallel/point_to_point.h's
+// p2p_record), and after its last op the same. No time in it: which messages each op waited for (and so which
+// earlier ops of other stages), and before which op each send was posted. parallel/pipeline_simulation.h's
+// pipe_replay_record runs it in virtual time with fixed op times: the executor's own bubble, apart from the
+// machine.
 #pragma once
 #include <map>
 #include <string>
@@ -20,6 +28,8 @@
 #include "../layers/runtime.h"
 #include "../parallel/comm.h"
 #include "../parallel/pipeline_schedule.h"
+#include "../parallel/pipeline_simulation.h"
+#include "../parallel/point_to_point.h"
 
 // --pipeline-op-times F:B:W: milliseconds per op and micro-batch. Every op keeps its messages (the same tensors
 // go to the same stages), but its work is a timed wait inside the op: F for a forward, B for a zero-bubble B,
@@ -66,15 +76,23 @@ public:
     const std::vector<StepSpans>& steps() const { return steps_; }
     // The same steps' spans, op by op (kept only while keep_spans is set: tests and the bench replay them).
     const std::vector<std::vector<OpSpan>>& step_spans() const { return step_spans_; }
-    void clear_steps() { steps_.clear(), step_spans_.clear(); }
+    void clear_steps() { steps_.clear(), step_spans_.clear(), records_.clear(); }
     // Forget the last step recorded (post-validation: a step's forwards and backwards run again after a rollback;
     // the first run's time is then idle time of the step that replaced it).
     void drop_last_step() {
         if (!summarized_) return void(summarized_ = true);  // (CUDA: not read yet)
         if (!steps_.empty()) steps_.pop_back();
         if (keep_spans && !step_spans_.empty()) step_spans_.pop_back();
+        if (keep_record && !records_.empty()) records_.pop_back();
     }
     bool keep_spans = false;
+    // The logical record (the top of this file), step by step, while keep_record is set. record_start: right
+    // before the step's first exchange, on the pipeline's communicator; op_begin files what came since the last
+    // op under the op; record_stop: after the step's last exchange.
+    bool keep_record = false;
+    void record_start(Comm& pp);
+    void record_stop(Comm& pp);
+    const std::vector<PipeStageRecord>& step_records() const { return records_; }
     // This rank's clock minus pipeline rank 0's, measured once (collective over the pipeline group).
     void measure_clock(MPI_Comm pp);
     void free_events();
@@ -87,6 +105,10 @@ private:
     double ready_ = 0;
     std::vector<StepSpans> steps_;
     std::vector<std::vector<OpSpan>> step_spans_;
+    bool recording_ = false;
+    std::vector<P2PEvent> exchanges_;  // the exchanges since the last op (recording)
+    PipeStageRecord record_;        // the step's so far
+    std::vector<PipeStageRecord> records_;
     bool open_ = false, summarized_ = true;
     double offset_ = 0;
     bool measured_ = false;

@@ -3,13 +3,16 @@
 // virtual stage v after F j of v − 1, B j of v after B j of v + 1 (a B after its own F, a W after its own B by the
 // stage's order). An op takes T_F, T_B or T_W (a backward without its W, under AFAB, 1F1B and interleaved, takes
 // T_B + T_W), and every message between two ranks `latency` (0: communication is free, the formulas' model).
-// A replay's latency may depend on how long the receiving stage has waited for the message (MessageLatency): the
-// executor's waits spin first, then sleep between polls (parallel/comm.cu), and a stage that has gone to sleep
-// wakes up later than one that still spins (on this machine about 100-200 us against 2-20: test_pipeline_bubble).
 //
-// Pure host code. The closed forms of recompute/formulas.h are checked against it (test_formulas), the
-// synthetic-time test (test_pipeline_bubble) takes its tolerance from it (the same schedule with the measured
-// exchange latency), tools/draw_pipeline --ideal draws it.
+// Pure host code. The closed forms of recompute/formulas.h are checked against it (test_formulas), the trainer's
+// end line gives its idle share where no closed form applies, tools/draw_pipeline --ideal draws it.
+//
+// A recorded step, replayed (pipe_replay_record): the same virtual time, but each stage runs what its executor
+// RECORDED it did (model/pipeline_timeline.h, from the exchanges themselves: parallel/point_to_point.h's
+// p2p_record): its ops in the order it ran them, each after the posts and waits it made before it. The schedule's
+// dependencies play no part there: a stage waits where its record says it waited, so an executor that waits for
+// something it does not need, posts a send late or runs its ops in another order replays to a longer step
+// (test_pipeline_bubble).
 //
 // Two ways a step ends (post_validation):
 //  false: every stage starts the step together and waits at its end for the others (the gradient norm, the
@@ -20,18 +23,10 @@
 //         busy time.
 #pragma once
 #include <functional>
+#include <string>
 #include <vector>
 #include "pipeline_schedule.h"
 
-// How late a message reaches the stage that waits for it: `spinning` when, at the producer's end, the stage has
-// waited at most `spin` (it has not gone to sleep yet, or is still busy), else `asleep`. A number: every message
-// that late. In the times' unit.
-struct MessageLatency {
-    double spinning = 0, asleep = 0, spin = 1e300;
-    MessageLatency(double all = 0) : spinning(all), asleep(all) {}
-    MessageLatency(double spinning_, double asleep_, double spin_) : spinning(spinning_), asleep(asleep_), spin(spin_) {}
-    double operator()(double waited) const { return waited > spin ? asleep : spinning; }
-};
 struct SimulatedOp {
     PipeOp op;
     double t0 = 0, t1 = 0;
@@ -44,18 +39,37 @@ struct PipeSimulation {
     double step = 0;                              // the step's time (post_validation: the steady period)
     double busy = 0;                              // one stage's busy time per step: M·m·(T_F + T_B + T_W)
     double idle_share(int stage) const { return step > 0 ? idle[(size_t)stage] / step : 0; }
-    std::vector<std::vector<double>> first;       // per step and stage: when its first op started (replays)
+    std::vector<std::vector<double>> first;       // per step and stage: when its first op started
+    std::string problem;                          // a replay that could not finish: who waited for what
 };
 PipeSimulation pipe_simulate(PipeSchedule s, int p, int M, int m, double tf, double tb, double tw,
                              bool post_validation = false, double latency = 0);
-// One synchronized step with each op's own time: duration(stage, op) (a replay of a measured step: the op times a
-// run measured, the order and the dependencies the schedule's). busy is then stage 0's; idle per stage.
-PipeSimulation pipe_replay(PipeSchedule s, int p, int M, int m, const std::function<double(int, const PipeOp&)>& duration,
-                           const MessageLatency& latency = 0);
-// `steps` post-validated steps (no synchronization between them) with each op's own time duration(step, stage, op):
-// first[step][stage] is when each stage began each step. between(step, stage), when given: what the stage does
-// after that step's last op before its next step's ops can start (its gradient sync, optimizer step, the next
-// step's set-up), as measured.
-PipeSimulation pipe_replay_steps(PipeSchedule s, int p, int M, int m, int steps,
-                                 const std::function<double(int, int, const PipeOp&)>& duration, const MessageLatency& latency = 0,
-                                 const std::function<double(int, int)>& between = nullptr);
+
+// ---- a recorded step (see the top) ----------------------------------------------------------------------------
+// One stage's exchange events, as parallel/point_to_point.h's P2PEvent: a message posted (its receive or its
+// send), or its completion waited for. A message is named by the two stages and its tag (pipe_message_tag), the
+// n-th of that name in a step matching the n-th on the other side.
+struct PipeExchangeEvent {
+    enum Kind { PostReceive, PostSend, WaitReceive, WaitSend } kind;
+    int peer = -1, tag = 0;
+};
+// One op as the executor ran it: what the stage posted and waited for since its previous op, in that order.
+struct PipeRecordedOp {
+    PipeOp op;
+    std::vector<PipeExchangeEvent> before;
+};
+// One stage's step: its ops in the order it ran them, then what it posted and waited for after the last.
+struct PipeStageRecord {
+    std::vector<PipeRecordedOp> ops;
+    std::vector<PipeExchangeEvent> after;
+    bool operator==(const PipeStageRecord& o) const;
+};
+// records[k][r]: step k of stage r. Each stage runs its record in order in virtual time: a post happens when the
+// stage gets to it; a wait for a receive ends once the peer has posted the send, a wait for a send once the peer
+// has posted the receive (NCCL's rendezvous, and --comm mpi-strict's: a send is done only when received); an op
+// takes duration(stage, op); messages take no time (the formulas' model). post_validation false: each step alone,
+// every stage from time 0 (pass the one step to replay); true: the steps one after another on each stage, no
+// synchronization between them (as pipe_simulate's, the steady period over the later steps). deadlock (with
+// `problem` naming the stage and the message) when a stage waits for something no stage posts.
+PipeSimulation pipe_replay_record(const std::vector<std::vector<PipeStageRecord>>& records,
+                                  const std::function<double(int, const PipeOp&)>& duration, bool post_validation = false);

@@ -25,6 +25,28 @@ static ncclComm_t nccl_of(const Comm& c) { return (ncclComm_t)c.nccl; }
 static int channel_of(const Comm& c, int tag) { return c.channels > 1 ? tag & 1 : 0; }
 static size_t channel(const Comm& c, int peer, int tag) { return (size_t)peer * 2 + (size_t)channel_of(c, tag); }
 
+// ---- the logical record (p2p_record) ---------------------------------------------------------------------------
+// Per communicator: where the events go, and the sends posted since the last sends_wait (what it waits for).
+struct P2PRecorder {
+    std::vector<P2PEvent>* to = nullptr;
+    std::vector<P2PEvent> unwaited_sends;
+};
+static std::map<const Comm*, P2PRecorder> g_recorders;
+static P2PRecorder* recorder(const Comm& c) {
+    auto it = g_recorders.find(&c);
+    return it == g_recorders.end() ? nullptr : &it->second;
+}
+void p2p_record(Comm& c, std::vector<P2PEvent>* to) {
+    if (to) g_recorders[&c] = P2PRecorder{to, {}};
+    else g_recorders.erase(&c);
+}
+static void record(const Comm& c, P2PEvent::Kind kind, int peer, int tag) {
+    P2PRecorder* r = recorder(c);
+    if (!r) return;
+    r->to->push_back(P2PEvent{kind, peer, tag});
+    if (kind == P2PEvent::PostSend) r->unwaited_sends.push_back(P2PEvent{P2PEvent::WaitSend, peer, tag});
+}
+
 // ---- send_later: a copy of the tensor, queued -----------------------------------------------------------------
 // send_later copies the tensor into a buffer of its own (taken from spare_sends when one is big enough) and
 // queues it; exchange posts the queued sends and the given receives together, then waits for all of them.
@@ -374,6 +396,8 @@ static void start(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs,
     f.whole = whole;
     f.traced = trace_recording() && !(recvs.empty() && c.sends.empty());
     if (f.traced) f.trace_t0 = trace_now_us();
+    for (const P2PMessage& r : recvs) record(c, P2PEvent::PostReceive, r.peer, r.tag);
+    for (const Comm::PendingSend& p : c.sends) record(c, P2PEvent::PostSend, p.peer, p.tag);
     const double t0 = MPI_Wtime();
     if (recvs.empty() && c.sends.empty()) return;
     if (c.backend == CommBackend::NCCL) {
@@ -410,6 +434,17 @@ static void finish(Comm& c, const Ctx& ctx) {
     }
     if (f.traced) trace_exchange_done(c, t_finish, blocked_us);
     f.traced = false;
+    if (P2PRecorder* r = recorder(c)) {  // a whole exchange: each receive and each send waited for
+        for (const P2PMessage& m : f.recvs) record(c, P2PEvent::WaitReceive, m.peer, m.tag);
+        for (const Comm::PendingSend& p : c.sends) {
+            record(c, P2PEvent::WaitSend, p.peer, p.tag);
+            for (auto it = r->unwaited_sends.begin(); it != r->unwaited_sends.end(); ++it)
+                if (it->peer == p.peer && it->tag == p.tag) {
+                    r->unwaited_sends.erase(it);
+                    break;
+                }
+        }
+    }
     // The send copies are free again: MPI has completed them; NCCL reads them on its stream before ctx.stream
     // (which waits for it) can run any later send_later's copy into them.
     for (Comm::PendingSend& p : c.sends) c.spare_sends.push_back(p);
@@ -497,6 +532,7 @@ std::vector<int64_t> exchange_post(Comm& c, const Ctx& ctx, const std::vector<P2
         if (check) MPI_CHECK(MPI_Irecv(&p.hdr, (int)sizeof(P2PHeader), MPI_BYTE, r.peer, mpi_tag(r.tag), c.mpi, &p.reqs[0]));
         MPI_CHECK(MPI_Irecv(dst, mpi_count((int64_t)r.t.bytes()), MPI_BYTE, r.peer, mpi_tag(r.tag), c.mpi, &p.reqs[1]));
         labels.push_back("recv " + message_label(r.what));
+        record(c, P2PEvent::PostReceive, r.peer, r.tag);
     }
     const int me = trace_recording() ? my_world_rank() : 0;
     for (Comm::PendingSend& send : c.sends) {
@@ -510,6 +546,7 @@ std::vector<int64_t> exchange_post(Comm& c, const Ctx& ctx, const std::vector<P2
         }
         MPI_CHECK(post(send.host.ptr, mpi_count((int64_t)send.bytes), MPI_BYTE, send.peer, mpi_tag(send.tag), c.mpi, &p.reqs[1]));
         labels.push_back("send " + message_label(send.what));
+        record(c, P2PEvent::PostSend, send.peer, send.tag);
         if (trace_recording())  // the message's flow starts here (its finish: the receiver's receive_wait)
             trace_flow('s', flow_id(g_flows_sent, me, world_rank_of(c, send.peer)), TraceThread::Comm, trace_t0,
                        "\"send\":" + trace_json_string(message_label(send.what)));
@@ -528,7 +565,8 @@ void receive_wait(Comm& c, const Ctx& ctx, int64_t id) {
     auto it = c.posted_recvs.find(id);
     if (it == c.posted_recvs.end()) mm_fatal("comm: receive_wait: no posted receive %lld (waited for twice?)", (long long)id);
     Comm::PostedRecv& p = it->second;
-    if (p.done) return void(c.posted_recvs.erase(it));
+    if (p.done) return void(c.posted_recvs.erase(it));  // (NCCL: its whole exchange waited for it, and recorded so)
+    record(c, P2PEvent::WaitReceive, p.msg.peer, p.msg.tag);
     const double t0 = MPI_Wtime(), trace_t0 = trace_recording() ? trace_now_us() : 0;
     std::vector<MPI_Request> reqs{p.reqs[0], p.reqs[1]};
     std::vector<MPI_Status> st;
@@ -559,6 +597,10 @@ void receive_wait(Comm& c, const Ctx& ctx, int64_t id) {
 
 void sends_wait(Comm& c, const Ctx& ctx) {
     (void)ctx;
+    if (P2PRecorder* r = recorder(c)) {
+        for (const P2PEvent& e : r->unwaited_sends) r->to->push_back(e);
+        r->unwaited_sends.clear();
+    }
     if (c.backend == CommBackend::MPI) reap_sends(c, true);
 }
 

@@ -63,6 +63,18 @@ void exchange_finish(Comm& c, const Ctx& ctx);
 std::vector<int64_t> exchange_post(Comm& c, const Ctx& ctx, const std::vector<P2PMessage>& recvs, const std::string& what);
 void receive_wait(Comm& c, const Ctx& ctx, int64_t id);
 void sends_wait(Comm& c, const Ctx& ctx);
+// The exchanges as a logical record (the pipeline's bubble test replays it: model/pipeline_timeline.h): while a
+// record is set on c, every message posted and every completion waited for is appended to it in program order,
+// with no time. A send is named by its peer and tag, as its receive is on the other side. What counts as waited
+// for is what the call waits for by its rules, not what happened to be done already: exchange and exchange_finish
+// wait for each of their receives and sends (a whole exchange), receive_wait for its receive, sends_wait for every
+// send posted since the last sends_wait (whether or not MPI has already reaped it); exchange_post waits for none.
+// On NCCL, exchange_post is a whole exchange, and its record says so.
+struct P2PEvent {
+    enum Kind { PostReceive, PostSend, WaitReceive, WaitSend } kind;
+    int peer = -1, tag = 0;
+};
+void p2p_record(Comm& c, std::vector<P2PEvent>* to);  // nullptr: stop recording on c
 // A sum of a few host values over a group, by messages: each rank sends its values to every other one and adds
 // all of them in rank order, so every rank gets the same bits at any group size, and a rank's part, once posted,
 // needs nothing more from it (a few bytes go eagerly: the others complete the sum without this rank calling MPI

@@ -56,27 +56,43 @@ mm_test(test_gpu_equivalence_pp2_nccl EXE test_equivalence LABELS gpu NP 2 TIMEO
 mm_test(test_gpu_equivalence_pp2_interleaved_nccl EXE test_equivalence LABELS gpu NP 2 TIMEOUT 300
         ARGS --tp 1 --pp 2 --chunks 2 --schedule interleaved --micro 4 --device cuda --comm nccl --comm-timeout 120 --steps 3)
 
-# The executor's own bubble (issue 44): every op's work a timed wait of fixed length (--pipeline-op-times), the
-# exchanges (--comm mpi-strict) and the step's end for real; each stage's idle share equals the schedule's formula
-# within a tolerance taken from the exchange latency and the timer's resolution measured in the same run, for
-# AFAB, 1F1B, interleaved, ZB-H1, ZB-H2 and ZB-V at p 2 and 4, M = p, 2p, 4p (test/model/test_pipeline_bubble.cu).
-# The negative control: the exchanges of before (each waiting for its sends too) stall ZB-H2 beyond it.
+# The executor's own bubble, as logic (issue 47; test/model/test_pipeline_bubble.cu): the real executor and exchanges
+# (--comm mpi-strict) with every op's work skipped; each stage's record of what it posted and waited for before each
+# op, replayed in virtual time at fixed op times (parallel/pipeline_simulation.h's pipe_replay_record), must give
+# the schedule's formula (recompute/formulas.h) exactly, for AFAB, 1F1B, interleaved, ZB-H1, ZB-H2 and ZB-V at p 2
+# and 4, every M from p to 4p the schedule allows, synchronized and post-validated. No clock in the verdict: it
+# runs beside other tests, and beside any load.
 mm_executable(test_pipeline_bubble SOURCES test/model/test_pipeline_bubble.cu)
-mm_test(test_pipeline_bubble_pp2 EXE test_pipeline_bubble LABELS mpi NP 2 TIMEOUT 240)
-mm_test(test_pipeline_bubble_pp4 EXE test_pipeline_bubble LABELS mpi NP 4 TIMEOUT 300)
-mm_test(test_pipeline_bubble_blocking_stalls EXE test_pipeline_bubble LABELS mpi NP 2 TIMEOUT 120 ARGS --expect-stall --micro 16)
-# Post-validated steps (model/post_validation.h): no synchronization between steps, each stage's idle over its own
-# period against the schedule replayed without one; ZB-H2 at 2:2:1.5 loses its end triangle (its formula drops from
-# q·T_F to q·(T_F + T_B − 2T_W)), 1F1B and ZB-V keep theirs.
-mm_test(test_pipeline_bubble_post_validation EXE test_pipeline_bubble LABELS mpi NP 2 TIMEOUT 180
-        ARGS --post-validation --times 2:2:1.5 --schedules zb-h2,zb-v,1f1b --micro 4,8 --steps 6)
-# Timings of a few hundred microseconds against a tolerance of about 1% of a step: each runs alone (RUN_SERIAL),
-# not beside another test on this 2-core machine's cores. The tolerance charges a message by how the stage waits
-# for it: spinning (2-20 us here) or, past kCommSpinUs, asleep (100-200 us). With one latency for both (half a
-# round trip, one leg of each), pp 4 ZB-H1 at M 8 and 16, which waits asleep about ten times on its critical
-# path, idled about 0.009 of the step above the tolerance's model in every attempt and failed about half the runs.
-set_tests_properties(test_pipeline_bubble_pp2 test_pipeline_bubble_pp4 test_pipeline_bubble_blocking_stalls
-                     test_pipeline_bubble_post_validation PROPERTIES RUN_SERIAL TRUE)
+mm_test(test_pipeline_bubble_pp2 EXE test_pipeline_bubble LABELS mpi NP 2 TIMEOUT 120)
+mm_test(test_pipeline_bubble_pp4 EXE test_pipeline_bubble LABELS mpi NP 4 TIMEOUT 240)
+mm_test(test_pipeline_bubble_post_validation_pp2 EXE test_pipeline_bubble LABELS mpi NP 2 TIMEOUT 120
+        ARGS --post-validation --schedules 1f1b,zb-h1,zb-h2,zb-v)
+mm_test(test_pipeline_bubble_post_validation_pp4 EXE test_pipeline_bubble LABELS mpi NP 4 TIMEOUT 240
+        ARGS --post-validation --schedules 1f1b,zb-h1,zb-h2,zb-v)
+# The negative controls: three stalls planted in the executor (layers/test_hooks.h), each of which must fail the
+# test for its reason: a replayed idle share beyond the formula's, naming the first op that starts late.
+#  - the exchanges of before (whole units, each waiting for its sends too: NCCL's path) stall ZB-H2: post-validated
+#    at p 2 (its first stage waits for a B's gradient before each steady F: the zero bubble at equal times is lost),
+#    and synchronized at p 4 (M 4 and 5; at p 2 the synchronized step's end triangle absorbs the wait);
+#  - the executor runs each W right after its B (a ZB-H1 order broken on purpose: the W lag 0 on every stage);
+#  - the executor runs one W a slot late on the first stage (after the B that followed it).
+set(bubble_reason "stage [0-9]+'s replayed idle share [0-9.]+ differs from the formula's [0-9.]+ .closed form.*the first op later than the schedule allows: stage [0-9]+'s [FBW][0-9]+")
+add_test(NAME test_pipeline_bubble_blocking_p2p_fails COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh
+         "FAIL .*: zb-h2 p 2 M [0-9]+ post-validated at [0-9:]+: ${bubble_reason}"
+         ${MM_MPIRUN} -np 2 $<TARGET_FILE:test_pipeline_bubble> --blocking-p2p --post-validation --schedules zb-h2)
+add_test(NAME test_pipeline_bubble_blocking_p2p_pp4_fails COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh
+         "FAIL .*: zb-h2 p 4 M [45] at [0-9:]+: ${bubble_reason}"
+         ${MM_MPIRUN} -np 4 $<TARGET_FILE:test_pipeline_bubble> --blocking-p2p --schedules zb-h2)
+add_test(NAME test_pipeline_bubble_weight_unlagged_fails COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh
+         "FAIL .*: zb-h1 p 2 M [0-9]+ at [0-9:]+: ${bubble_reason}"
+         ${MM_MPIRUN} -np 2 $<TARGET_FILE:test_pipeline_bubble> --weight-unlagged --schedules zb-h1)
+add_test(NAME test_pipeline_bubble_delayed_weight_fails COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh
+         "FAIL .*: zb-h1 p 2 M [0-9]+ at [0-9:]+: ${bubble_reason}"
+         ${MM_MPIRUN} -np 2 $<TARGET_FILE:test_pipeline_bubble> --delay-weight 0 --schedules zb-h1)
+set_tests_properties(test_pipeline_bubble_blocking_p2p_fails test_pipeline_bubble_blocking_p2p_pp4_fails
+                     test_pipeline_bubble_weight_unlagged_fails
+                     test_pipeline_bubble_delayed_weight_fails PROPERTIES LABELS mpi TIMEOUT 90
+                     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
 
 # Optimizer post-validation (model/post_validation.h): the weights and moments of the synchronous step, bit for bit,
 # with no fault, with the NaN injection (a rollback, skipped) and with a clip that triggers (rollbacks, redone): at
