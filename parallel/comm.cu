@@ -109,8 +109,7 @@ void comm_detail::store_f32(Comm& c, const Ctx& ctx, Tensor t, const float* src)
 // that a peer that stopped or died is reported by name instead of leaving this rank waiting forever. For its
 // first kCommSpinUs (0.5 ms) the wait spins (the common case: the peer is microseconds away); after that each
 // poll sleeps 20 µs, so that a rank waiting out a long bubble leaves the cores to the ranks that compute. (By
-// time, not by a count of polls: test_pipeline_bubble's model of the executor needs to know when a wait is
-// asleep.) On expiry `pending(i)` describes the first request not done; the message names this rank
+// time, not by a count of polls: how long a wait may spin is then the same on every machine.) On expiry `pending(i)` describes the first request not done; the message names this rank
 // (mm_fatal), and mm_fatal's MPI_Abort ends every rank.
 static std::string g_activity;
 void comm_set_activity(const std::string& doing) { g_activity = doing; }

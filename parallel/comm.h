@@ -184,8 +184,8 @@ void all_reduce_host(Comm& c, void* data, int count, MPI_Datatype type, MPI_Op o
 // wait: timeout_s > 0 stops every rank after that long with a message naming `what`; 0 waits forever.
 void comm_wait_request(MPI_Request req, double timeout_s, const std::string& what);
 // Such a wait (timeout_s > 0) polls without a pause for its first kCommSpinUs microseconds, then sleeps 20 us
-// between polls: a rank that has gone to sleep sees its message later (on this machine some 100-200 us later:
-// test_pipeline_bubble measures it and models it).
+// between polls: a rank that has gone to sleep sees its message later (on this machine some 100-200 us later;
+// bench/pipeline_bubble.sh's wall-clock bubbles show it).
 constexpr double kCommSpinUs = 500;
 // What this rank is doing, named in a timeout's message when a collective waits too long (the pipeline
 // sets it per schedule unit: stage, forward or backward, micro-batch). Diagnostics only.
