@@ -32,9 +32,14 @@ static void maybe_crash(FILE* f, const void* data, size_t bytes) {
     size_t part = (size_t)(at - g_save_bytes);
     if (part > 0) fwrite(data, 1, part, f);
     fflush(f);  // the partial file really is on disk, as it would be after a crash
-    fprintf(stderr, "fault injection: SIGKILL during save %d after %lld bytes\n", save, at);
+    // MM_CRASH_SIGNAL=INT or TERM: a Ctrl-C or a scheduler's stop at that byte instead (train/interrupt.h reports it).
+    const char* how = getenv("MM_CRASH_SIGNAL");
+    const int sig = how && !strcmp(how, "INT") ? SIGINT : how && !strcmp(how, "TERM") ? SIGTERM : SIGKILL;
+    fprintf(stderr, "fault injection: %s during save %d after %lld bytes\n", sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGKILL",
+            save, at);
     fflush(stderr);
-    raise(SIGKILL);
+    raise(sig);
+    raise(SIGKILL);  // (a handler that returned: the crash still happens)
 }
 
 // ---- AtomicFile ------------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@
 // Fault injection (tests): MM_CRASH_DURING_SAVE=K:N in the environment makes the process SIGKILL itself
 // once N bytes of its K-th checkpoint save (counted from begin_save_for_fault_injection(), over every
 // AtomicFile written since) are on their way to the disk — the closest a test can get to pulling the plug.
+// With MM_CRASH_SIGNAL=INT (or TERM) it raises that signal there instead: a Ctrl-C in the middle of a save.
 #pragma once
 #include <cstddef>
 #include <cstdio>

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "atomic_file.h"  // dir_of
@@ -52,6 +53,32 @@ std::string input_file_problem(const std::string& flag, const std::string& path)
     return not_a_file_problem(flag, path);
 }
 
+// A directory on a kernel filesystem (/proc, /sys, ...) exists but holds no files of ours, and the system then says
+// "No such file or directory" about the file being made: name the filesystem instead ("" when it is none of them).
+static std::string virtual_filesystem(const std::string& dir) {
+    struct statfs fs;
+    if (statfs(dir.c_str(), &fs) != 0) return "";
+    switch ((unsigned long)fs.f_type) {
+        case 0x9fa0: return "the kernel's process information (proc)";
+        case 0x62656572: return "the kernel's device tree (sysfs)";
+        case 0x27e0eb: case 0x63677270: return "the kernel's control groups (cgroup)";
+        case 0x64626720: return "the kernel's debugging interface (debugfs)";
+        case 0x73636673: return "the kernel's security interface (securityfs)";
+        case 0x1cd1: return "the terminals (devpts)";
+        default: return "";
+    }
+}
+// What the system said when `path` could not be made in the existing directory `dir`, in true words.
+static std::string cannot_make(const std::string& path, const std::string& dir, int error) {
+    const std::string fs = virtual_filesystem(dir);
+    if (!fs.empty())
+        return dir + " is " + fs + ", where no file can be made (" + strerror(error) + "): choose a directory on a disk";
+    if (error == ENOENT)
+        return "cannot make " + path + " though " + dir + " exists (" + strerror(error) + "): a filesystem that holds no "
+               "ordinary files? choose a directory on a disk";
+    return "";
+}
+
 bool make_dirs(const std::string& dir, std::string& err) {
     struct stat st;
     if (stat(dir.c_str(), &st) == 0) {
@@ -63,7 +90,9 @@ bool make_dirs(const std::string& dir, std::string& err) {
     if (parent != dir && !make_dirs(parent, err)) return false;
     // Another rank or process may make it at the same moment: EEXIST of a directory is success.
     if (mkdir(dir.c_str(), 0777) != 0 && !(errno == EEXIST && stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) {
-        err = "cannot create directory " + dir + ": " + strerror(errno);
+        const int error = errno;
+        const std::string why = cannot_make(dir, parent, error);
+        err = why.empty() ? "cannot create directory " + dir + ": " + strerror(error) : why;
         return false;
     }
     return true;
@@ -75,7 +104,11 @@ std::string output_dir_problem(const std::string& flag, const std::string& dir) 
     // access(W_OK) says yes to root on a read-only mount and no to nobody else's ACLs: a real file is the proof.
     const std::string probe = dir + "/.write_probe." + std::to_string(getpid());
     FILE* f = fopen(probe.c_str(), "wb");
-    if (!f) return flag + " " + dir + ": the directory is not writable (" + strerror(errno) + ")";
+    if (!f) {
+        const int error = errno;
+        const std::string why = cannot_make("a file", dir, error);
+        return flag + " " + dir + ": " + (why.empty() ? "the directory is not writable (" + std::string(strerror(error)) + ")" : why);
+    }
     fclose(f);
     remove(probe.c_str());
     return "";

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include "pipeline_step.h"
+#include "zero_model.h"  // the NaN hook in ZeRO-2/3's owned pieces
 #include "../layers/test_hooks.h"
 #include "../layers/trace.h"
 #include "../parallel/data_parallel.h"
@@ -73,8 +74,10 @@ StepStats post_validated_step(GPT& m, PostValidation& pv, const int32_t* inputs,
         pv.validated.push_back(before);
     }
     sync_gradients(m);
-    if (step == g_test_hooks.inject_nan_at_step && m.cfg.layers > 0 && m.stage.holds_layer(m.cfg.layers - 1))
-        tensor_fill_f32(*m.ctx, gpt_grad(m, P_ATTPROJW, m.cfg.layers - 1).slice(0, 1), NAN);  // as train_step does
+    if (step == g_test_hooks.inject_nan_at_step && m.cfg.layers > 0 && m.stage.holds_layer(m.cfg.layers - 1)) {  // as train_step does
+        Tensor g = zero_sharded(m) ? zero_owned_gradient(m, P_ATTPROJW, m.cfg.layers - 1) : gpt_grad(m, P_ATTPROJW, m.cfg.layers - 1);
+        if (g.n > 0) tensor_fill_f32(*m.ctx, g.slice(0, 1), NAN);  // (ZeRO-2/3: in the owners' pieces)
+    }
     // The checks' inputs leave at once: this stage's part of the squared norm (reduced over TP and DP as the
     // synchronous path reduces it) and the head stage's loss, summed over the pipeline without waiting.
     pv.reduced[0] = gradient_norm_stage(m);

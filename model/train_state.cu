@@ -2,6 +2,7 @@
 #include "train_state.h"
 #include "../parallel/pipeline_schedule.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -412,7 +413,31 @@ bool checkpoint_dir_load(const std::string& dir, GPTConfig& cfg, std::vector<flo
     std::string name;
     if (!parse_latest(std::string(buf, k), latest, name, err)) return false;
     step_dir = dir + "/" + name;
+    // A pair that is not there: say what is, and what to run instead.
+    struct stat st;
+    if (stat(step_dir.c_str(), &st) != 0) {
+        std::string others;  // the step directories that are there (newest last)
+        if (DIR* d = opendir(dir.c_str())) {
+            std::vector<std::string> steps;
+            while (dirent* e = readdir(d))
+                if (is_step_name(e->d_name)) steps.push_back(e->d_name);
+            closedir(d);
+            std::sort(steps.begin(), steps.end());
+            if (!steps.empty()) others = steps.back();
+        }
+        err = latest + " names " + name + ", but " + step_dir + " is not there (deleted or not copied: " + strerror(errno) + "); " +
+              (others.empty() ? "the directory holds no step_N pair: restore " + name + ", or start a new run without --resume"
+                              : "restore it, or resume from the pair that is there: echo " + others + " > " + latest +
+                                    " and run again with --resume " + dir);
+        return false;
+    }
     if (!checkpoint_read(step_dir + "/model.bin", cfg, params, err)) return false;
+    if (stat((step_dir + "/state.bin").c_str(), &st) != 0) {
+        err = "--resume " + dir + ": " + step_dir + "/state.bin is missing (" + strerror(errno) + "): an exact continuation needs "
+              "the training state (AdamW moments, data position, step) beside model.bin; to start a new run from these weights "
+              "alone use --init " + step_dir + " instead of --resume";
+        return false;
+    }
     if (!train_state_read(step_dir + "/state.bin", s, err)) return false;
     const GPTConfig& c = s.cfg;
     if (c.max_seq != cfg.max_seq || c.vocab != cfg.vocab || c.layers != cfg.layers || c.heads != cfg.heads ||

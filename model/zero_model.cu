@@ -1,5 +1,6 @@
 // zero_model.cu — the model under ZeRO-2 and ZeRO-3 (see the header).
 #include "zero_model.h"
+#include "pipeline_step.h"  // pipeline_embedding_sum_finish: post-validation's early tied sum
 #include "../layers/test_hooks.h"
 
 #include <algorithm>
@@ -18,7 +19,12 @@ void zero_sync_gradients(GPT& m) {
             zero_edges_offsets(z, offsets, sizes);
             sum_sequence_parallel_grads(m.grid->tp_comm, *m.ctx, z.edges_bucket, offsets, sizes);
         }
-        if (m.grid->pp > 1 && !g_test_hooks.skip_tied_embedding_sum) all_reduce(m.grid->emb_comm, *m.ctx, gpt_grad(m, P_WTE));
+        // The tied sum as sync_gradients does it: none under ZB-V (the first stage holds both uses, and the last
+        // stage no edges: an all-reduce here would wait for it forever), and under post-validation the one the
+        // executor started early (model/pipeline_step.h), finished here (its part added into the edges' bucket).
+        if (m.grid->pp > 1 && !m.grid->pipeline_v && !g_test_hooks.skip_tied_embedding_sum) {
+            if (!pipeline_embedding_sum_finish(m)) all_reduce(m.grid->emb_comm, *m.ctx, gpt_grad(m, P_WTE));
+        }
     }
     zero_finish_gradients(weight_comm(*m.grid), *m.ctx, z, m.grads);
 }

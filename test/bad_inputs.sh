@@ -122,7 +122,9 @@ case "$case" in
   # ---- resume: the checkpoint directory and the training state (--resume)
   resume_missing_dir) run1 "--resume $w/nowhere: no checkpoint there \(cannot open $w/nowhere/latest" --train "$w/train.bin" --resume "$w/nowhere" ;;
   resume_bad_latest) echo "../../etc" > "$w/ck/latest"; resume "checkpoint pointer .*latest should hold one line 'step_' \+ digits" ;;
-  resume_latest_names_missing) echo "step_00000099" > "$w/ck/latest"; resume "cannot open checkpoint .*step_00000099/model.bin" ;;
+  resume_latest_names_missing) echo "step_00000099" > "$w/ck/latest"; resume "latest names step_00000099, but .*step_00000099 is not there .*resume from the pair that is there: echo step_00000002 > .*latest and run again with --resume" ;;
+  resume_latest_names_missing_none_left) echo "step_00000099" > "$w/ck/latest"; rm -r "$w/ck/step_00000002"; resume "latest names step_00000099, but .*step_00000099 is not there .*holds no step_N pair: restore step_00000099, or start a new run without --resume" ;;
+  state_missing) rm "$state"; resume "state.bin is missing .*an exact continuation needs the training state .*use --init .*ck/step_00000002 instead of --resume" ;;
   state_truncated_header) cut_to "$state" 500; resume "training state .*state.bin: truncated: expected at least a header of 1024 bytes, the file has 500" ;;
   state_truncated_moments) cut_to "$state" -8; resume "training state .*state.bin: has [0-9]+ bytes, expected [0-9]+ \(header \+ AdamW m and v of [0-9]+ parameters\): truncated" ;;
   state_trailing_bytes) append "$state" 4; resume "training state .*state.bin: has [0-9]+ bytes, expected [0-9]+ .*oversized" ;;
@@ -153,6 +155,7 @@ case "$case" in
   flag_resume_init_other_dir) run1 "--resume .*ck with --init and another --checkpoint-dir .*other: a restartable job resumes from and saves to one directory" --train "$w/train.bin" --init "$w/model.bin" --resume "$w/ck" --checkpoint-dir "$w/other" ;;
   flag_checkpoint_dir_is_file) run2 "--checkpoint-dir .*train.bin: .*train.bin exists and is not a directory" --train "$w/train.bin" --checkpoint-dir "$w/train.bin" --save-every 1 ;;
   flag_save_is_checkpoint_dir) run1 "--save .* is the --checkpoint-dir too" --train "$w/train.bin" --checkpoint-dir "$w/x" --save "$w/x" ;;
+  flag_exit_interval_without_dir) run2 "--exit-interval 2 needs --checkpoint-dir DIR" --train "$w/train.bin" --exit-interval 2 ;;
   flag_exit_interval_zero) run1 "--exit-interval 0 is out of range \[1, " --train "$w/train.bin" --exit-interval 0 ;;
   flag_comm_timeout_zero) run1 "--comm-timeout 0 is out of range \[0.1, 1e6\]" --train "$w/train.bin" --comm-timeout 0 ;;
   layout_cp_pp_world) run2 "not divisible by tp x cp x pp = 1 x 2 x 3 = 6" --train "$w/train.bin" --layers 3 --cp 2 --pp 3 ;;
@@ -166,6 +169,11 @@ case "$case" in
   path_train_pattern_directory) mkdir -p "$w/d/p_1.bin"; run2 "token shard .*/d/p_1.bin is a directory, expected a file" --train "$w/d/p_*.bin" ;;
   path_init_is_directory) mkdir "$w/notes"; echo hi > "$w/notes/notes.txt"; run2 "--init .*/notes is a directory, expected a file" --train "$w/train.bin" --init "$w/notes" ;;
   path_tokenizer_missing) run2 "--tokenizer .*nope.bin: No such file or directory" --train "$w/train.bin" --tokenizer "$w/nope.bin" ;;
+  path_save_in_proc) run2 "--save /proc: /proc is the kernel's process information \(proc\), where no file can be made .*choose a directory on a disk" --train "$w/train.bin" --save /proc/model.bin ;;
+  path_checkpoint_dir_in_proc) run2 "--checkpoint-dir /proc/ck: /proc is the kernel's process information \(proc\), where no file can be made" --train "$w/train.bin" --checkpoint-dir /proc/ck ;;
+  # ---- one writer per checkpoint directory (data/writer_lock.h): the holder named; $$ stays alive through exec
+  lock_held) echo "pid $$ host $(hostname)" > "$w/ck/lock"; run2 "--checkpoint-dir .*ck is in use: the run with pid $$ on this host .* holds .*ck/lock and writes its checkpoints there" --train "$w/train.bin" --resume "$w/ck" ;;
+  lock_other_host) echo "pid 1 host elsewhere.invalid" > "$w/ck/lock"; run2 "--checkpoint-dir .*ck is in use: .*ck/lock says the run with pid 1 on host elsewhere.invalid writes its checkpoints there.*if that run is gone, remove" --train "$w/train.bin" --checkpoint-dir "$w/ck" --steps 1 ;;
   path_hellaswag_is_directory) run2 "--hellaswag .*/ck is a directory, expected a file" --train "$w/train.bin" --hellaswag "$w/ck" ;;
   # ---- a shape flag against the checkpoint's shape (check_shape_flags)
   shape_init_layers) run2 "--layers 8 contradicts --init .*model.bin, whose model has L = 2" --train "$w/train.bin" --init "$w/model.bin" --layers 8 ;;

@@ -16,7 +16,7 @@ echo "\"refused before the first step\" also fail if any training step ran. Path
 echo
 echo "| CTest case | what is wrong | message |"
 echo "|---|---|---|"
-ctest -N -R '^(bad_|cli_)' | sed -n 's/^ *Test *#[0-9]*: //p' | grep -v -e bad_inputs_setup -e cli_gpu_ -e cli_checkpoint_tp_roundtrip -e cli_help_defaults -e cli_pipeline_bubble_hint | while read -r t; do
+ctest -N -R '^(bad_|cli_)' | sed -n 's/^ *Test *#[0-9]*: //p' | grep -v -e bad_inputs_setup -e cli_gpu_ -e cli_checkpoint_tp_roundtrip -e cli_help_defaults -e cli_pipeline_bubble_hint -e cli_notes | while read -r t; do
   out=$(ctest -R "^${t}\$" -V 2>&1 < /dev/null)
   msg=$(echo "$out" | grep -o 'error: .*' | head -1 | sed -e 's/^error: //' -e 's#/tmp/tmp\.[A-Za-z0-9]*/##g' -e 's/|/\\|/g')
   what=$(grep -E "^  ${t#bad_}\)" "$here/bad_inputs.sh" 2>/dev/null | head -1 | sed -e "s/^ *${t#bad_}) *//" -e 's/; *\(init\|shard\|resume\|run[12]\).*//' -e 's/"\$w\/\([^"]*\)"/\1/g' -e 's/|/\\|/g')

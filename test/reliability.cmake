@@ -70,16 +70,17 @@ set(MM_BAD_CASES
   hf_integer_dtype hf_bytes_not_shape hf_shape_not_config hf_missing_tensor hf_unexpected_tensor hf_untied_lm_head
   hf_config_missing_key hf_config_not_json hf_config_other_activation hf_no_config hf_init_empty_directory hf_save_dir_under_file
   tokenizer_wrong_magic tokenizer_vocab_mismatch tokenizer_hf_bad_merge tokenizer_hf_no_merges eval_cut_short
-  resume_missing_dir resume_bad_latest resume_latest_names_missing
+  resume_missing_dir resume_bad_latest resume_latest_names_missing resume_latest_names_missing_none_left state_missing
   state_truncated_header state_truncated_moments state_trailing_bytes state_wrong_magic state_wrong_version
   state_oversized_field state_bad_layout_field state_corrupt_moments state_data_position_past_end
   state_model_from_elsewhere state_step_not_directory
   resume_batch_mismatch resume_seq_mismatch resume_seed_mismatch resume_lr_mismatch resume_steps_cosine
   resume_shuffle_mismatch resume_other_data resume_mismatch_two_ranks
   flag_save_every_without_dir flag_save_every_zero flag_resume_auto_without_dir flag_resume_init_other_dir flag_checkpoint_dir_is_file
-  flag_save_is_checkpoint_dir flag_exit_interval_zero flag_comm_timeout_zero layout_cp_pp_world
+  flag_save_is_checkpoint_dir flag_exit_interval_without_dir flag_exit_interval_zero flag_comm_timeout_zero layout_cp_pp_world
   path_save_dir_under_file path_save_is_directory path_checkpoint_dir_under_file path_log_dir_under_file path_val_missing
   path_train_is_directory path_train_pattern_directory path_init_is_directory path_tokenizer_missing path_hellaswag_is_directory
+  path_save_in_proc path_checkpoint_dir_in_proc lock_held lock_other_host
   shape_init_layers shape_init_hidden_equals shape_resume_heads flag_val_every_val_none flag_switch_with_value flag_log_over_input
   init_text_file train_text_file init_shard_file tokenizer_text_file oom_names_buffer resume_schedule_by_name
   resume_override_and_checkpoint_schedule)
@@ -87,3 +88,5 @@ foreach(c ${MM_BAD_CASES})
   add_test(NAME bad_${c} COMMAND bash ${MM_BAD} ${c})
   set_tests_properties(bad_${c} PROPERTIES LABELS mpi FIXTURES_REQUIRED bad_inputs TIMEOUT 120 ENVIRONMENT "${MM_REL_ENV}")
 endforeach()
+# Ctrl-C says what was saved (train/interrupt.h); one writer per checkpoint directory (data/writer_lock.h).
+mm_reliability_test(test_interrupt test_interrupt.sh)

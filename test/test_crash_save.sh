@@ -36,6 +36,9 @@ test "$(cat "$dir/ck/latest")" = "step_00000005" || { echo "FAIL: latest no long
 # The previous pair is intact: resume from it and finish; the result equals the uninterrupted run's.
 $mpirun -np "$np" "$train" $common --resume "$dir/ck" --save-every 5 --save "$dir/resumed.bin" > "$dir/out_resume.txt"
 grep -q "resumed from $dir/ck/step_00000005: step 5 done" "$dir/out_resume.txt"
+# The killed writer could not remove its lock (data/writer_lock.h): the resumed run found it stale and took it over.
+grep -Eq "^note: $dir/ck/lock was left by pid [0-9]+ on .*, which is no longer running .*taken over" "$dir/out_resume.txt" ||
+  { echo "FAIL: the stale lock was not taken over with a note"; exit 1; }
 cmp "$dir/ref.bin" "$dir/resumed.bin" || { echo "FAIL: resumed run ends elsewhere"; exit 1; }
 # The debris of the killed save is gone: only the new complete pair and the pointer remain.
 left=$(cd "$dir/ck" && find . -type f | sort | tr '\n' ' ')

@@ -33,5 +33,8 @@ out=$($mpirun -np "$np" "$train" $common --inject-nan-at-step 3 --skip-bad-steps
 echo "$out" | grep warning
 grep -q "update skipped (--skip-bad-steps)" <<<"$out"
 grep -q '"step":3,.*"skipped":true' "$dir/skip.jsonl"
+# Every record is JSON (a non-finite norm is null: JSON has no NaN), and the skipped step's norm is null.
+python3 -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]; s=[x for x in r if x.get('step')==3 and 'grad_norm' in x]
+assert s and s[0]['grad_norm'] is None, s" "$dir/skip.jsonl" || { echo "FAIL: the log is not JSON, or step 3's norm is not null"; exit 1; }
 grep -q '"step":5,' "$dir/skip.jsonl"
 echo "--skip-bad-steps: step 3 skipped, training finished"

@@ -23,7 +23,7 @@ rows=(
   "ZeRO-1|2|--zero 1"
   "ZeRO-2|2|--zero 2"
   "ZeRO-3|2|--zero 3"
-  "offload k=3|1|--cpu-offloading-num-layers 3"
+  "offload k=3|1|--cpu-offloading --cpu-offloading-num-layers 3"
   "offload 1st|2|--pp 2 --micro-batch-size 1 --offload-beyond-in-flight last-stage"
 )
 printf "%-16s %-72s %-16s %-16s %-16s %-16s %-16s %-16s\n" technique layout "activations" "model states" "ZeRO buffers" \

@@ -24,7 +24,10 @@
 static double number_after(const std::string& line, const std::string& key, size_t from = 0) {
     size_t p = line.find("\"" + key + "\":", from);
     if (p == std::string::npos) return NAN;
-    return strtod(line.c_str() + p + key.size() + 3, nullptr);
+    const char* at = line.c_str() + p + key.size() + 3;
+    char* end = nullptr;
+    const double x = strtod(at, &end);
+    return end == at ? NAN : x;  // null (a skipped step's non-finite loss): no number
 }
 
 // The flat object that follows "key":{ ... } as (name, number) pairs, in order.

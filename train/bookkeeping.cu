@@ -6,6 +6,7 @@
 #include <cstring>
 #include "../data/atomic_file.h"
 #include "../data/paths.h"
+#include "interrupt.h"
 #include "../layers/trace.h"
 #include "../model/checkpoint.h"
 #include "../model/generate.h"
@@ -124,13 +125,24 @@ static void report_bubble(Run& run) {
     if (g_rank != 0 || idle.steps == 0) return;
     std::string formula, how;
     const double b = ideal_bubble_rate(run, &formula);
+    // Post-validated steps overlap: a stage's period runs from one step's first op to the next step's, so n
+    // recorded steps hold n - 1 periods (model/pipeline_timeline.h), none when n is 1.
+    const int measured = post ? idle.steps - 1 : idle.steps;
+    if (measured < 1) {
+        LOG0("pipeline bubble (%s, p %d, m %d, M %d): ideal %s = %.3f of the ideal time, an idle share %.3f of the step; "
+             "not measured: post-validated steps overlap, so a stage's idle share is taken over its period from one step "
+             "to the next, and the timed steps (the first left out when there are more) hold no whole period: run at "
+             "least 3 steps\n", pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches, formula.c_str(), b,
+             b / (1 + b));
+        return;
+    }
     const double tf = idle.mean_op_ms[0], tb = idle.mean_op_ms[1], tw = idle.mean_op_ms[2];
     const double bubble = schedule_bubble(run, run.micro_batches, tf, tb, tw, &how);
     const double share = bubble_idle_share(bubble, run.micro_batches, run.chunks, tf, tb, tw);
     LOG0("pipeline bubble (%s, p %d, m %d, M %d): ideal %s = %.3f of the ideal time, an idle share %.3f of the step\n",
          pipe_schedule_name(run.schedule), g.pp, run.chunks, run.micro_batches, formula.c_str(), b, b / (1 + b));
-    LOG0("  measured over %d step%s (op spans on every stage; %s): T_F %.3f, T_B %.3f, T_W %.3f ms per op; the formula's idle "
-         "share at these times %.3f (%s); measured idle share:", idle.steps, idle.steps == 1 ? "" : "s",
+    LOG0("  measured over %d %s%s (op spans on every stage; %s): T_F %.3f, T_B %.3f, T_W %.3f ms per op; the formula's idle "
+         "share at these times %.3f (%s); measured idle share:", measured, post ? "period" : "step", measured == 1 ? "" : "s",
          run.device == Device::CUDA ? "CUDA events on the stream" : "host clock", tf, tb, tw, share, how.c_str());
     for (const StageIdle& s : idle.stages)
         LOG0(" stage %d %.3f [%.3f-%.3f]%s", s.stage, s.mean_share, s.min_share, s.max_share, s.stage + 1 < g.pp ? "," : "\n");
@@ -297,8 +309,16 @@ static void log_one(const Run& run, const Progress& p, const StepStats& st, floa
     char extra[96] = "";
     if (run.grid.pp > 1) snprintf(extra, sizeof extra, ",\"p2p_bytes\":%llu", (unsigned long long)p2p_bytes);
     // %.9g: a float's exact value (resume tests compare losses bitwise)
-    if (run.logf) fprintf(run.logf, "{\"step\":%d,\"train_loss\":%.9g,\"lr\":%.6e,\"grad_norm\":%.9g,\"ms\":%.3f%s%s}\n", step, st.loss, lr,
-                          st.grad_norm, dt * 1e3, extra, st.applied ? "" : ",\"skipped\":true"), fflush(run.logf);
+    // JSON has no NaN or Infinity: a skipped step's non-finite loss or norm is written null ("skipped" says why).
+    auto number = [](double x) {
+        char b[32];
+        if (std::isfinite(x)) snprintf(b, sizeof b, "%.9g", x);
+        else snprintf(b, sizeof b, "null");
+        return std::string(b);
+    };
+    if (run.logf) fprintf(run.logf, "{\"step\":%d,\"train_loss\":%s,\"lr\":%.6e,\"grad_norm\":%s,\"ms\":%.3f%s%s}\n", step,
+                          number(st.loss).c_str(), lr, number(st.grad_norm).c_str(), dt * 1e3, extra,
+                          st.applied ? "" : ",\"skipped\":true"), fflush(run.logf);
 }
 
 // Save the pair DIR/step_N/{model.bin,state.bin} (model/train_state.cu): the TP ranks gather the weights and
@@ -337,13 +357,15 @@ bool checkpoint_due(const TrainOptions& o, int step) {
 void save_checkpoint(Run& run, int step) {
     if (run.opt.checkpoint_dir.empty()) return;
     settle_steps(run);  // (post-validation: the weights saved are validated ones)
+    if (g_rank == 0) interrupt_saving(step);  // what an interrupt would leave (train/interrupt.h)
     save_checkpoint_pair(run.opt.checkpoint_dir, run.model, run.state, run.train, step, run.skipped_steps);
+    if (g_rank == 0) interrupt_saved(step);
 }
 
 void stop_at_exit_interval(Run& run, int step) {
     TrainOptions& opt = run.opt;
-    LOG0("exit: --exit-interval %d reached at step %d%s\n", opt.exit_interval, step,
-         opt.checkpoint_dir.empty() ? " (no --checkpoint-dir: nothing saved)" : "; continue with --resume");
+    LOG0("exit: --exit-interval %d reached at step %d; continue with --resume %s\n", opt.exit_interval, step,
+         opt.checkpoint_dir.c_str());  // (a checkpoint directory is required: train/options.cu)
     opt.steps = step;  // end here: the final validation, --save and --sample still run
 }
 

@@ -57,10 +57,11 @@ static const char* train_usage() {
         "  --optimizer-post-validation no synchronization at a step's end (default off): each stage steps its\n"
         "                              optimizer as its gradients are ready; norm, clip and non-finite check arrive\n"
         "                              a step later and a failing step is rolled back and redone (Qi et al. 2024;\n"
-        "                              the same weights)\n"
+        "                              the same weights; needs --pp > 1)\n"
         "  --pipeline-op-times F:B:W   test mode (default off): every pipeline op's work is a timed wait of F, B or\n"
         "                              W ms (a backward without W: B + W); messages, gradient sync and optimizer\n"
         "                              run for real; the run ends with each stage's idle share next to the formula's\n"
+        "                              (needs --pp > 1; not with --zero 2|3, whose buckets only layers fill)\n"
         "  --num-layers-per-virtual-pipeline-stage k   interleaving: (L/pp)/k model chunks per stage (default: not\n"
         "                              interleaved)\n"
         "  --recompute none|selective|full   activation recomputation policy (default none; alias\n"
@@ -81,8 +82,8 @@ static const char* train_usage() {
         "  --offload-activations       saved activations to host memory after a layer's forward, back before its\n"
         "                              backward (default off; Megatron's --cpu-offloading): each model chunk's layers\n"
         "                              but the last\n"
-        "  --cpu-offloading-num-layers N   only each model chunk's first N layers (alias --offload-layers; default:\n"
-        "                              all but the last)\n"
+        "  --cpu-offloading-num-layers N   with --cpu-offloading: only each model chunk's first N layers (alias\n"
+        "                              --offload-layers; default: all but the last)\n"
         "  --offload-beyond-in-flight K|last-stage   instead (default off): every layer of the micro-batches a stage\n"
         "                              holds in flight beyond K; last-stage: beyond the last stage's count (1 under\n"
         "                              1F1B), so the first stage keeps on the GPU what the last one keeps\n"
@@ -137,12 +138,12 @@ static const char* train_usage() {
         "                              byte-level); its vocabulary must be the model's\n"
         "Reliability\n"
         "  --checkpoint-dir DIR        write DIR/step_NNNNNNNN/{model.bin,state.bin} atomically, DIR/latest last;\n"
-        "                              only the newest complete pair is kept (model.bin is an llm.c file; default:\n"
-        "                              none)\n"
+        "                              only the newest complete pair is kept (model.bin is an llm.c file; DIR/lock\n"
+        "                              names the run writing there, and a second one is refused; default: none)\n"
         "  --save-every K              save every K steps and at the end (needs --checkpoint-dir or --resume;\n"
         "                              default 0: only at the end)\n"
         "  --exit-interval K           stop after a step divisible by K, saving a checkpoint first (time-limited\n"
-        "                              jobs; default: never)\n"
+        "                              jobs; needs --checkpoint-dir; default: never)\n"
         "  --resume DIR                continue exactly where DIR/latest left off (same flags; saves go to DIR\n"
         "                              unless --checkpoint-dir says otherwise; default: none)\n"
         "  --resume auto               with --checkpoint-dir DIR: continue from DIR/latest when it exists, else start\n"
@@ -343,9 +344,8 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
             if (zero_stage >= 0 && z != zero_stage) bad(print, a + " " + k + " (ZeRO-" + std::to_string(z) + ") contradicts --zero " +
                                                                 std::to_string(zero_stage) + ": give one stage");
             zero_stage = z;
-        } else if (flag({"--cpu-offloading-num-layers", "--offload-layers"})) {
+        } else if (flag({"--cpu-offloading-num-layers", "--offload-layers"})) {  // how many: --cpu-offloading switches it on
             o.offload_layers = (int)to_int(print, f, v, 0, 4096);
-            o.offload = "layers";
         } else if (flag({"--offload-beyond-in-flight"})) {
             o.offload_beyond = strcmp(v, "last-stage") ? (int)to_int(print, f, v, 0, big) : -1;
             o.offload = "in-flight";
@@ -376,6 +376,10 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
                    " goes with --resume DIR: it says whose learning-rate schedule a resumed run follows");
     if (o.was_given("--cpu-offloading-num-layers") && o.was_given("--offload-beyond-in-flight"))
         bad(print, "--cpu-offloading-num-layers and --offload-beyond-in-flight are two offloading policies: give one");
+    // As in Megatron-LM, the count says how many layers --cpu-offloading moves; alone it would move none there.
+    if (o.was_given("--cpu-offloading-num-layers") && !o.was_given("--offload-activations"))
+        bad(print, "--cpu-offloading-num-layers " + std::to_string(o.offload_layers) + " says how many layers offloading moves, but "
+                   "offloading is off: add --cpu-offloading (or --offload-activations) to switch it on");
     if (o.resume == "auto" && o.checkpoint_dir.empty())
         bad(print, "--resume auto needs --checkpoint-dir DIR (where to look for a checkpoint and to save)");
     if (o.resume != "auto" && !o.resume.empty() && !o.checkpoint_dir.empty() && o.checkpoint_dir != o.resume && !o.init.empty())
@@ -386,6 +390,10 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
     if (o.checkpoint_dir.empty()) o.checkpoint_dir = o.resume;  // a resumed run keeps saving where it was
     if (o.save_every > 0 && o.checkpoint_dir.empty())
         bad(print, "--save-every " + std::to_string(o.save_every) + " needs --checkpoint-dir DIR (where to save)");
+    // A job that stops at --exit-interval must find its work again: without a directory nothing would be saved.
+    if (o.exit_interval > 0 && o.checkpoint_dir.empty())
+        bad(print, "--exit-interval " + std::to_string(o.exit_interval) + " needs --checkpoint-dir DIR: it stops the run after "
+                   "saving a checkpoint there, which the next job continues with --resume DIR (or --resume auto)");
     if (o.checkpoint_dir.empty() == false && o.checkpoint_dir == o.save)
         bad(print, "--save " + o.save + " is the --checkpoint-dir too: --save writes one file, the checkpoint dir a directory");
     if (!o.log.empty() && (o.log == o.save || o.log == o.checkpoint_dir))
@@ -431,15 +439,17 @@ TrainOptions parse_train_options(int argc, char** argv, bool print) {
     PipeOpTimes times;
     if (!o.pipeline_op_times.empty() && !parse_pipe_op_times(o.pipeline_op_times, &times).empty())
         bad(print, parse_pipe_op_times(o.pipeline_op_times, &times));
-    if (o.pipeline_schedule == "zb-v" && o.zero_stage >= 2)
-        bad(print, "--pipeline-schedule zb-v with --zero " + std::to_string(o.zero_stage) + ": ZeRO-2/3's per-unit gathers and "
-                   "reduce-scatters are not ordered for the V placement (one rank holds both ends) yet; use --zero 1 "
-                   "(--use-distributed-optimizer) or another schedule");
-    if (o.post_validation && o.zero_stage >= 2)
-        bad(print, "--optimizer-post-validation with --zero " + std::to_string(o.zero_stage) + ": its rollback restores whole "
-                   "optimizer states and gradients, which ZeRO-2/3 keep in per-unit shards and buckets; use --zero 1 "
-                   "(--use-distributed-optimizer) or leave one of the two out");
     if (!o.pipeline_op_times.empty() && o.pp == 1)
         bad(print, "--pipeline-op-times times the ops of a pipeline schedule: it needs --pp > 1");
+    // The test mode runs no layer, so no layer's gradient bucket is ever opened, and ZeRO-2/3 reduce-scatter each
+    // layer's gradients from its bucket (parallel/zero_sharding.h): the step would stop, a unit without gradient.
+    if (!o.pipeline_op_times.empty() && o.zero_stage >= 2)
+        bad(print, "--pipeline-op-times with --zero " + std::to_string(o.zero_stage) + ": the test mode runs no layer, and ZeRO-2/3 "
+                   "reduce-scatter each layer's gradients as its backward produces them; use --zero 1 (or none) to time a schedule");
+    // Post-validation overlaps one stage's optimizer step with the other stages' work (Qi et al. 2024); at one stage
+    // there is none to overlap, and a clipped step would be run twice (its update undone and redone with the clip).
+    if (o.post_validation && o.pp == 1)
+        bad(print, "--optimizer-post-validation needs --pp > 1: it lets each pipeline stage step its optimizer without waiting "
+                   "for the others, and one stage has none to wait for (it would only roll back and redo each clipped step)");
     return o;
 }

@@ -11,12 +11,15 @@
 #include <cstring>
 #include "../data/hf_tokenizer.h"
 #include "../data/paths.h"
+#include "../data/writer_lock.h"
+#include "interrupt.h"
 #include "../model/checkpoint.h"
 #include "../layers/trace.h"
 #include "../parallel/pipeline_simulation.h"
 #include "../parallel/zero_bubble_schedule.h"
 #include "../model/model_file.h"
 #include "../model/offload_model.h"
+#include "../model/pipeline_step.h"  // pipeline_in_flight: the offloading note
 #include "../model/zero_model.h"
 #include "../parallel/comm.h"
 
@@ -109,9 +112,9 @@ static void resolve_restart(TrainOptions& opt) {
 // also name Hugging Face's files (model/model_file.h, data/hf_tokenizer.h), and then those files must be there.
 // Their headers are read by their readers further on, still before the first step. Outputs, on rank 0 that
 // writes them: the directories of --save (or the --save DIR/ itself) and --log and the --checkpoint-dir exist or
-// are made, and are writable. Collective.
+// are made, and are writable; the --checkpoint-dir is locked for this run (data/writer_lock.h). Collective.
 static void check_path_flags(const TrainOptions& opt) {
-    std::string problem;
+    std::string problem, lock_note;
     auto input = [&](const char* flag, const std::string& path) {
         if (problem.empty() && !path.empty()) problem = input_file_problem(flag, path);
     };
@@ -126,8 +129,11 @@ static void check_path_flags(const TrainOptions& opt) {
         if (problem.empty() && !opt.log.empty()) problem = output_file_problem("--log", opt.log);
         if (problem.empty() && !opt.trace.empty()) problem = output_file_problem("--trace", opt.trace);
         if (problem.empty() && !opt.checkpoint_dir.empty()) problem = output_dir_problem("--checkpoint-dir", opt.checkpoint_dir);
+        // One writer per checkpoint directory (data/writer_lock.h): a second run is refused here, naming the first.
+        if (problem.empty() && !opt.checkpoint_dir.empty()) problem = writer_lock_take(opt.checkpoint_dir, &lock_note);
     }
     refuse_if(problem);
+    if (!lock_note.empty()) LOG0("note: %s\n", lock_note.c_str());
 }
 
 // With --init or --resume the model's shape is the checkpoint's. A shape flag given as well must agree:
@@ -279,6 +285,7 @@ static int restore_training_state(TrainState& saved, const std::string& step_dir
 void check_paths(Run& run) {
     resolve_restart(run.opt);
     check_path_flags(run.opt);
+    if (g_rank == 0) interrupt_report_install(run.opt.checkpoint_dir);  // Ctrl-C says what was saved (train/interrupt.h)
 }
 
 // --use-checkpoint-opt_param-scheduler: the resumed run's learning-rate schedule is the checkpoint's, whatever
@@ -356,6 +363,11 @@ void make_model(Run& run) {
         LOG0("note: --pipeline-op-times %s: every pipeline op's work is a timed wait (F:B:W ms); the loss is 0 and the "
              "weights move only by weight decay\n", opt.pipeline_op_times.c_str());
     }
+    // Megatron-FSDP's recipe gives --use-distributed-optimizer with its sharding strategy: ZeRO-2/3 shard the
+    // optimizer states too, so the flag asks for nothing more (a stage below the one given is refused: options.cu).
+    if (opt.zero_stage >= 2 && opt.distributed_optimizer)
+        LOG0("note: --use-distributed-optimizer with --zero %d: ZeRO-%d shards the optimizer states too (as Megatron-FSDP's "
+             "--data-parallel-sharding-strategy with it): running ZeRO-%d\n", opt.zero_stage, opt.zero_stage, opt.zero_stage);
     if (opt.zero_stage > 0 && weight_ranks(run.grid) == 1)
         LOG0("note: %s with data-parallel size 1 changes nothing (one rank holds every optimizer state)\n",
              opt.zero_stage == 1 ? "--use-distributed-optimizer" : ("--zero " + std::to_string(opt.zero_stage)).c_str());
@@ -379,6 +391,16 @@ void make_model(Run& run) {
         if (policy.kind == OffloadPolicy::Layers && (policy.layers == 0 || (policy.layers < 0 && run.model.stage.layers_per_chunk == 1)))
             LOG0("note: activation offloading moves no layer (a model chunk of %d layer%s, %d offloaded)\n", run.model.stage.layers_per_chunk,
                  run.model.stage.layers_per_chunk == 1 ? "" : "s", policy.layers < 0 ? 0 : policy.layers);
+        if (policy.kind == OffloadPolicy::InFlight && policy.beyond >= 0) {  // K: moves nothing where no stage holds more
+            const InFlightLayers held = pipeline_in_flight(run.model, run.micro_batches);
+            int most[2] = {offload_counts(run.model, run.micro_batches).moved, 0};  // (this stage's moves, its most in flight)
+            for (int n : held.per_layer) most[1] = std::max(most[1], n);
+            MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, most, 2, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
+            if (most[0] == 0)
+                LOG0("note: --offload-beyond-in-flight %d moves nothing: no pipeline stage holds more than %d micro-batch%s in "
+                     "flight (%d micro-batch%s per step; the most any stage holds: %d)\n", policy.beyond, policy.beyond,
+                     policy.beyond == 1 ? "" : "es", run.micro_batches, run.micro_batches == 1 ? "" : "es", most[1]);
+        }
     }
     if (run.init_params.empty()) gpt_init_random(run.model, opt.seed);
     else gpt_load_full(run.model, run.init_params.data());
@@ -403,9 +425,11 @@ void resume_or_start(Run& run) {
     run.state.microbatches = run.micro_batches;
     run.state.schedule = (int)run.schedule;
     run.state.chunks = run.chunks;
-    if (!opt.resume.empty())
+    if (!opt.resume.empty()) {
         run.start_step = restore_training_state(run.resumed, run.resumed_dir, run.state, run.model, run.train, &run.skipped_steps,
                                                 opt.override_schedule);
+        if (g_rank == 0) interrupt_resumed_from(opt.resume, run.start_step - 1);
+    }
 }
 
 static void open_trace(Run& run);

@@ -25,6 +25,6 @@ add_test(NAME cli_offload_two_policies COMMAND ${CMAKE_SOURCE_DIR}/test/expect_e
          ${MM_MPIRUN} -np 1 $<TARGET_FILE:train_gpt> --device cpu --steps 1 --cpu-offloading-num-layers 1 --offload-beyond-in-flight 1)
 add_test(NAME cli_offload_layers_beyond_chunk COMMAND ${CMAKE_SOURCE_DIR}/test/expect_error.sh --exit 1
          "--cpu-offloading-num-layers 5 exceeds the 4 layers of a model chunk"
-         ${MM_MPIRUN} -np 1 $<TARGET_FILE:train_gpt> --device cpu --steps 1 --cpu-offloading-num-layers 5)
+         ${MM_MPIRUN} -np 1 $<TARGET_FILE:train_gpt> --device cpu --steps 1 --cpu-offloading --cpu-offloading-num-layers 5)
 set_tests_properties(cli_offload_two_policies cli_offload_layers_beyond_chunk PROPERTIES LABELS mpi
                      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")

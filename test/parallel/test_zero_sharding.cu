@@ -4,7 +4,7 @@
 // layout: test_equivalence --zero 2|3 (test/model/model.cmake, test/parallel/zero_sharding.cmake).
 //
 // Run under mpirun, world = tp × cp × dp × pp; every rank builds the models on MPI_COMM_WORLD.
-//   --compare [--tp T] [--sp] [--pp P] [--schedule 1f1b|zb-h1|...] [--cp C] [--micro M] [--dtype fp32|bf16]
+//   --compare [--tp T] [--sp] [--pp P] [--schedule 1f1b|zb-h1|zb-v|...] [--cp C] [--micro M] [--dtype fp32|bf16]
 //             [--recompute none|selective|full] [--steps N] [--tolerance R]
 //       N training steps (dropout and weight decay on, clipping not triggered) at ZeRO-1, ZeRO-2 and ZeRO-3.
 //       ZeRO-3 against ZeRO-2: bit for bit always (the gathered weights are the whole ones). ZeRO-2 against
@@ -203,7 +203,9 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--schedule")) {
             const char* v = argv[++i];
             spec.schedule = !strcmp(v, "afab") ? PipeSchedule::AFAB : !strcmp(v, "zb-h1") ? PipeSchedule::ZeroBubbleH1
-                          : !strcmp(v, "zb-h2") ? PipeSchedule::ZeroBubbleH2 : PipeSchedule::OneFOneB;
+                          : !strcmp(v, "zb-h2") ? PipeSchedule::ZeroBubbleH2 : !strcmp(v, "zb-v") ? PipeSchedule::ZeroBubbleV
+                          : PipeSchedule::OneFOneB;
+            if (spec.schedule == PipeSchedule::ZeroBubbleV) spec.chunks = 2;  // the V: two chunks per stage
         } else {
             fprintf(stderr, "test_zero_sharding: unknown argument %s\n", argv[i]);
             MPI_Abort(MPI_COMM_WORLD, 2);

@@ -9,6 +9,10 @@ mm_test(test_zero_sharding_dp2_bf16_micro2 EXE test_zero_sharding LABELS mpi NP 
 mm_test(test_zero_sharding_tp2_dp2_sp EXE test_zero_sharding LABELS mpi NP 4 ARGS --compare --tp 2 --sp --recompute full --steps 4)
 mm_test(test_zero_sharding_pp2_dp2_zbh1 EXE test_zero_sharding LABELS mpi NP 4 ARGS --compare --pp 2 --schedule zb-h1 --micro 2 --tolerance 1e-5 --steps 4)
 mm_test(test_zero_sharding_cp2 EXE test_zero_sharding LABELS mpi NP 2 ARGS --compare --cp 2 --steps 4)
+# ZB-V (stage 0 holds both ends of the V: no tied-embedding sum over the pipeline, model/zero_model.cu): ZeRO-2 and
+# ZeRO-3 equal ZeRO-1, at one micro-batch per step bit for bit, at four within rounding.
+mm_test(test_zero_sharding_pp2_dp2_zbv EXE test_zero_sharding LABELS mpi NP 4 ARGS --compare --pp 2 --schedule zb-v --steps 4)
+mm_test(test_zero_sharding_pp2_dp2_zbv_micro4 EXE test_zero_sharding LABELS mpi NP 4 ARGS --compare --pp 2 --schedule zb-v --micro 4 --batch 8 --tolerance 1e-5 --steps 4)
 # Measured == formula: model states, the gathered weights and gradient buckets at their peaks, the DP bytes (1x and
 # 1.5x the all-reduce), per micro-batch, under full recompute, and under ZB-H1 (buckets held from B to W).
 mm_test(test_zero_sharding_memory_dp2 EXE test_zero_sharding LABELS mpi NP 2 ARGS --memory)

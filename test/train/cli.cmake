@@ -25,3 +25,16 @@ mm_cli_refusal(cli_schedule_flag_without_resume 2 "--override-opt_param-schedule
 add_test(NAME cli_pipeline_bubble_hint COMMAND bash ${CMAKE_SOURCE_DIR}/test/train/bubble_hint.sh $<TARGET_FILE:train_gpt>
          $<TARGET_FILE:prepare_data> ${CMAKE_SOURCE_DIR} "${MPIEXEC_EXECUTABLE}")
 set_tests_properties(cli_pipeline_bubble_hint PROPERTIES LABELS mpi TIMEOUT 120 ENVIRONMENT "${MM_CLI_ENV}")
+# Refusals that say the true reason, before any work (train/options.cu), and notes for inputs that run
+# (test/train/notes.sh): no silent accept.
+mm_cli_refusal(cli_exit_interval_without_dir 2 "--exit-interval 4 needs --checkpoint-dir DIR: it stops the run after saving"
+               ${MM_CLI_RUN} --exit-interval 4)
+mm_cli_refusal(cli_offload_layers_without_offloading 2
+               "--cpu-offloading-num-layers 1 says how many layers offloading moves, but offloading is off: add --cpu-offloading"
+               ${MM_CLI_RUN} --cpu-offloading-num-layers 1)
+mm_cli_refusal(cli_pipeline_op_times_zero2 2 "--pipeline-op-times with --zero 2: the test mode runs no layer"
+               ${MM_CLI_RUN} --pp 2 --zero 2 --pipeline-op-times 1:1:1)
+mm_cli_refusal(cli_post_validation_pp1 2 "--optimizer-post-validation needs --pp > 1" ${MM_CLI_RUN} --optimizer-post-validation)
+add_test(NAME cli_notes COMMAND bash ${CMAKE_SOURCE_DIR}/test/train/notes.sh $<TARGET_FILE:train_gpt>
+         $<TARGET_FILE:prepare_data> ${CMAKE_SOURCE_DIR} "${MPIEXEC_EXECUTABLE}")
+set_tests_properties(cli_notes PROPERTIES LABELS mpi TIMEOUT 240 ENVIRONMENT "${MM_CLI_ENV}")
