@@ -63,12 +63,16 @@ def fail(msg, code=1):
 
 def find_cuobjdump():
     cands = [os.environ.get("CUOBJDUMP"), shutil.which("cuobjdump"), "/usr/local/cuda/bin/cuobjdump"]
-    for site in sys.path:  # PyPI's nvidia-cuda-cuobjdump: nvidia/cu*/bin/cuobjdump in a site-packages folder
+    # PyPI's nvidia-cuda-cuobjdump: nvidia/cu*/bin/cuobjdump in a site-packages folder, this interpreter's or the
+    # system's (make deps installs PyPI packages for /usr/bin/python3).
+    sites = sys.path + glob.glob("/usr/local/lib/python3*/dist-packages") + glob.glob("/usr/lib/python3/dist-packages")
+    for site in sites:
         cands += glob.glob(os.path.join(site, "nvidia", "cu*", "bin", "cuobjdump"))
     for c in cands:
         if c and os.access(c, os.X_OK):
             return c
-    fail("cuobjdump not found ($CUOBJDUMP, on PATH, in /usr/local/cuda/bin, or in the Python packages of %s): install it with "
+    fail("cuobjdump not found ($CUOBJDUMP, on PATH, in /usr/local/cuda/bin, or in the Python packages of %s or the "
+         "system's): install it with "
          "'pip install nvidia-cuda-cuobjdump' (or the CUDA toolkit's cuda-cuobjdump), then run this again"
          % sys.executable, SKIP)
 
