@@ -62,16 +62,25 @@
 //    which leaves their HDB/4 registers to the accumulators. __launch_bounds__(128, 2): two blocks per SM, so
 //    ptxas may use up to 255 registers (without the 2, it held sm_80's counts at 96, 128 or 168 and spilled up to
 //    36 bytes). ptxas -v (CUDA 13), registers per thread, no spill in any instantiation:
-//                 HDB = 32     HDB = 64     HDB = 128    (sm_80 / sm_90; f32 and bf16 outputs alike, ±2)
-//      forward    136 / 149    156 / 168    190 / 204
-//      dK-dV      182 / 199    238 / 239    244 / 242
-//      dQ         175 / 179    218 / 224    242 / 246
-//  - exp2f on scores pre-multiplied by log2(e)/√HD: one multiply and the hardware's 2^x per element instead of
-//    fast_exp's polynomial (FlashAttention-2 does the same); the scalar kernels and the CPU use e^x, so the paths
-//    agree to fp32 rounding, not bit for bit.
-//  - The keep bits of dropout: one Philox block (4 words) serves two neighbouring keys of a fragment row, a second
-//    only when the pair straddles two blocks. The dK-dV kernel's fragment rows are keys, its neighbours queries
-//    S_total apart in the index: one block per element there.
+//                 HDB = 32     HDB = 64     HDB = 128    (sm_80 / sm_90; f32 and bf16 outputs alike)
+//      forward    142 / 154    158 / 168    190 / 203
+//      dK-dV      174 / 186    228 / 220    242 / 240
+//      dQ         180 / 188    206 / 206    238 / 238
+//    32 query rows per warp (two m16 tiles, FlashAttention-2's split) would read each K and V fragment once for
+//    two mma's, but doubles O and S: 64 + 128 fp32 accumulators at HDB = 128 alone, past the 255 registers.
+//  - The instruction budget: a warp issues one instruction per clock and an HMMA.16816 every 4 clocks at the
+//    tensor cores' peak, so the instructions around each mma bound the rate. bench/sass_budget.py counts them on
+//    the sm_90 SASS (bench/PERF_NOTES.md has the counts). Three things keep them down:
+//     - the mask only where it can hide a key: a tile that reaches past the causal diagonal or an end of the
+//       block (tc_tile_unmasked). The others, most tiles of a long sequence, compare nothing;
+//     - 2^x by ex2.approx.ftz (layers/mma.cuh) on scores pre-multiplied by log2(e)/√HD, one fma per element
+//       (FlashAttention-2 does the same; exp2f without -ftz adds a guard for subnormals around the same
+//       instruction). The scalar kernels and the CPU use e^x, so the paths agree to fp32 rounding, not bit for
+//       bit;
+//     - the keep bits of dropout from Philox blocks shared across the lanes that use them (a block is 4
+//       consecutive indices): tc_keep_rows for the forward's and dQ's fragments (8 or 9 calls per lane per tile),
+//       tc_keep_cols for dK-dV's, whose neighbouring indices sit in lanes 4 apart (4 or 5 calls per 8 columns).
+//       The bits are dropout_random's at each global index, as before.
 #include "flash_attention_tc.h"
 
 #include <cuda_bf16.h>
@@ -214,6 +223,13 @@ __device__ inline void stage_rows(bf16* tile, const bf16* m, int64_t ld, int r0,
 __device__ inline void stage_f32(float* dst, const float* v, int r0, int n, int valid) {
     for (int r = threadIdx.x; r < n; r += kThreads) dst[r] = r < valid ? v[r0 + r] : 0.f;
 }
+// lse·log2 e of a query in the backward's units (2^{x·sl2 − lse·log2 e} = e^{x·scale − lse}): 0 for a query past
+// the end, or one that sees no key (lse = −inf), whose scores are all masked to −inf: 2^{−inf − 0} = 0, where
+// −inf − (−inf) would be NaN.
+__device__ inline float tc_lse2(const float* lse, int q, int valid) {
+    const float v = q < valid ? lse[q] : -INFINITY;
+    return v == -INFINITY ? 0.f : v * kLog2e;
+}
 
 // What block x works on: its tile rank and (sequence b, head n), as in flash_attention.cu (the B·NH blocks of
 // one rank consecutive, so that a launch starts with one rank's tiles for every head), and that pair's Q, K, V
@@ -242,14 +258,94 @@ __device__ inline uint64_t tc_keep_index(const FlashTcArgs& a, const TcBlock& bl
     return attn_dropout_index(a.b_offset + blk.b, a.head_offset + blk.n, a.NH_total, a.S_total, a.q_pos + q,
                               a.k_pos + k);
 }
-// The keep bits of (q, k) and (q, k + 1): one Philox block (dropout_random's word index & 3 of block index >> 2)
-// serves both unless k's word is the block's last.
-__device__ inline void tc_keep_pair(const FlashTcArgs& a, const TcBlock& blk, int q, int k, bool& z0, bool& z1) {
-    const uint64_t i0 = tc_keep_index(a, blk, q, k);
-    const PhiloxOut o = dropout_block(a.seed, a.stream, i0 >> 2);
-    const uint32_t w = (uint32_t)(i0 & 3);
-    z0 = philox_word(o, w) >= a.threshold;
-    z1 = (w < 3 ? philox_word(o, w + 1) : dropout_block(a.seed, a.stream, (i0 >> 2) + 1).x[0]) >= a.threshold;
+// Whether every query qr .. qr + nq − 1 of a warp sees every key kc .. kc + nk − 1 of a tile: all before the causal
+// diagonal (the last key at most the first query's position, dg = q_pos − k_pos) and inside both ends of the
+// block. Such a tile takes no per-element mask; the tiles on the diagonal and at the ends do. Uniform in a warp.
+__device__ inline bool tc_tile_unmasked(int qr, int nq, int kc, int nk, int dg, int S, int Sk) {
+    return kc + nk - 1 <= qr + dg && kc + nk <= Sk && qr + nq <= S;
+}
+
+// The keep bits of a warp's 16 × 64 tile whose fragment rows are queries and whose columns are keys (forward,
+// dQ): bit 4nt + i of the result is element s[nt][i] of the lane's C fragments, query q = qw + g + 8(i >> 1), key
+// k = k0 + 8nt + 2t + (i & 1). The same bits as dropout_random at each global index, with the Philox blocks shared
+// by the lanes that use them: a row's 64 keys are 64 consecutive indices i0 .. i0 + 63 (i0 of key k0), so 16
+// blocks, 17 when i0 is not a multiple of 4 (al = i0 & 3 ≠ 0). Rows g and g + 8 are 8·S_total indices apart: the
+// same al. Step s (0 .. 7, and 8 when al ≠ 0) draws the blocks of relative keys 8s − al .. 8s + 7 − al of both
+// rows, one block per lane of the group: lane t the block 2s + (t >> 1) of row g + 8(t & 1), whose 4 keep bits it
+// places at bit 8(t & 1) + 4(t >> 1); two xor-shuffles give every lane of the group the step's 16 bits. Key
+// 8nt + 2t + e is then bit al + 2t + e of steps nt and nt + 1 side by side. 8 or 9 Philox calls per lane per
+// tile, where one call per pair of keys made 16 or more.
+__device__ inline uint32_t tc_keep_rows(const FlashTcArgs& a, const TcBlock& blk, int qw, int k0, int lane) {
+    const int g = lane >> 2, t = lane & 3;
+    const uint64_t i0 = tc_keep_index(a, blk, qw + g + 8 * (t & 1), k0);  // the row this lane draws for
+    const uint32_t al = (uint32_t)(i0 & 3);
+    const uint64_t mine = (i0 >> 2) + (uint64_t)(t >> 1);
+    uint32_t step[9];
+#pragma unroll
+    for (int st = 0; st < 9; st++) {
+        uint32_t bits = 0;
+        if (st < 8 || al != 0) {  // the 17th block only when the row's keys start inside a block
+            const PhiloxOut o = dropout_block(a.seed, a.stream, mine + 2 * (uint64_t)st);
+#pragma unroll
+            for (int w = 0; w < 4; w++) bits |= (o.x[w] >= a.threshold ? 1u : 0u) << w;
+        }
+        bits <<= 8 * (t & 1) + 4 * (t >> 1);
+        bits |= __shfl_xor_sync(kFullWarp, bits, 1);
+        step[st] = bits | __shfl_xor_sync(kFullWarp, bits, 2);
+    }
+    uint32_t keep = 0;
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint32_t window = ((step[nt] >> (8 * h)) & 0xffu) | (((step[nt + 1] >> (8 * h)) & 0xffu) << 8);
+            keep |= ((window >> (al + 2 * t)) & 3u) << (4 * nt + 2 * h);
+        }
+    return keep;
+}
+
+// The keep bits of the dK-dV kernel's tile, whose fragment rows are keys and whose columns are queries: bit
+// 4nt + i is element s[nt][i], key kw + g + 8(i >> 1), query q0 + 8nt + 2t + (i & 1), nt < QN. Consecutive keys
+// are lanes 4 apart: a query column's 16 keys are 16 consecutive indices held by the 8 lanes of one t, 4 blocks
+// (5 when the column's al = index & 3 ≠ 0). Per 8 columns c (2nt + e), those 8 lanes draw the 32 blocks c, jb
+// (jb < 4) in 4 rounds, lane g block 4c + jb = g + 8r in round r, then the fifth blocks (lane g that of column
+// g) only where some al ≠ 0; each lane keeps its blocks' keep bits in one word (round r at bit 4r, the fifth
+// at 16), and each element reads its bit from the lane that drew it with one shuffle. 4 or 5 Philox calls per
+// 8 columns, where one call per element made 16.
+template <int QN>
+__device__ inline uint32_t tc_keep_cols(const FlashTcArgs& a, const TcBlock& blk, int q0, int kw, int lane) {
+    static_assert(QN % 4 == 0, "whole groups of 8 columns");
+    const int g = lane >> 2, t = lane & 3;
+    uint32_t keep = 0;
+#pragma unroll
+    for (int c0 = 0; c0 < 2 * QN; c0 += 8) {
+        auto column = [&](int c) { return tc_keep_index(a, blk, q0 + 8 * ((c0 + c) >> 1) + 2 * t + (c & 1), kw); };
+        uint32_t bits = 0;
+#pragma unroll
+        for (int r = 0; r < 4; r++) {
+            const int p = g + 8 * r;  // column p >> 2, block p & 3
+            const PhiloxOut o = dropout_block(a.seed, a.stream, (column(p >> 2) >> 2) + (uint64_t)(p & 3));
+#pragma unroll
+            for (int w = 0; w < 4; w++) bits |= (o.x[w] >= a.threshold ? 1u : 0u) << (4 * r + w);
+        }
+        const uint64_t i5 = column(g);
+        if (i5 & 3) {  // column g's keys end inside a fifth block
+            const PhiloxOut o = dropout_block(a.seed, a.stream, (i5 >> 2) + 4);
+#pragma unroll
+            for (int w = 0; w < 4; w++) bits |= (o.x[w] >= a.threshold ? 1u : 0u) << (16 + w);
+        }
+#pragma unroll
+        for (int c = 0; c < 8; c++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int rel = (int)(column(c) & 3) + g + 8 * h, jb = rel >> 2;
+                const int p = 4 * c + jb;  // jb < 4: lane p & 7, round p >> 3; jb = 4: lane c, bit 16
+                const int src = jb < 4 ? (p & 7) : c, bit = (jb < 4 ? 4 * (p >> 3) : 16) + (rel & 3);
+                const uint32_t v = __shfl_sync(kFullWarp, bits, 4 * src + t);
+                keep |= ((v >> bit) & 1u) << (4 * ((c0 + c) >> 1) + 2 * h + (c & 1));
+            }
+    }
+    return keep;
 }
 
 // A warp's 16 rows of C fragments c (16 × 8·NT) out to the matrix m (row r at m + r·ld): fragment row h of the
@@ -338,29 +434,37 @@ __global__ void __launch_bounds__(kThreads, 2)
             // S = Q_w·K_jᵀ (16 × 64): s[nt][i] is query qw + g + 8(i >> 1), key k0 + 8nt + 2t + (i & 1).
             float s[8][4];
             warp_mma_abt<8, HDB, LD>(s, Qs + kRowsPerWarp * warp * LD, Kj, lane);
-            // The online softmax of the tile, row by row: mask (the causal diagonal by global position, the ends
-            // of the block), the new max mt, α = 2^{m − mt} for what the earlier tiles summed, e = 2^{x − mt}.
-            float mt[2] = {m[0], m[1]};
+            // The online softmax of the tile, row by row: mask (only a tile that reaches past the causal diagonal
+            // or an end of the block: the others' keys are all seen by all the warp's queries), the new max mt,
+            // α = 2^{m − mt} for what the earlier tiles summed, e = 2^{x − mt}. The max is taken on the raw scores
+            // (sl2 > 0 keeps their order) and scaled once per row: 2^{x·sl2 − mt} is one fma per score.
+            if (!tc_tile_unmasked(qw, kRowsPerWarp, k0, kKTile, dg, a.S, a.Sk)) {
+#pragma unroll
+                for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const int q = qw + g + 8 * (i >> 1), k = k0 + 8 * nt + 2 * t + (i & 1);
+                        if (!(k <= q + dg && k < a.Sk && q < a.S)) s[nt][i] = -INFINITY;
+                    }
+            }
+            float mt[2] = {-INFINITY, -INFINITY};
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const int q = qw + g + 8 * (i >> 1), k = k0 + 8 * nt + 2 * t + (i & 1);
-                    s[nt][i] = k <= q + dg && k < a.Sk && q < a.S ? s[nt][i] * sl2 : -INFINITY;
-                    mt[i >> 1] = fmaxf(mt[i >> 1], s[nt][i]);
-                }
-            float alpha[2], rowsum[2] = {0.f, 0.f};
+                for (int i = 0; i < 4; i++) mt[i >> 1] = fmaxf(mt[i >> 1], s[nt][i]);
+            float alpha[2], msub[2], rowsum[2] = {0.f, 0.f};
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                mt[h] = quad_max(mt[h]);
-                alpha[h] = m[h] == -INFINITY ? 0.f : exp2f(m[h] - mt[h]);  // nothing summed yet: nothing to rescale
+                mt[h] = fmaxf(m[h], quad_max(mt[h]) * sl2);
+                alpha[h] = m[h] == -INFINITY ? 0.f : ex2_approx_ftz(m[h] - mt[h]);  // nothing summed yet: no rescale
+                msub[h] = mt[h] == -INFINITY ? 0.f : mt[h];  // a row with no key yet: every 2^{−inf − 0} = 0
                 m[h] = mt[h];
             }
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
-                    s[nt][i] = mt[i >> 1] == -INFINITY ? 0.f : exp2f(s[nt][i] - mt[i >> 1]);  // masked: 2^−inf = 0
+                    s[nt][i] = ex2_approx_ftz(fmaf(s[nt][i], sl2, -msub[i >> 1]));  // masked: 2^−inf = 0
                     rowsum[i >> 1] += s[nt][i];
                 }
 #pragma unroll
@@ -368,15 +472,11 @@ __global__ void __launch_bounds__(kThreads, 2)
             // Dropout: the output sums only the kept probabilities (the softmax's l counts them all); the
             // 1/(1 − p) is applied at the end.
             if (a.threshold) {
+                const uint32_t keep = tc_keep_rows(a, blk, qw, k0, lane);
 #pragma unroll
                 for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        bool z0, z1;
-                        tc_keep_pair(a, blk, qw + g + 8 * h, k0 + 8 * nt + 2 * t, z0, z1);
-                        s[nt][2 * h] = z0 ? s[nt][2 * h] : 0.f;
-                        s[nt][2 * h + 1] = z1 ? s[nt][2 * h + 1] : 0.f;
-                    }
+                    for (int i = 0; i < 4; i++) s[nt][i] = (keep >> (4 * nt + i)) & 1u ? s[nt][i] : 0.f;
             }
             // O ← α·O + P·V_j: P (s, rounded to bf16) is the A operand as it stands, V_j's rows are the keys.
 #pragma unroll
@@ -415,7 +515,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     bf16* Vs = Ks + kKTile * LD;                   // [64][LD]
     bf16* Qs = Vs + kKTile * LD;                   // [2][QT][LD]   query tiles i and i + 1
     bf16* dOs = Qs + 2 * QT * LD;                  // [2][QT][LD]
-    float* Ls = reinterpret_cast<float*>(dOs + 2 * QT * LD);  // [2][QT] their lse
+    float* Ls = reinterpret_cast<float*>(dOs + 2 * QT * LD);  // [2][QT] their lse·log2 e (tc_lse2)
     float* Ds = Ls + 2 * QT;                                   // [2][QT] and D
     const TcBlock blk = tc_block(a, Qm, Km, Vm);
     const bf16 *Q = blk.Q, *K = blk.K, *V = blk.V;
@@ -436,7 +536,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int q0 = it * QT;
         stage_rows<HDB, QT>(Qs + buf * QT * LD, Q, R, q0, a.S - q0, a.HD, async);
         stage_rows<HDB, QT>(dOs + buf * QT * LD, dO, RO, q0, a.S - q0, a.HD, async);
-        stage_f32(Ls + buf * QT, L, q0, QT, a.S - q0);
+        for (int r = threadIdx.x; r < QT; r += kThreads) Ls[buf * QT + r] = tc_lse2(L + q0, r, a.S - q0);
         stage_f32(Ds + buf * QT, Dq, q0, QT, a.S - q0);
     };
     stage_rows<HDB, kKTile>(Ks, K, RK, k0, a.Sk - k0, a.HD, async);
@@ -468,17 +568,26 @@ __global__ void __launch_bounds__(kThreads, 2)
             warp_mma_abt<QN, HDB, LD>(s, Ks + kRowsPerWarp * warp * LD, Qi, lane);
             warp_mma_abt<QN, HDB, LD>(dp, Vs + kRowsPerWarp * warp * LD, dOi, lane);
             // P = 2^{x·log2 e − lse·log2 e}, the keep bit z, then in place: s ← P_d = P·z/(1 − p) (what dropout
-            // kept, for dV) and dp ← dS/scale = P·(dP·z/(1 − p) − D) (the 1/√HD of dK is applied at the end).
+            // kept, for dV) and dp ← dS/scale = P·(dP·z/(1 − p) − D) (the 1/√HD of dK is applied at the end). A
+            // masked score (only in a tile on the diagonal or at an end) becomes −inf: P = 2^−inf = 0, so P_d and
+            // dS are 0 whatever its keep bit.
+            if (!tc_tile_unmasked(q0, QT, kw, kRowsPerWarp, dg, a.S, a.Sk)) {
+#pragma unroll
+                for (int nt = 0; nt < QN; nt++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const int k = kw + g + 8 * (i >> 1), q = q0 + 8 * nt + 2 * t + (i & 1);
+                        if (!(k <= q + dg && k < a.Sk && q < a.S)) s[nt][i] = -INFINITY;
+                    }
+            }
+            const uint32_t keep = a.threshold ? tc_keep_cols<QN>(a, blk, q0, kw, lane) : ~0u;
 #pragma unroll
             for (int nt = 0; nt < QN; nt++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
-                    const int k = kw + g + 8 * (i >> 1), qi = 8 * nt + 2 * t + (i & 1), q = q0 + qi;
-                    const bool visible = k <= q + dg && k < a.Sk && q < a.S;
-                    const float p = visible ? exp2f(s[nt][i] * sl2 - Li[qi] * kLog2e) : 0.f;
-                    const bool z = visible && (a.threshold == 0 ||
-                                               dropout_random(a.seed, a.stream, tc_keep_index(a, blk, q, k)) >=
-                                                   a.threshold);
+                    const int qi = 8 * nt + 2 * t + (i & 1);
+                    const float p = ex2_approx_ftz(fmaf(s[nt][i], sl2, -Li[qi]));
+                    const bool z = (keep >> (4 * nt + i)) & 1u;
                     s[nt][i] = z ? p * a.inv_keep : 0.f;
                     dp[nt][i] = p * ((z ? dp[nt][i] * a.inv_keep : 0.f) - Di[qi]);
                 }
@@ -524,7 +633,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int q = qw + g + 8 * h;
-        L2[h] = q < a.S ? lse[blk.bn * a.lse_ld + q] * kLog2e : 0.f;
+        L2[h] = tc_lse2(lse + blk.bn * a.lse_ld, q, a.S);
         Drow[h] = q < a.S ? D[blk.bn * a.d_ld + q] : 0.f;
     }
 
@@ -561,21 +670,26 @@ __global__ void __launch_bounds__(kThreads, 2)
             float s[8][4], dp[8][4];
             warp_mma_abt<8, HDB, LD>(s, Qs + kRowsPerWarp * warp * LD, Kj, lane);
             warp_mma_abt<8, HDB, LD>(dp, dOs + kRowsPerWarp * warp * LD, Vj, lane);
-            // dS/scale = P·(dP·z/(1 − p) − D) in place of dp, the same formulas as the dK-dV kernel.
+            // dS/scale = P·(dP·z/(1 − p) − D) in place of dp, the same formulas as the dK-dV kernel (and the same
+            // mask: only on the diagonal and at the ends).
+            if (!tc_tile_unmasked(qw, kRowsPerWarp, k0, kKTile, dg, a.S, a.Sk)) {
+#pragma unroll
+                for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const int q = qw + g + 8 * (i >> 1), k = k0 + 8 * nt + 2 * t + (i & 1);
+                        if (!(k <= q + dg && k < a.Sk && q < a.S)) s[nt][i] = -INFINITY;
+                    }
+            }
+            const uint32_t keep = a.threshold ? tc_keep_rows(a, blk, qw, k0, lane) : ~0u;
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int q = qw + g + 8 * h, k = k0 + 8 * nt + 2 * t;
-                    bool z[2] = {true, true};
-                    if (a.threshold) tc_keep_pair(a, blk, q, k, z[0], z[1]);
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        const int i = 2 * h + e;
-                        const bool visible = k + e <= q + dg && k + e < a.Sk && q < a.S;
-                        const float p = visible ? exp2f(s[nt][i] * sl2 - L2[h]) : 0.f;
-                        dp[nt][i] = p * ((visible && z[e] ? dp[nt][i] * a.inv_keep : 0.f) - Drow[h]);
-                    }
+                for (int i = 0; i < 4; i++) {
+                    const int h = i >> 1;
+                    const float p = ex2_approx_ftz(fmaf(s[nt][i], sl2, -L2[h]));
+                    const bool z = (keep >> (4 * nt + i)) & 1u;
+                    dp[nt][i] = p * ((z ? dp[nt][i] * a.inv_keep : 0.f) - Drow[h]);
                 }
             warp_mma_pm<4, NT, LD>(dq, dp, Kj, lane);  // dQ_w += dS·K_j (K_j's rows are the keys)
         }

@@ -49,6 +49,21 @@ __device__ __forceinline__ void mma_bf16_16816(float d[4], const uint32_t a[4], 
 #endif
 }
 
+// 2^x, ex2.approx.ftz.f32 (PTX ISA, "Floating Point Instructions: ex2"): the hardware's approximation (MUFU.EX2,
+// a relative error of about 2^-22, as exp2f's) with subnormal inputs and results flushed to zero. exp2f, compiled
+// without -ftz, wraps the same instruction in a guard for subnormals (a compare and two predicated multiplies);
+// the softmax needs none: a probability below 2^-126 is 0 to its sums, and 2^-inf = +0 still masks a key.
+__device__ __forceinline__ float ex2_approx_ftz(float x) {
+#ifdef MM_MMA_UNSUPPORTED
+    __trap();
+    return x;
+#else
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+#endif
+}
+
 // ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16 (PTX ISA, "Warp-level matrix load instruction: ldmatrix"): N = 1, 2
 // or 4 matrices of 8×8 b16 elements from shared memory, one register per matrix per lane. Every lane of the warp must
 // call it. Lane l hands over `row`, the shared-memory address of one matrix row: lanes 8j .. 8j+7 give rows 0..7 of

@@ -40,6 +40,21 @@ mm_test(test_gpu_runtime EXE test_runtime LABELS gpu ARGS --gpu)
 # the choices are host functions, so this runs without a GPU.
 mm_test(test_kernel_coverage SOURCES test/layers/test_kernel_coverage.cu MODULES attention layernorm linear weight_grad_queue activation_allocator matmul
         runtime LABELS unit)
+# The tensor-core kernels' instruction budget (bench/sass_budget.py): instructions per HMMA in each kernel's main
+# loop, counted on this build's own sm_90 SASS of flash_attention_tc.cu (cuobjdump -sass), no GPU. A count of the
+# kernels' code, not a speed: the verdict is that every kernel's loop was found and counted (exit 77, a skip,
+# without cuobjdump: pip install nvidia-cuda-cuobjdump). The negative control: a listing without the kernels is
+# refused, naming what it could not count.
+if(NOT MM_EMULATED AND "90" IN_LIST CMAKE_CUDA_ARCHITECTURES)
+  find_package(Python3 REQUIRED COMPONENTS Interpreter)
+  add_test(NAME test_sass_budget COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/bench/sass_budget.py --check
+           --object $<TARGET_OBJECTS:mm_flash_attention_tc>)
+  add_test(NAME test_sass_budget_refuses_other_code COMMAND bash ${CMAKE_SOURCE_DIR}/test/emulator/expect_failure.sh 60 1
+           "sass_budget: not counted: forward HDB=32 \\(no such kernel\\)"
+           ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/bench/sass_budget.py --check --sass ${CMAKE_SOURCE_DIR}/bench/sass_budget.py)
+  set_tests_properties(test_sass_budget test_sass_budget_refuses_other_code PROPERTIES LABELS unit TIMEOUT 120
+                       SKIP_RETURN_CODE 77)
+endif()
 # The tensor-core wrappers (layers/mma.cuh; on the emulated GPU, test/emulator/include/mma.cuh): --cpu checks this
 # test's own transcription of the PTX ISA's fragment layouts, --gpu each wrapper against plain matrix products.
 # The test includes "mma.cuh" by its plain name, as the kernels do: from layers/ here, and in the emulated build

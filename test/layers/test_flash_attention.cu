@@ -682,9 +682,12 @@ static void test_flash_tc_shapes() {
 }
 
 // The keep bits of the bf16 kernels, through one-hot V and dO (test_keep_bits), against the unfused mask. S 64:
-// tiles by cp.async; S 100: by plain loads (HD = 100 is not a multiple of 8), with a partial key tile.
+// tiles by cp.async; S 100: by plain loads (HD = 100 is not a multiple of 8), with a partial key tile. S 63 and
+// 67 (HD bounds 64 and 128: the dK-dV kernel's query steps of 64 and 32): a row of S_total = S indices starts
+// anywhere in a Philox block of 4, so the kernels' shared blocks take their 17th (forward, dQ) and fifth (dK-dV)
+// draws; 64 and 100 start every row on a block.
 static void test_flash_tc_keep_bits() {
-    for (int S : {64, 100}) test_keep_bits(shape(S, 2, 2, S, 1, 3, 1, 4), 0.1f, Device::CUDA, DType::BF16);
+    for (int S : {64, 100, 63, 67}) test_keep_bits(shape(S, 2, 2, S, 1, 3, 1, 4), 0.1f, Device::CUDA, DType::BF16);
 }
 
 static void gpu_tc_checks() {

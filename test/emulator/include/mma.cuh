@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <vector>
 #include <cuda_bf16.h>
@@ -245,6 +246,14 @@ inline AsyncGroups& async_groups() {
     return s;
 }
 }  // namespace emu_mma
+
+// ex2.approx.ftz.f32: 2^x with subnormal inputs and results flushed to zero (layers/mma.cuh). exp2f here is the
+// host's (correctly rounded or within an ulp); the device's approximation differs from it by about 2^-22 relative.
+inline float ex2_approx_ftz(float x) {
+    if (std::fpclassify(x) == FP_SUBNORMAL) x = std::copysign(0.f, x);
+    const float y = exp2f(x);
+    return std::fpclassify(y) == FP_SUBNORMAL ? 0.f : y;
+}
 
 inline void cp_async_16(void* dst_smem, const void* src_global, int src_bytes) {
     if (src_bytes < 0 || src_bytes > 16) emu_mma::fail("cp.async.cg.shared.global", "src-size outside 0..16");
