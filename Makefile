@@ -15,7 +15,7 @@
 #   (train, paper, memory and pictures build only the programs they run; test and bench build everything)
 #   make deps-train  install the missing Debian packages training needs (as root; else print the command);
 #                make train runs it
-#   make deps    the same and what the tests need: PyTorch (Debian) and transformers (PyPI), for $(PYTHON), the
+#   make deps    the same and what the tests need: PyTorch (Debian), transformers and cuobjdump (PyPI), for $(PYTHON), the
 #                interpreter the README's Python lines use; make test, bench and accuracy run it
 #   make test-emulated  every gpu test on an emulated CUDA device, no GPU needed (build-emulated/, test/emulator/),
 #                memchecked; the kernel tests also in reverse thread order, the attention kernels' in the race
@@ -49,6 +49,9 @@ PYTHON = /usr/bin/python3
 # (4.46's imports torch.distributed.fsdp, which fails to import in that torch under Python 3.11).
 TRANSFORMERS_VERSION = 4.44.2
 PIP_PACKAGES = transformers==$(TRANSFORMERS_VERSION) 'tokenizers<0.20' safetensors
+# cuobjdump, which the CUDA toolkit here may lack (test_sass_budget reads the tensor-core kernels' SASS with it):
+# PyPI's copy, for PYTHON (bench/sass_budget.py looks in its packages).
+CUOBJDUMP_PACKAGE = nvidia-cuda-cuobjdump==13.4.92
 CONFIGURE = PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 # A new build folder uses Ninja when it is installed: it compiles a program's own files alongside the
 # libraries it links instead of after them. (An existing folder keeps the generator it was made with.)
@@ -88,6 +91,12 @@ deps:
 	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing $(PIP_PACKAGES) for $(PYTHON)"; \
 	  $(PYTHON) -m pip install -q --break-system-packages $(PIP_PACKAGES) || exit 1; \
 	else echo "deps: missing $(PIP_PACKAGES) for $(PYTHON); run: sudo $(PYTHON) -m pip install --break-system-packages $(PIP_PACKAGES)"; exit 1; fi
+	@if command -v cuobjdump >/dev/null || test -x /usr/local/cuda/bin/cuobjdump || \
+	   ls /usr/local/lib/python3*/dist-packages/nvidia/cu*/bin/cuobjdump >/dev/null 2>&1; then \
+	  echo "deps: cuobjdump present (bench/sass_budget.py reads the kernels' SASS with it)"; \
+	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing $(CUOBJDUMP_PACKAGE) for $(PYTHON) (the SASS of bench/sass_budget.py)"; \
+	  $(PYTHON) -m pip install -q --break-system-packages $(CUOBJDUMP_PACKAGE) || exit 1; \
+	else echo "deps: missing cuobjdump; run: sudo $(PYTHON) -m pip install --break-system-packages $(CUOBJDUMP_PACKAGE)"; exit 1; fi
 	@echo "deps: run the README's Python lines with $(PYTHON) (another python3 on PATH may not see these packages)"
 
 # ---- the build folder -----------------------------------------------------------------------------------
