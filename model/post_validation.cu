@@ -13,7 +13,7 @@
 static void snapshot(GPT& m, PostValidation& pv, bool save) {
     auto one = [&](Tensor& snap, Tensor live) {
         if (live.empty() || live.n == 0) return;
-        if (snap.empty()) snap = tensor_alloc(live.device, live.dtype, live.n);
+        if (snap.empty()) snap = counted_alloc(live.device, live.dtype, live.n, MemoryKind::Snapshot, "the post-validation snapshot");
         if (save) tensor_copy(*m.ctx, snap, live);
         else tensor_copy(*m.ctx, live, snap);
     };
@@ -25,7 +25,7 @@ static void snapshot(GPT& m, PostValidation& pv, bool save) {
 }
 
 void post_validation_free(PostValidation& pv) {
-    for (Tensor* t : {&pv.master, &pv.weights, &pv.adam_m, &pv.adam_v, &pv.grads}) tensor_free(*t), *t = Tensor();
+    for (Tensor* t : {&pv.master, &pv.weights, &pv.adam_m, &pv.adam_v, &pv.grads}) counted_free(*t, MemoryKind::Snapshot), *t = Tensor();
 }
 
 // The pending step's checks, now that its reduction has arrived: the same loss, norm, verdict and clip as the
