@@ -63,6 +63,7 @@ StepStats post_validated_step(GPT& m, PostValidation& pv, const int32_t* inputs,
     m.step = step;
     m.pipe.post_validation = true;  // no loss broadcast at the pipeline's end; the embedding's sum starts early
     side_comm(m.grid->pp_comm), side_comm(m.grid->emb_comm);  // (made once, here, where every rank is together)
+    if (pv.master.empty()) snapshot(m, pv, true);  // allocated before the first step's peak, which then holds it
     float local = forward_backward(m, inputs, targets, B_local, S, micro_batches);
     if (pv.pending) {
         const StepStats before = validate(m, pv);
