@@ -29,6 +29,8 @@ void RankMemory::add(MemoryKind k, int64_t delta) {
     live[i] += delta;
     live_total += delta;
     if (live[i] > kind_peak[i]) kind_peak[i] = live[i];
+    const int64_t without_host = live_total - live[(int)MemoryKind::OffloadHost];
+    if (without_host > peak_without_host) peak_without_host = without_host;
     if (live_total > peak_total) {  // a new high-water mark: what each kind holds at it
         peak_total = live_total;
         for (int j = 0; j < kNumMemoryKinds; j++) at_peak[j] = live[j];
@@ -37,6 +39,7 @@ void RankMemory::add(MemoryKind k, int64_t delta) {
 
 void RankMemory::reset_peak() {
     peak_total = live_total;
+    peak_without_host = live_total - live[(int)MemoryKind::OffloadHost];
     for (int j = 0; j < kNumMemoryKinds; j++) at_peak[j] = kind_peak[j] = live[j];
 }
 

@@ -23,6 +23,8 @@ struct RankMemory {
     int64_t peak_total = 0;                   // the high-water mark of live_total since reset_peak
     int64_t at_peak[kNumMemoryKinds] = {};    // each kind's bytes at that moment
     int64_t kind_peak[kNumMemoryKinds] = {};  // each kind's own high-water mark since reset_peak
+    int64_t peak_without_host = 0;            // the high-water mark of every kind but the offload host pool (on
+                                              // CUDA, the GPU's share: the pool is pinned host memory)
     void add(MemoryKind k, int64_t delta);
     void reset_peak();  // a new high-water mark from what is live now (ActivationAllocator::reset_peak calls it)
     // The report's total: the kinds at the peak, added up as it prints them (equals peak_total).

@@ -51,8 +51,10 @@ static void print_rank_total(FILE* f, const MemoryReport& r) {
     fprintf(f, "  %-16s %14lld %14s %14lld   on this rank at its peak (%s)\n", "total", (long long)a.total_at_peak(), "-",
             (long long)a.live_total, human_bytes((double)a.total_at_peak()).c_str());
     if (cuda && offloaded)
-        fprintf(f, "  of which on the GPU: %s (the total less the pinned host pool)\n",
-                human_bytes((double)(a.total_at_peak() - a.at_peak[(int)MemoryKind::OffloadHost])).c_str());
+        fprintf(f, "  on the GPU: %s at that moment (the total less the pinned host pool); the GPU's own high-water mark,\n"
+                   "  every kind but the host pool: %s\n",
+                human_bytes((double)(a.total_at_peak() - a.at_peak[(int)MemoryKind::OffloadHost])).c_str(),
+                human_bytes((double)a.peak_without_host).c_str());
     fprintf(f, "  not in these accounts: the %s, communication buffers, token ids, and the allocators' cached blocks\n",
             cuda ? "CUDA context, cuBLAS's and ctx_scratch's workspaces" : "program and libraries");
     double hwm = 0, rss = 0;
@@ -188,7 +190,8 @@ std::string memory_report_json(const MemoryReport& r) {
         num("model_state_padding", (double)(F.padded - F.n));
         j += F.distributed ? "\"distributed_optimizer\":true," : "\"distributed_optimizer\":false,";
         const RankMemory& a = rank_memory();
-        num("rank_peak_bytes", (double)a.total_at_peak());  // every kind of the rank's account at its high-water mark
+        num("rank_peak_bytes", (double)a.total_at_peak());
+        num("rank_peak_without_host_bytes", (double)a.peak_without_host);  // every kind of the rank's account at its high-water mark
         j += "\"rank_at_peak\":{";
         for (int k = 0; k < kNumMemoryKinds; k++) {
             snprintf(b, sizeof b, "%s\"%s\":%lld", k ? "," : "", memory_kind_name((MemoryKind)k), (long long)a.at_peak[k]);

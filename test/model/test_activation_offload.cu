@@ -59,6 +59,12 @@ static void check_rank_total(ModelHarness& h) {
           (long long)a.total_at_peak(), (long long)a.peak_total);
     CHECK(a.kind_peak[host] == (int64_t)pool.peak_bytes() && a.live[host] == 0, "stage %d: the account's host pool peak %lld (now %lld), "
           "the pool's own %zu", h.grid.pp_rank, (long long)a.kind_peak[host], (long long)a.live[host], pool.peak_bytes());
+    // Without the host pool (and ZeRO-2/3's pool) only the activation allocator's blocks move beside the constant
+    // states: the peak of every kind but the host pool (on CUDA, the GPU's share) is exactly their sum.
+    if (!h.model.sharded.on())
+        CHECK(a.peak_without_host == (int64_t)h.alloc->peak_live_bytes() + h.model.state_memory.total(),
+              "stage %d: the account's peak without the host pool %lld != the activation allocator's peak %zu + the states %lld",
+              h.grid.pp_rank, (long long)a.peak_without_host, h.alloc->peak_live_bytes(), (long long)h.model.state_memory.total());
     CHECK(a.peak_total >= (int64_t)h.alloc->peak_live_bytes() + h.model.state_memory.total(),
           "stage %d: the account's peak %lld holds less than the activation allocator's peak %zu + the states %lld", h.grid.pp_rank,
           (long long)a.peak_total, h.alloc->peak_live_bytes(), (long long)h.model.state_memory.total());
