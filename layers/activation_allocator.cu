@@ -12,6 +12,7 @@ ActivationAllocator::~ActivationAllocator() {
         else free(kv.second);
     }
     for (auto& kv : live_) {
+        rank_memory().add(memory_kind_of_tag(kv.second.name.c_str()), -(int64_t)kv.second.bytes);
         if (device_ == Device::CUDA) cudaFree(kv.first);
         else free(kv.first);
     }
@@ -36,6 +37,7 @@ Tensor ActivationAllocator::alloc(DType dtype, int64_t n, int layer, const char*
     live_[p] = Live{layer, name, bytes, next_order_++};
     live_bytes_ += bytes;
     peak_live_bytes_ = std::max(peak_live_bytes_, live_bytes_);
+    rank_memory().add(memory_kind_of_tag(name), (int64_t)bytes);
     return t;
 }
 
@@ -44,6 +46,7 @@ void ActivationAllocator::release(Tensor& t) {
     auto it = live_.find(t.data);
     if (it == live_.end()) mm_fatal("ActivationAllocator::release of a pointer it does not own");
     live_bytes_ -= it->second.bytes;
+    rank_memory().add(memory_kind_of_tag(it->second.name.c_str()), -(int64_t)it->second.bytes);
     free_.emplace(round_block(it->second.bytes == 0 ? 1 : it->second.bytes), t.data);
     live_.erase(it);
     t.data = nullptr;

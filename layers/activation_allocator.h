@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <vector>
+#include "rank_memory.h"  // every alloc and release is told to the rank's whole account too
 #include "runtime.h"
 
 constexpr int kModelLevel = -1;  // tag layer for tensors outside the transformer layers
@@ -36,7 +37,7 @@ public:
     size_t peak_live_bytes() const { return peak_live_bytes_; }
     // Start a new high-water mark from what is live now (the trainer measures a training step's peak apart
     // from a validation pass's).
-    void reset_peak() { peak_live_bytes_ = live_bytes_; }
+    void reset_peak() { peak_live_bytes_ = live_bytes_, rank_memory().reset_peak(); }
     size_t peak_reserved_bytes() const { return peak_reserved_bytes_; }
 
     // The live set at the moment a step's schedule reaches its peak (the most micro-batches' activations

@@ -174,10 +174,27 @@ void gpt_release_activations(GPT& m);
 // The model's states as the distributed optimizer takes them (parallel/distributed_optimizer.h works on the
 // buffers, the shard layout and the DP communicator, not on the model), and its two reports for this model.
 inline ModelStates gpt_model_states(const GPT& m) { return {m.master, m.weights, m.grads, m.adam_m, m.adam_v}; }
-// The formula of this rank's model states at its ZeRO stage (recompute/model_state_memory.h).
+// ZeRO-2/3's units from the model's SHAPE (model/zero_model.cu): h, Vp, the positions, t, the stage's layers and
+// which edge tensors its pipeline placement holds, each unit rounded up to a multiple of d = dp·cp. Computed
+// apart from the unit layout that is measured (parallel/zero_sharding.h's z.units), so that a layout that pads
+// too much or puts a tensor in the wrong unit shows as measured != formula instead of growing both sides.
+struct ZeroShapeUnits {
+    int layers = 0;                              // the stage's layers, one unit each
+    int64_t layer = 0, edges = 0;                // parameters of a layer's unit and of the edges' (this TP rank's)
+    int64_t layer_padded = 0, edges_padded = 0;  // rounded up to a multiple of d
+    int64_t n() const { return layers * layer + edges; }
+    int64_t padded() const { return layers * layer_padded + edges_padded; }
+};
+ZeroShapeUnits zero_units_from_shape(const GPT& m);
+
+// The formula of this rank's model states at its ZeRO stage (recompute/model_state_memory.h); ZeRO-2/3's
+// sizes from the shape (zero_units_from_shape), never from the layout under test.
 inline ModelStateFormula gpt_model_state_formula(const GPT& m) {
     const bool bf16 = m.weights.dtype != DType::F32;
-    if (m.sharded.on()) return model_state_formula_zero(m.sharded.stage, m.n_params, m.sharded.padded, m.sharded.d, bf16);
+    if (m.sharded.on()) {
+        const ZeroShapeUnits u = zero_units_from_shape(m);
+        return model_state_formula_zero(m.sharded.stage, u.n(), u.padded(), weight_ranks(*m.grid), bf16);
+    }
     return model_state_formula(m.n_params, weight_ranks(*m.grid), m.zero.on, bf16);
 }
 inline std::string model_states_by_rank(const GPT& m, MPI_Comm world) {

@@ -13,6 +13,10 @@ bool offload_chooses(const OffloadPolicy& p, const std::vector<std::vector<bool>
 
 void offload_after_forward(OffloadState& o, const PipelineStage& st, int j, int chunk, int layer, SavedLayer& s) {
     if (!o.in_step) return;
+    // One layer later: the copies queued after the previous layer's forward ran beside this one's; their device
+    // blocks go back now (ctx.stream waits for those copies), so the device holds at most the layer being
+    // copied and the layer being computed, not the whole chunk (test_gpu_activation_offload_forward_peak).
+    o.mover->flush();
     if (offload_chooses(o.policy, o.plan, st, j, chunk, layer)) o.mover->offload(j, layer, s);
     if (layer + 1 == st.chunk_end(chunk)) o.mover->flush();  // the forward ends with them off the device
 }

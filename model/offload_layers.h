@@ -22,8 +22,9 @@
 bool offload_chooses(const OffloadPolicy& policy, const std::vector<std::vector<bool>>& plan, const PipelineStage& st,
                      int j, int chunk, int layer);
 
-// gpt_forward_chunk, after a layer's forward: its saved tensors to the host when chosen; at the chunk's last
-// layer the copies are waited for and the device blocks given back. Nothing outside a training step.
+// gpt_forward_chunk, after a layer's forward: the previous layer's copies are waited for and its device blocks
+// given back (one layer later: its copy ran beside this layer's forward), then this layer's saved tensors go to
+// the host when chosen; at the chunk's last layer its own copies too. Nothing outside a training step.
 void offload_after_forward(OffloadState& o, const PipelineStage& st, int j, int chunk, int layer, SavedLayer& s);
 // gpt_backward_chunk, before a layer's backward: its tensors back on the device (waited for), and the reload
 // of the layer below issued to run meanwhile. saved: the micro-batch's layers, by local layer.

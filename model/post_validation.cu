@@ -14,7 +14,7 @@
 static void snapshot(GPT& m, PostValidation& pv, bool save) {
     auto one = [&](Tensor& snap, Tensor live) {
         if (live.empty() || live.n == 0) return;
-        if (snap.empty()) snap = tensor_alloc(live.device, live.dtype, live.n);
+        if (snap.empty()) snap = counted_alloc(live.device, live.dtype, live.n, MemoryKind::Snapshot, "the post-validation snapshot");
         if (save) tensor_copy(*m.ctx, snap, live);
         else tensor_copy(*m.ctx, live, snap);
     };
@@ -26,7 +26,7 @@ static void snapshot(GPT& m, PostValidation& pv, bool save) {
 }
 
 void post_validation_free(PostValidation& pv) {
-    for (Tensor* t : {&pv.master, &pv.weights, &pv.adam_m, &pv.adam_v, &pv.grads}) tensor_free(*t), *t = Tensor();
+    for (Tensor* t : {&pv.master, &pv.weights, &pv.adam_m, &pv.adam_v, &pv.grads}) counted_free(*t, MemoryKind::Snapshot), *t = Tensor();
 }
 
 // The pending step's checks, now that its reduction has arrived: the same loss, norm, verdict and clip as the
@@ -64,6 +64,7 @@ StepStats post_validated_step(GPT& m, PostValidation& pv, const int32_t* inputs,
     m.step = step;
     m.pipe.post_validation = true;  // no loss broadcast at the pipeline's end; the embedding's sum starts early
     side_comm(m.grid->pp_comm), side_comm(m.grid->emb_comm);  // (made once, here, where every rank is together)
+    if (pv.master.empty()) snapshot(m, pv, true);  // allocated before the first step's peak, which then holds it
     float local = forward_backward(m, inputs, targets, B_local, S, micro_batches);
     if (pv.pending) {
         const StepStats before = validate(m, pv);

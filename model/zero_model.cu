@@ -38,6 +38,25 @@ void zero_model_optimizer_step(GPT& m, const AdamWStep& a) {
 }
 
 // ---- measured next to the formula ------------------------------------------------------------------------------
+// From the shape alone (recompute/formulas.h's stage_params counts the same parameters): a layer holds
+// 12h²/t + 7h/t + 6h of them on a TP rank (QKV, fc1 and their biases and the two projections split by t; the
+// layer norms and the row-parallel biases whole); the edges are the word embedding's Vp/t rows (the first
+// stage, and the head's tied copy), the positions' max_seq rows (the first stage) and the final norm's 2h
+// (the head's stage), as the pipeline places them (parallel/pipeline_stage.h).
+ZeroShapeUnits zero_units_from_shape(const GPT& m) {
+    ZeroShapeUnits u;
+    const int64_t h = m.cfg.channels, t = m.grid->tp, d = weight_ranks(*m.grid);
+    auto round_up = [&](int64_t x) { return (x + d - 1) / d * d; };
+    u.layers = (int)m.stage.layers.size();
+    u.layer = (12 * h * h + 7 * h) / t + 6 * h;
+    if (m.stage.holds(P_WTE)) u.edges += (int64_t)m.cfg.padded_vocab / t * h;
+    if (m.stage.holds(P_WPE)) u.edges += (int64_t)m.cfg.max_seq * h;
+    if (m.stage.holds(P_LNFW)) u.edges += 2 * h;
+    u.layer_padded = round_up(u.layer);
+    u.edges_padded = round_up(u.edges);
+    return u;
+}
+
 // Under a zero-bubble schedule a layer's bucket lives from its B to its W: the most micro-batches with B run
 // and W not, over the stage's ops, times the chunk's layers. Otherwise one bucket at a time.
 static int most_pending_buckets(const GPT& m, int M) {
@@ -67,8 +86,9 @@ ZeroStepInput zero_step_input(const GPT& m, int micro_batches) {
     ZeroUnitSizes& u = in.units;
     u.layers = (int)m.stage.layers.size();
     u.layers_per_chunk = m.stage.layers_per_chunk;
-    u.layer = u.layers > 0 ? (double)z.units[0].padded : 0;
-    u.edges = z.edges >= 0 ? (double)z.units[(size_t)z.edges].padded : 0;
+    const ZeroShapeUnits shape = zero_units_from_shape(m);  // the model's shape, not the layout measured
+    u.layer = u.layers > 0 ? (double)shape.layer_padded : 0;
+    u.edges = (double)shape.edges_padded;
     for (int c = 0; c < m.stage.chunks; c++) {
         u.edges_forward = u.edges_forward || zero_chunk_reads_edges(m.stage, c, ZeroPass::Forward);
         u.edges_backward = u.edges_backward || zero_chunk_reads_edges(m.stage, c, ZeroPass::Backward);

@@ -15,6 +15,7 @@ HostActivationPool::~HostActivationPool() {
     };
     for (auto& kv : free_) free_block(kv.second);
     for (auto& kv : live_blocks_) free_block(kv.first);
+    rank_memory().add(MemoryKind::OffloadHost, -(int64_t)live_);  // still live: no longer
 }
 
 void* HostActivationPool::alloc(size_t bytes) {
@@ -33,6 +34,7 @@ void* HostActivationPool::alloc(size_t bytes) {
     live_blocks_[p] = bytes;
     live_ += bytes;
     if (live_ > peak_) peak_ = live_;
+    rank_memory().add(MemoryKind::OffloadHost, (int64_t)bytes);  // the rank's whole account (host memory)
     return p;
 }
 
@@ -40,6 +42,7 @@ void HostActivationPool::release(void* p) {
     auto it = live_blocks_.find(p);
     if (it == live_blocks_.end()) mm_fatal("HostActivationPool::release of a block it does not hold");
     live_ -= it->second;
+    rank_memory().add(MemoryKind::OffloadHost, -(int64_t)it->second);
     free_.emplace(round_block(it->second == 0 ? 1 : it->second), p);
     live_blocks_.erase(it);
 }

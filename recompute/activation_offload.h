@@ -71,8 +71,9 @@ public:
     // emptied (they are no longer on the device).
     void offload(int j, int layer, SavedLayer& s);
     // The copies of the layers offloaded so far are complete (ctx.stream waits for them) and their device
-    // blocks go back to the allocator. The model calls it at a chunk's last layer, so that a micro-batch's
-    // forward ends with its offloaded layers off the device.
+    // blocks go back to the allocator. The model calls it after each layer's forward, before that layer's own
+    // offload (so a layer's blocks are released one layer later), and at a chunk's last layer, so that a
+    // micro-batch's forward ends with its offloaded layers off the device (model/offload_layers.h).
     void flush();
     // Bring (j, layer) back into s: issue (idempotent), then wait (ctx.stream ordered after the copy; s's
     // fields usable by the backward). Both no-ops for a pair that was not offloaded.

@@ -15,9 +15,10 @@ const char* model_state_name(int kind) {
 
 Tensor ModelStateMemory::alloc(Device device, DType dtype, int64_t n, int kind) {
     const std::string what = std::string("the model state '") + model_state_name(kind) + "'";
-    Tensor t = tensor_zeros(device, dtype, n, what.c_str());
+    Tensor t = counted_alloc(device, dtype, n, MemoryKind::ModelStates, what.c_str());
     bytes[kind] += (int64_t)t.bytes();
     elements[kind] += n;
+    this->device = device;
     return t;
 }
 
@@ -25,6 +26,18 @@ void ModelStateMemory::release(Tensor& t, int kind) {
     if (!t.data) return;
     bytes[kind] -= (int64_t)t.bytes();
     elements[kind] -= t.n;
+    counted_free(t, MemoryKind::ModelStates);
+}
+
+Tensor counted_alloc(Device device, DType dtype, int64_t n, MemoryKind kind, const char* what) {
+    Tensor t = tensor_zeros(device, dtype, n, what);
+    rank_memory().add(kind, (int64_t)t.bytes());
+    return t;
+}
+
+void counted_free(Tensor& t, MemoryKind kind) {
+    if (!t.data) return;
+    rank_memory().add(kind, -(int64_t)t.bytes());
     tensor_free(t);
 }
 

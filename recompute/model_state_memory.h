@@ -24,20 +24,28 @@
 // (Megatron's 12 bytes per parameter); in fp32 training the master weights are the model itself.
 #pragma once
 #include <cstdint>
+#include "../layers/rank_memory.h"  // the rank's whole account, which this one feeds
 #include "../layers/runtime.h"
 
 enum ModelStateKind { kStateWeights = 0, kStateGrads, kStateMaster, kStateMomentM, kStateMomentV, kNumStateKinds };
 const char* model_state_name(int kind);  // "weights", "gradients", "master", "adam_m", "adam_v"
 
-// The tagged account: every model-state buffer is allocated and freed through it.
+// The tagged account: every model-state buffer is allocated and freed through it (and counted in the rank's
+// whole account, rank_memory(), as MemoryKind::ModelStates).
 struct ModelStateMemory {
     int64_t bytes[kNumStateKinds] = {};
     int64_t elements[kNumStateKinds] = {};
+    Device device = Device::CPU;  // where the states live (the last alloc's)
     Tensor alloc(Device device, DType dtype, int64_t n, int kind);  // zero-filled, counted under `kind`
     void release(Tensor& t, int kind);                              // no-op on an empty tensor
     int64_t total() const;
     int64_t optimizer(bool bf16) const;  // moments, + master in bf16 training (see above)
 };
+
+// A buffer outside the model states' own account that the rank's whole account still counts, under `kind`:
+// post-validation's snapshot (a second copy of the states, model/post_validation.h). Zero-filled.
+Tensor counted_alloc(Device device, DType dtype, int64_t n, MemoryKind kind, const char* what);
+void counted_free(Tensor& t, MemoryKind kind);  // no-op on an empty tensor
 
 // The formula for n local parameters on a data-parallel group of d ranks.
 struct ModelStateFormula {

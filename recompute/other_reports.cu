@@ -1,6 +1,7 @@
 // other_reports.cu — what --memory-report prints around the Table 2 comparison (see other_reports.h).
 #include "other_reports.h"
 
+#include <cstdio>
 #include <cstring>
 
 #include "table2.h"
@@ -9,6 +10,62 @@ void add_model_state(MemoryReport& r, const ModelStateMemory& measured, const Mo
     r.have_model_state = true;
     r.model_state = measured;
     r.model_state_formula = formula;
+}
+
+bool process_resident(double* hwm, double* rss) {
+    FILE* f = fopen("/proc/self/status", "r");
+    if (!f) return false;
+    char line[256];
+    int found = 0;
+    while (fgets(line, sizeof line, f)) {
+        long long kb = 0;
+        if (sscanf(line, "VmHWM: %lld kB", &kb) == 1) *hwm = kb * 1024.0, found |= 1;
+        if (sscanf(line, "VmRSS: %lld kB", &kb) == 1) *rss = kb * 1024.0, found |= 2;
+    }
+    fclose(f);
+    return found == 3;
+}
+
+// Everything the rank's accounts hold, by kind, at the high-water mark of their sum (RankMemory): the total
+// "on this rank" is that sum, measured by the allocators as the buffers came and went, never a formula. Each
+// kind's own peak beside it (the kinds peak at different moments: the activations mid-forward, ZeRO-2's
+// gathers at the optimizer step). On the CPU device the "device" is the host's memory: the process's
+// resident memory is printed beside it.
+static void print_rank_total(FILE* f, const MemoryReport& r) {
+    const RankMemory& a = rank_memory();  // as the step left it (layers/rank_memory.h)
+    const bool cuda = r.model_state.device == Device::CUDA;
+    const bool offloaded = a.kind_peak[(int)MemoryKind::OffloadHost] > 0;
+    const char* note[kNumMemoryKinds] = {
+        "saved for backward, and the step's outputs and gradients in flight",
+        "the layers' \"tmp:\" work buffers",
+        "weights, gradients, master, moments (the table above)",
+        "ZeRO-3's gathered units; ZeRO-2's optimizer all-gather",
+        "ZeRO-2/3's gradient buckets",
+        "--optimizer-post-validation's copy of the states",
+        cuda ? "pinned host memory, not the GPU's" : "host memory: on the CPU device the same RAM as every row above"};
+    fprintf(f, "\nEverything this rank's accounts hold (measured by the allocators, at the high-water mark of their sum)\n");
+    fprintf(f, "  %-16s %14s %14s %14s\n", "kind", "at the peak", "its own peak", "after the step");
+    for (int k = 0; k < kNumMemoryKinds; k++)
+        fprintf(f, "  %-16s %14lld %14lld %14lld   %s\n", memory_kind_name((MemoryKind)k), (long long)a.at_peak[k],
+                (long long)a.kind_peak[k], (long long)a.live[k], note[k]);
+    fprintf(f, "  %-16s %14lld %14s %14lld   on this rank at its peak (%s)\n", "total", (long long)a.total_at_peak(), "-",
+            (long long)a.live_total, human_bytes((double)a.total_at_peak()).c_str());
+    if (cuda && offloaded)
+        fprintf(f, "  on the GPU: %s at that moment (the total less the pinned host pool); the GPU's own high-water mark,\n"
+                   "  every kind but the host pool: %s\n",
+                human_bytes((double)(a.total_at_peak() - a.at_peak[(int)MemoryKind::OffloadHost])).c_str(),
+                human_bytes((double)a.peak_without_host).c_str());
+    fprintf(f, "  not in these accounts: the %s, communication buffers, token ids, and the allocators' cached blocks\n",
+            cuda ? "CUDA context, cuBLAS's and ctx_scratch's workspaces" : "program and libraries");
+    double hwm = 0, rss = 0;
+    if (!cuda && process_resident(&hwm, &rss)) {
+        fprintf(f, "  process resident memory (/proc/self/status): peak %s (VmHWM), now %s (VmRSS): on the CPU device the\n"
+                   "  \"device\" and the host are the same memory, and this is what the process really holds\n",
+                human_bytes(hwm).c_str(), human_bytes(rss).c_str());
+        if (offloaded)
+            fprintf(f, "  note: offloading on the CPU device moves activations between two pools of the same RAM: the device's\n"
+                       "  activation figures drop, the process's memory does not (its host pool is the \"offload host\" row)\n");
+    }
 }
 
 // The model states: each kind measured next to bytes/parameter × parameters (recompute/model_state_memory.h),
@@ -46,9 +103,7 @@ static void print_model_state(FILE* f, const MemoryReport& r) {
             (long long)(m.total() - F.total), F.per_param, human_bytes((double)m.total()).c_str());
     fprintf(f, "  %-16s %14lld %14lld %10lld %12s   %s\n", "optimizer state", (long long)m.optimizer(F.bf16), (long long)F.optimizer,
             (long long)(m.optimizer(F.bf16) - F.optimizer), "-", F.bf16 ? "master + moments" : "moments");
-    const double acts = r.model_measured + r.model_extras;
-    fprintf(f, "  model states + saved activations: %s + %s = %s on this rank\n", human_bytes((double)m.total()).c_str(),
-            human_bytes(acts).c_str(), human_bytes((double)m.total() + acts).c_str());
+    print_rank_total(f, r);
 }
 
 void print_memory_report(FILE* f, const MemoryReport& r) {
@@ -134,6 +189,17 @@ std::string memory_report_json(const MemoryReport& r) {
         num("optimizer_state_formula", (double)F.optimizer);
         num("model_state_padding", (double)(F.padded - F.n));
         j += F.distributed ? "\"distributed_optimizer\":true," : "\"distributed_optimizer\":false,";
+        const RankMemory& a = rank_memory();
+        num("rank_peak_bytes", (double)a.total_at_peak());
+        num("rank_peak_without_host_bytes", (double)a.peak_without_host);  // every kind of the rank's account at its high-water mark
+        j += "\"rank_at_peak\":{";
+        for (int k = 0; k < kNumMemoryKinds; k++) {
+            snprintf(b, sizeof b, "%s\"%s\":%lld", k ? "," : "", memory_kind_name((MemoryKind)k), (long long)a.at_peak[k]);
+            j += b;
+        }
+        j += "},";
+        double hwm = 0, rss = 0;
+        if (r.model_state.device == Device::CPU && process_resident(&hwm, &rss)) num("process_vmhwm_bytes", hwm), num("process_vmrss_bytes", rss);
     }
     j += "\"layers_identical\":";
     j += r.layers_identical ? "true," : "false,";

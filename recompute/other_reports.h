@@ -13,8 +13,14 @@
 #include <vector>
 #include "memory_report.h"
 
-// Add the model states to a report: `measured` is the model's tagged account (GPT::state_memory).
+// Add the model states to a report: `measured` is the model's tagged account (GPT::state_memory). The report
+// then also prints the rank's whole account (layers/rank_memory.h) as the step left it: every kind at the high-
+// water mark of their sum, the total "on this rank" (RankMemory::total_at_peak, which equals that mark).
 void add_model_state(MemoryReport& r, const ModelStateMemory& measured, const ModelStateFormula& formula);
+
+// The process's resident memory from /proc/self/status (VmHWM, VmRSS; bytes): false when unreadable. On the
+// CPU device the "device" is this memory.
+bool process_resident(double* hwm, double* rss);
 
 // The whole report, as --memory-report prints it: the header lines, the Table 2 comparison, then the rest.
 void print_memory_report(FILE* f, const MemoryReport& r);

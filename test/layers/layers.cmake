@@ -6,7 +6,7 @@
 # MODULES: the op's own object library and what it calls, nothing else.
 mm_test(test_matmul SOURCES test/layers/test_matmul.cu MODULES matmul runtime LABELS unit ARGS --cpu)
 mm_test(test_gpu_matmul EXE test_matmul LABELS gpu ARGS --gpu)
-mm_test(test_linear SOURCES test/layers/test_linear.cu MODULES linear weight_grad_queue activation_allocator matmul runtime LABELS unit ARGS --cpu)
+mm_test(test_linear SOURCES test/layers/test_linear.cu MODULES linear weight_grad_queue activation_allocator rank_memory matmul runtime LABELS unit ARGS --cpu)
 mm_test(test_gpu_linear EXE test_linear LABELS gpu ARGS --gpu)
 mm_test(test_attention SOURCES test/layers/test_attention.cu MODULES attention matmul runtime LABELS unit ARGS --cpu)
 mm_test(test_gpu_attention EXE test_attention LABELS gpu ARGS --gpu)
@@ -38,7 +38,7 @@ mm_test(test_runtime SOURCES test/layers/test_runtime.cu MODULES runtime LABELS 
 mm_test(test_gpu_runtime EXE test_runtime LABELS gpu ARGS --gpu)
 # Every kernel instantiation the trainer can pick is reached by a gpu test's shape (test/layers/gpu_shapes.h);
 # the choices are host functions, so this runs without a GPU.
-mm_test(test_kernel_coverage SOURCES test/layers/test_kernel_coverage.cu MODULES attention layernorm linear weight_grad_queue activation_allocator matmul
+mm_test(test_kernel_coverage SOURCES test/layers/test_kernel_coverage.cu MODULES attention layernorm linear weight_grad_queue activation_allocator rank_memory matmul
         runtime LABELS unit)
 # The tensor-core kernels' instruction budget (bench/sass_budget.py): instructions per HMMA in each kernel's main
 # loop, counted on this build's own sm_90 SASS of flash_attention_tc.cu (cuobjdump -sass), no GPU. A count of the

@@ -16,6 +16,11 @@ mm_test(test_activation_offload_interleaved EXE test_activation_offload LABELS m
 mm_test(test_gpu_activation_offload EXE test_activation_offload LABELS gpu NP 1 ARGS --device cuda --policy layers --micro 2)
 mm_test(test_gpu_activation_offload_first_stage_pp2 EXE test_activation_offload LABELS gpu NP 2
         ARGS --device cuda --pp 2 --micro 4 --batch 8 --policy in-flight)
+# The forward's peak at pp 1 (measured mid-chunk by the allocator): with offloading at least L − 3 layers lower than
+# without, since a layer's blocks go back one layer later (model/offload_layers.cu); released only at the chunk's end,
+# it fails. The CPU copies at once, so only the GPU's (and the emulated one's) event-ordered path can show it.
+mm_test(test_gpu_activation_offload_forward_peak EXE test_activation_offload LABELS gpu NP 1 ARGS --device cuda --forward-peak --layers 8)
+mm_test(test_activation_offload_forward_peak EXE test_activation_offload LABELS mpi NP 1 ARGS --forward-peak --layers 8)
 mm_test(test_gpu_activation_offload_without_wait_fails EXE test_activation_offload LABELS gpu NP 1
         ARGS --device cuda --policy layers --skip-offload-wait --steps 1)
 # Bad input: two offloading policies at once (a flag error: exit 2); more layers than a model chunk has (a layout

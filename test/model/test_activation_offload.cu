@@ -13,6 +13,10 @@
 //      (the allocator's snapshot, as --memory-report takes it) == the formula at the device's counts;
 //   3. --policy in-flight at pp > 1 (the first-stage policy): every stage keeps on the device the layer-micro-
 //      batches the last stage keeps, measured (and the first stage moved some).
+//   --forward-peak [--layers L] (pp 1): the forward's peak, mid-chunk, is at least (L − 3) layers lower with offloading
+//      than without: a layer's device blocks go back one layer later, not at the chunk's end (forward_peak).
+//   After the step of 2.: --memory-report's rank total == the high-water mark of the rank's whole account, the host
+//      pool in it (check_rank_total).
 //   --skip-offload-wait (negative control, --device cuda on the emulated GPU): the copy stream does not wait for
 //      the layer's forward; the gradients must then differ from the run without offloading (checked: this test
 //      passes only if they do).
@@ -20,6 +24,7 @@
 #include "model_fixture.h"
 #include "../../model/offload_model.h"
 #include "../../model/pipeline_step.h"
+#include "../../recompute/other_reports.h"
 
 static int g_rank = 0;
 
@@ -42,6 +47,71 @@ static Run run(const ModelSpec& spec, const OffloadPolicy& policy, int B, int S,
     return r;
 }
 
+// After a step: --memory-report's rank total (recompute/other_reports.h) == the high-water mark of the rank's whole
+// account; the host pool is in it (its own peak), and nothing is left there after the step.
+static void check_rank_total(ModelHarness& h) {
+    MemoryReport r;
+    add_model_state(r, h.model.state_memory, gpt_model_state_formula(h.model));
+    const RankMemory& a = rank_memory();
+    const HostActivationPool& pool = h.model.offload.mover->host();
+    const int host = (int)MemoryKind::OffloadHost;
+    CHECK(a.total_at_peak() == a.peak_total, "stage %d: the report's rank total %lld != the account's high-water mark %lld", h.grid.pp_rank,
+          (long long)a.total_at_peak(), (long long)a.peak_total);
+    CHECK(a.kind_peak[host] == (int64_t)pool.peak_bytes() && a.live[host] == 0, "stage %d: the account's host pool peak %lld (now %lld), "
+          "the pool's own %zu", h.grid.pp_rank, (long long)a.kind_peak[host], (long long)a.live[host], pool.peak_bytes());
+    // Without the host pool (and ZeRO-2/3's pool) only the activation allocator's blocks move beside the constant
+    // states: the peak of every kind but the host pool (on CUDA, the GPU's share) is exactly their sum.
+    if (!h.model.sharded.on())
+        CHECK(a.peak_without_host == (int64_t)h.alloc->peak_live_bytes() + h.model.state_memory.total(),
+              "stage %d: the account's peak without the host pool %lld != the activation allocator's peak %zu + the states %lld",
+              h.grid.pp_rank, (long long)a.peak_without_host, h.alloc->peak_live_bytes(), (long long)h.model.state_memory.total());
+    CHECK(a.peak_total >= (int64_t)h.alloc->peak_live_bytes() + h.model.state_memory.total(),
+          "stage %d: the account's peak %lld holds less than the activation allocator's peak %zu + the states %lld", h.grid.pp_rank,
+          (long long)a.peak_total, h.alloc->peak_live_bytes(), (long long)h.model.state_memory.total());
+}
+
+// The forward's peak at pp 1 (--forward-peak), measured by the allocator over one micro-batch's forward: with every
+// layer but the chunk's last offloaded, a layer's blocks go back one layer later (model/offload_layers.cu), so the
+// device holds at most two layers' saved tensors at once, and the peak must be at least (moved − 2) layers below the
+// run without offloading (a layer: its saved bytes, measured there). Released only at the chunk's end, the peak
+// falls by the head's share alone, mid-chunk: the check fails.
+static void forward_peak(const ModelSpec& spec, int B, int S) {
+    double peak[2] = {0, 0}, layer = 0;
+    for (int off = 0; off < 2; off++) {
+        ModelHarness h(spec, MPI_COMM_WORLD);
+        GPT& m = h.model;
+        OffloadPolicy p;
+        if (off) p.kind = OffloadPolicy::Layers;  // each chunk's layers but its last
+        offload_configure(m, p);
+        Batch b = make_batch(m.cfg, B, S, 1, h.grid.dp, h.grid.dp_rank);
+        gpt_zero_grad(m);
+        {
+            OffloadStep scope(m, 1);
+            h.alloc->reset_peak();
+            gpt_forward(m, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, true);
+            ctx_sync(h.ctx);
+            peak[off] = (double)h.alloc->peak_live_bytes();
+            if (!off) {
+                const ModelFormulaInput shape = formula_input(S, B / h.grid.dp, m.cfg.channels, m.cfg.heads, m.cfg.layers, m.cfg.padded_vocab,
+                                                              spec.tp, spec.sp, spec.rc, (int)dtype_size(spec.dtype), spec.attention, spec.cp);
+                const MemoryReport r = build_memory_report(h.alloc->live(), shape);
+                layer = r.per_layer_measured + r.per_layer_extras;
+            }
+            gpt_backward(m);
+        }
+        ctx_sync(h.ctx);
+        CHECK(h.alloc->live_bytes() == 0, "activations left after the backward: %zu bytes", h.alloc->live_bytes());
+    }
+    const int moved = spec.cfg.layers - 1;
+    if (g_rank == 0)
+        printf("  forward peak at pp 1, %d layers (%.0f B saved each): %.0f B without offloading, %.0f B with %d layers offloaded "
+               "(%.2f layers lower; at least %d required)\n", spec.cfg.layers, layer, peak[0], peak[1], moved, (peak[0] - peak[1]) / layer,
+               moved - 2);
+    CHECK(layer > 0 && peak[0] - peak[1] >= (moved - 2) * layer,
+          "the forward's peak with offloading (%.0f B) is only %.0f B below the run without (%.0f B): under %d layers of %.0f B; the "
+          "offloaded layers are not released one layer later", peak[1], peak[0] - peak[1], peak[0], moved - 2, layer);
+}
+
 // One step with the allocator keeping its peak snapshot: the bytes moved and held, against the formulas.
 static void measure(const ModelSpec& spec, const OffloadPolicy& policy, int B, int S, int micro) {
     ModelHarness h(spec, MPI_COMM_WORLD);
@@ -49,7 +119,9 @@ static void measure(const ModelSpec& spec, const OffloadPolicy& policy, int B, i
     offload_configure(m, policy);
     h.alloc->keep_peak_snapshot(true);
     Batch b = make_batch(m.cfg, B, S, 1, h.grid.dp, h.grid.dp_rank);
+    h.alloc->reset_peak();  // and the rank's whole account's (layers/activation_allocator.h)
     train_step(m, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, OptimConfig(), 1, 1e-3f, micro);
+    check_rank_total(h);
     const ModelFormulaInput shape = formula_input(S, B / h.grid.dp / micro, m.cfg.channels, m.cfg.heads, m.cfg.layers,
                                                   m.cfg.padded_vocab, spec.tp, spec.sp, spec.rc, (int)dtype_size(spec.dtype),
                                                   spec.attention, spec.cp);
@@ -94,7 +166,7 @@ int main(int argc, char** argv) {
     OffloadPolicy policy;
     policy.kind = OffloadPolicy::Layers;
     int micro = 1, steps = 4, B = 4, S = 16;
-    bool negative = false;
+    bool negative = false, fwd_peak = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--policy")) {
             const std::string v = argv[++i];
@@ -114,6 +186,8 @@ int main(int argc, char** argv) {
         else if (!strcmp(argv[i], "--recompute")) parse_recompute(argv[++i], &spec.rc);
         else if (!strcmp(argv[i], "--device")) spec.device = !strcmp(argv[++i], "cuda") ? Device::CUDA : Device::CPU;
         else if (!strcmp(argv[i], "--skip-offload-wait")) negative = true;
+        else if (!strcmp(argv[i], "--forward-peak")) fwd_peak = true;
+        else if (!strcmp(argv[i], "--layers")) spec.cfg = tiny_config(atoi(argv[++i]));
         else if (!strcmp(argv[i], "--schedule")) {
             const char* v = argv[++i];
             spec.schedule = !strcmp(v, "afab") ? PipeSchedule::AFAB : !strcmp(v, "interleaved") ? PipeSchedule::Interleaved
@@ -142,6 +216,14 @@ int main(int argc, char** argv) {
                spec.tp, spec.pp, pipe_schedule_name(spec.schedule), spec.chunks, spec.chunks == 1 ? "" : "s", spec.cp, micro,
                micro == 1 ? "" : "es", device_name(spec.device), dtype_name(spec.dtype), recompute_name(spec.rc),
                negative ? " (negative control: the copy stream does not wait for the forward)" : "");
+    if (fwd_peak) {
+        forward_peak(spec, B, S);
+        int failed = g_failures, any = 0;
+        MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        int rc = g_rank == 0 || g_failures ? test_finish("test_activation_offload --forward-peak") : 0;
+        MPI_Finalize();
+        return any ? 1 : rc;
+    }
     OffloadPolicy off;
     const Run plain = run(spec, off, B, S, micro, steps);
     g_test_hooks.skip_offload_wait = negative;

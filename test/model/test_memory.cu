@@ -7,16 +7,46 @@
 // real run at 5as/h = 80: SP alone and selective alone each roughly halve the TP baseline, together ~5×.
 // With --cp C (world = tp × C, flash attention): the same comparisons with the formulas at s/C, and the layer's
 // measured bytes C times smaller than the formula of one rank holding the whole sequence (no s² term is left).
+// In every layout: --memory-report's rank total equals the high-water mark of the rank's whole account, which
+// equals the activation allocator's own peak plus the model states' account (check_rank_total).
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include "model_fixture.h"
 #include "../../recompute/memory_report.h"
+#include "../../recompute/other_reports.h"
 #include "../../recompute/table2.h"
+
+// The report's rank total (recompute/other_reports.h: every kind of the rank's account at its high-water mark)
+// equals that high-water mark, its printed total line says so, and the mark equals what the two allocators
+// count on their own: the activation allocator's peak (activations and workspace) plus the model states' account
+// (nothing else is allocated by a plain forward and backward).
+static void check_rank_total(ModelHarness& h, MemoryReport r) {
+    add_model_state(r, h.model.state_memory, gpt_model_state_formula(h.model));
+    const RankMemory& a = rank_memory();
+    CHECK(a.total_at_peak() == a.peak_total, "the report's rank total %lld != the account's high-water mark %lld",
+          (long long)a.total_at_peak(), (long long)a.peak_total);
+    const int64_t own = (int64_t)h.alloc->peak_live_bytes() + h.model.state_memory.total();
+    CHECK(a.peak_total == own, "the account's high-water mark %lld != the activation allocator's peak %zu + the model states %lld",
+          (long long)a.peak_total, h.alloc->peak_live_bytes(), (long long)h.model.state_memory.total());
+    CHECK(a.at_peak[(int)MemoryKind::ModelStates] == h.model.state_memory.total(), "model states at the peak %lld, their account %lld",
+          (long long)a.at_peak[(int)MemoryKind::ModelStates], (long long)h.model.state_memory.total());
+    char* text = nullptr;
+    size_t len = 0;
+    FILE* f = open_memstream(&text, &len);
+    print_memory_report(f, r);
+    fclose(f);
+    const std::string lines(text, len);
+    free(text);
+    char total[96];
+    snprintf(total, sizeof total, "%-16s %14lld", "total", (long long)a.peak_total);  // as print_memory_report writes it
+    CHECK(lines.find(std::string("  ") + total) != std::string::npos, "the report prints no '%s' line:\n%s", total, lines.c_str());
+}
 
 static MemoryReport measure(const ModelSpec& s, int B, int S) {
     ModelHarness h(s, MPI_COMM_WORLD);
     Batch b = make_batch(s.cfg, B, S, 1, h.grid.dp, h.grid.dp_rank);
+    h.alloc->reset_peak();  // and the rank's whole account's (layers/activation_allocator.h)
     gpt_forward(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, true);
     const ModelFormulaInput shape = formula_input(S, B / h.grid.dp, s.cfg.channels, s.cfg.heads, s.cfg.layers,
                                                   s.cfg.padded_vocab, s.tp, h.grid.sp, s.rc, (int)dtype_size(s.dtype),
@@ -24,6 +54,7 @@ static MemoryReport measure(const ModelSpec& s, int B, int S) {
     MemoryReport r = build_memory_report(h.alloc->live(), shape);
     gpt_backward(h.model);
     CHECK(h.alloc->live_bytes() == 0, "activations left after backward: %zu bytes", h.alloc->live_bytes());
+    check_rank_total(h, r);
     return r;
 }
 

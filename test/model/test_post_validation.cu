@@ -10,10 +10,37 @@
 // one rolls it back); with a clip threshold below most steps' norms (the synchronous step clips, the
 // post-validated one rolls back and redoes the update with the clip's scale). For each: every step's loss, norm
 // and verdict equal, the gathered weights and moments after the last step bitwise equal, and the rollbacks
-// counted (0, 1, and as many as the synchronous run clipped).
+// counted (0, 1, and as many as the synchronous run clipped). At the last post-validated step: --memory-report's
+// rank total == the rank account's high-water mark, with the snapshot (16 bytes per fp32 parameter) in it.
 #include <cstring>
 #include "model_fixture.h"
 #include "../../model/post_validation.h"
+#include "../../recompute/other_reports.h"
+
+// --memory-report's rank total (recompute/other_reports.h) == the high-water mark of the rank's whole account, and
+// the snapshot is in it: its bytes == the model states' (it copies every one of them), counted at the peak.
+static void check_rank_total(ModelHarness& h, const PostValidation& pv) {
+    MemoryReport r;
+    add_model_state(r, h.model.state_memory, gpt_model_state_formula(h.model));
+    const RankMemory& a = rank_memory();
+    int64_t snap = 0;
+    for (const Tensor* t : {&pv.master, &pv.weights, &pv.adam_m, &pv.adam_v, &pv.grads}) snap += (int64_t)t->bytes();
+    const int64_t states = h.model.state_memory.total();
+    CHECK(a.total_at_peak() == a.peak_total, "the report's rank total %lld != the account's high-water mark %lld", (long long)a.total_at_peak(),
+          (long long)a.peak_total);
+    CHECK(snap == states && a.at_peak[(int)MemoryKind::Snapshot] == snap && a.live[(int)MemoryKind::Snapshot] == snap,
+          "the snapshot holds %lld bytes (the states %lld); the account counts %lld at the peak, %lld now", (long long)snap,
+          (long long)states, (long long)a.at_peak[(int)MemoryKind::Snapshot], (long long)a.live[(int)MemoryKind::Snapshot]);
+    CHECK(a.peak_total >= (int64_t)h.alloc->peak_live_bytes() + states + snap,
+          "the account's peak %lld holds less than the activation allocator's peak %zu + the states %lld + the snapshot %lld",
+          (long long)a.peak_total, h.alloc->peak_live_bytes(), (long long)states, (long long)snap);
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0)
+        printf("  rank total at its peak %lld B: activations %lld + workspace %lld + states %lld + snapshot %lld\n", (long long)a.total_at_peak(),
+               (long long)a.at_peak[(int)MemoryKind::Activations], (long long)a.at_peak[(int)MemoryKind::Workspace],
+               (long long)a.at_peak[(int)MemoryKind::ModelStates], (long long)a.at_peak[(int)MemoryKind::Snapshot]);
+}
 
 int main(int argc, char** argv) {
     MPI_Init(&argc, &argv);
@@ -65,8 +92,10 @@ int main(int argc, char** argv) {
                 out.stats.push_back(train_step(h.model, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, lr, micro));
                 continue;
             }
+            if (st == steps) h.alloc->reset_peak();  // and the rank's whole account's (layers/activation_allocator.h)
             const StepStats v = post_validated_step(h.model, pv, b.inputs.data(), b.targets.data(), B / h.grid.dp, S, oc, st, lr, micro);
             if (v.step) out.stats.push_back(v);
+            if (st == steps) check_rank_total(h, pv);
         }
         if (post)
             for (const StepStats& v : post_validation_settle(h.model, pv)) out.stats.push_back(v);

@@ -19,11 +19,15 @@
 //       fp32: ZeRO-1's and ZeRO-2's reduce-scatter + all-gather == one all-reduce's bytes, ZeRO-3's 1.5 times,
 //       its forward and backward gathers equal; with several micro-batches ZeRO-2 reduce-scatters each layer
 //       once per micro-batch; under full recompute every backward gather serves the rerun forward first.
+//       The formula's unit sizes come from the model's shape: a layout planted with too much padding is
+//       caught (measured != formula). After the step, --memory-report's rank total == the high-water mark of
+//       the rank's whole account, each kind's peak == its own counter (check_rank_total).
 //   --nan   a NaN in one gradient: ZeRO-2 and ZeRO-3 refuse the step, leave the weights, and name the tensor
 //           ZeRO-1 names.
 #include <cstring>
 #include "../model/model_fixture.h"
 #include "../../model/zero_model.h"
+#include "../../recompute/other_reports.h"
 
 static int g_rank = 0;
 
@@ -82,6 +86,71 @@ static int64_t expected_states(int stage, bool bf16, int64_t n, int64_t S) {
     return bf16 ? 18 * S : 16 * S;
 }
 
+// The formula takes ZeRO's unit sizes from the model's shape (zero_units_from_shape), not from the layout under
+// test: a layout built the same way but padding each unit by d more elements holds more, and the formula must
+// say so (measured != formula), where the old formula, fed the layout's own padding, agreed with it.
+static void planted_padding_is_caught(ModelHarness& h, int stage, bool bf16) {
+    GPT& m = h.model;
+    const int d = weight_ranks(h.grid);
+    const ZeroShapeUnits u = zero_units_from_shape(m);
+    CHECK(u.n() == m.n_params && u.padded() == m.sharded.padded, "ZeRO-%d: the shape's units hold %lld (padded %lld), the layout %lld (%lld)",
+          stage, (long long)u.n(), (long long)u.padded(), (long long)m.n_params, (long long)m.sharded.padded);
+    ZeroSharding wrong;
+    zero_layout(wrong, stage, m.n_params, m.offsets, m.sizes, m.stage.layers, d, m.sharded.rank, m.weights.dtype, h.ctx.device);
+    wrong.shard = wrong.padded = 0;
+    for (ZeroUnit& unit : wrong.units) {  // the planted mistake: each unit padded by d more than it needs
+        unit.padded += d;
+        unit.piece = unit.padded / d;
+        unit.shard_at = wrong.shard;
+        wrong.shard += unit.piece;
+        wrong.padded += unit.padded;
+    }
+    ModelStateMemory mem;
+    ModelStates st = zero_states_allocate(mem, wrong, h.ctx.device, m.weights.dtype);
+    const ModelStateFormula shape_formula = gpt_model_state_formula(m);
+    const ModelStateFormula layout_formula = model_state_formula_zero(stage, wrong.n, wrong.padded, d, bf16);
+    CHECK(mem.total() != shape_formula.total, "ZeRO-%d: a layout padded by %d per unit holds %lld bytes, and the formula from the "
+          "shape agrees (%lld): the wrong padding went unseen", stage, d, (long long)mem.total(), (long long)shape_formula.total);
+    CHECK(mem.total() == layout_formula.total, "ZeRO-%d: the planted layout holds %lld, the formula at its own padding %lld", stage,
+          (long long)mem.total(), (long long)layout_formula.total);
+    if (g_rank == 0)
+        printf("  ZeRO-%d %s, a layout padded by %d more per unit: holds %lld B, the formula from the shape %lld B (caught; fed the "
+               "layout's own padding it would say %lld)\n", stage, bf16 ? "bf16" : "fp32", d, (long long)mem.total(),
+               (long long)shape_formula.total, (long long)layout_formula.total);
+    model_states_free(mem, st);
+}
+
+// After a step: --memory-report's rank total (recompute/other_reports.h) == the high-water mark of the rank's whole
+// account, and each kind's own peak == what its own counter says: the model states' account, ZeRO's gathered and
+// bucket peaks (zero_sharding.h's counters), the activation allocator's peak.
+static void check_rank_total(ModelHarness& h, int stage) {
+    MemoryReport r;
+    add_model_state(r, h.model.state_memory, gpt_model_state_formula(h.model));
+    const RankMemory& a = rank_memory();
+    const ZeroSharding& z = h.model.sharded;
+    auto kind = [&](MemoryKind k) { return a.kind_peak[(int)k]; };
+    CHECK(a.total_at_peak() == a.peak_total, "ZeRO-%d: the report's rank total %lld != the account's high-water mark %lld", stage,
+          (long long)a.total_at_peak(), (long long)a.peak_total);
+    CHECK(kind(MemoryKind::ModelStates) == h.model.state_memory.total() && a.at_peak[(int)MemoryKind::ModelStates] == h.model.state_memory.total(),
+          "ZeRO-%d: model states in the account %lld, their own %lld", stage, (long long)kind(MemoryKind::ModelStates),
+          (long long)h.model.state_memory.total());
+    CHECK(kind(MemoryKind::ZeroGathered) == (int64_t)z.gathered_peak && kind(MemoryKind::ZeroBuckets) == (int64_t)z.bucket_peak,
+          "ZeRO-%d: gathered %lld and buckets %lld in the account, ZeRO's own peaks %zu and %zu", stage,
+          (long long)kind(MemoryKind::ZeroGathered), (long long)kind(MemoryKind::ZeroBuckets), z.gathered_peak, z.bucket_peak);
+    CHECK(kind(MemoryKind::Activations) + kind(MemoryKind::Workspace) >= (int64_t)h.alloc->peak_live_bytes() &&
+              a.peak_total >= (int64_t)h.alloc->peak_live_bytes() + h.model.state_memory.total() +
+                                  (z.edges >= 0 ? (int64_t)z.edges_bucket.bytes() : 0),
+          "ZeRO-%d: the account's peak %lld holds less than the activation allocator's peak %zu + the states %lld + the edges' bucket",
+          stage, (long long)a.peak_total, h.alloc->peak_live_bytes(), (long long)h.model.state_memory.total());
+    if (stage >= 2)
+        CHECK(a.at_peak[(int)MemoryKind::ZeroGathered] + a.at_peak[(int)MemoryKind::ZeroBuckets] > 0,
+              "ZeRO-%d: the rank's peak counts none of ZeRO's buffers", stage);
+    if (g_rank == 0)
+        printf("  ZeRO-%d: rank total at its peak %lld B = activations %lld + workspace %lld + states %lld + gathered %lld + buckets %lld\n",
+               stage, (long long)a.total_at_peak(), (long long)a.at_peak[0], (long long)a.at_peak[1], (long long)a.at_peak[2],
+               (long long)a.at_peak[3], (long long)a.at_peak[4]);
+}
+
 static void memory(ModelSpec spec, int B, int micro) {
     int world = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
@@ -104,11 +173,14 @@ static void memory(ModelSpec spec, int B, int micro) {
                 CHECK(f.total == expected_states(stage, bf, m.n_params, m.sharded.shard) && m.sharded.shard * d == m.sharded.padded,
                       "ZeRO-%d %s: %lld bytes, by hand %lld", stage, dtype_name(s.dtype), (long long)f.total,
                       (long long)expected_states(stage, bf, m.n_params, m.sharded.shard));
+            if (stage >= 2) planted_padding_is_caught(h, stage, bf);
             // One step, then the buffers' high-water marks and the step's bytes.
             OptimConfig oc;
             Batch b = make_batch(m.cfg, B, 16, 1, h.grid.dp, h.grid.dp_rank);
             weight_comm(h.grid).counters.reset();
+            h.alloc->reset_peak();  // and the rank's whole account's
             train_step(m, b.inputs.data(), b.targets.data(), B / h.grid.dp, 16, oc, 1, 1e-3f, micro);
+            check_rank_total(h, stage);
             const ZeroStepInput in = zero_step_input(m, micro);
             const ZeroStepFormula F = zero_step_formula(in);
             if (stage == 1) {
@@ -144,8 +216,9 @@ static void memory(ModelSpec spec, int B, int micro) {
             if (stage == 2 && micro > 1)  // per micro-batch: every layer once per micro-batch, the edges once
                 CHECK(z.step.reduce_scatters == micro * (int)m.stage.layers.size() + (z.edges >= 0 ? 1 : 0), "ZeRO-2 reduce-scatters %d",
                       z.step.reduce_scatters);
-            // The claims of the issue, at pp 1, one micro-batch, fp32 (no unit padding in this model):
-            if (!bf && micro == 1 && spec.pp == 1) {
+            // The claims of the issue, at pp 1, one micro-batch, fp32, d = 2 (no unit padding in this model; at d = 3
+            // test_zero_sharding_memory_dp3 pads every unit, and the formula from the shape must follow):
+            if (!bf && micro == 1 && spec.pp == 1 && d == 2) {
                 CHECK(z.padded == m.n_params, "the model was meant to need no padding (%lld vs %lld)", (long long)z.padded, (long long)m.n_params);
                 if (stage == 2)
                     CHECK(F.total() == F.all_reduce && (double)z.step.reduce_scatter == (double)rs1[0],

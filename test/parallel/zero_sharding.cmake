@@ -17,6 +17,8 @@ mm_test(test_zero_sharding_pp2_dp2_zbv_micro4 EXE test_zero_sharding LABELS mpi 
 # 1.5x the all-reduce), per micro-batch, under full recompute, and under ZB-H1 (buckets held from B to W).
 mm_test(test_zero_sharding_memory_dp2 EXE test_zero_sharding LABELS mpi NP 2 ARGS --memory)
 mm_test(test_zero_sharding_memory_dp2_micro2_full EXE test_zero_sharding LABELS mpi NP 2 ARGS --memory --micro 2 --recompute full)
+# At dp 3 every unit of this model is padded (the formula's padding comes from the model's shape, not the layout).
+mm_test(test_zero_sharding_memory_dp3 EXE test_zero_sharding LABELS mpi NP 3 ARGS --memory --batch 6)
 mm_test(test_zero_sharding_memory_pp2_dp2_zbh1 EXE test_zero_sharding LABELS mpi NP 4 ARGS --memory --pp 2 --schedule zb-h1 --micro 4 --batch 8)
 mm_test(test_zero_sharding_nan_dp2 EXE test_zero_sharding LABELS mpi NP 2 ARGS --nan)
 # Against one rank (test_equivalence, 3 steps, dropout on): every schedule (AFAB, 1F1B, interleaved, ZB-H1, ZB-H2,
