@@ -8,6 +8,30 @@
 #include "zero_bubble_schedule.h"
 
 using Duration = std::function<double(int, int, const PipeOp&)>;  // (step, stage, op)
+// Each stage's idle time from when it started and ended its steps, and the step: synchronized (post_validation
+// false), one step from the first op's start on any stage to the last op's end on any; post-validated, each
+// stage's steady period over the steps from `from` on (the first ones fill up), less its busy time.
+static void settle_idle(PipeSimulation& out, const std::vector<std::vector<double>>& first,
+                        const std::vector<std::vector<double>>& last, const std::vector<double>& busy, int p, int steps,
+                        int from, bool post_validation) {
+    out.first = first;
+    out.idle.assign((size_t)p, 0.0);
+    if (!post_validation) {
+        double lo = INFINITY, hi = -INFINITY;
+        for (int r = 0; r < p; r++) lo = std::min(lo, first[0][(size_t)r]), hi = std::max(hi, last[0][(size_t)r]);
+        out.step = hi - lo;
+        for (int r = 0; r < p; r++) out.idle[(size_t)r] = out.step - busy[(size_t)r];
+        return;
+    }
+    double period = 0;
+    for (int r = 0; r < p && steps > 1; r++) {
+        const double mine = (first[(size_t)steps - 1][(size_t)r] - first[(size_t)from][(size_t)r]) / std::max(steps - 1 - from, 1);
+        out.idle[(size_t)r] = mine - busy[(size_t)r];
+        period = std::max(period, mine);
+    }
+    out.step = period;
+}
+
 static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const Duration& duration, bool post_validation,
                                double latency, int steps);
 
@@ -74,23 +98,7 @@ static PipeSimulation simulate(PipeSchedule s, int p, int M, int m, const Durati
         if (post_validation && k == steps - 1) out.next = done;
         if (!post_validation) break;
     }
-    out.first = first;
-    out.idle.assign((size_t)p, 0.0);
-    if (!post_validation) {
-        double lo = INFINITY, hi = -INFINITY;
-        for (int r = 0; r < p; r++) lo = std::min(lo, first[0][(size_t)r]), hi = std::max(hi, last[0][(size_t)r]);
-        out.step = hi - lo;
-        for (int r = 0; r < p; r++) out.idle[(size_t)r] = out.step - busy[(size_t)r];
-        return out;
-    }
-    // Steady state: every stage's period is the same once the steps have settled; take stage 0's and each one's.
-    double period = 0;
-    for (int r = 0; r < p && steps > 1; r++) {
-        const double mine = (first[(size_t)steps - 1][(size_t)r] - first[(size_t)from][(size_t)r]) / std::max(steps - 1 - from, 1);
-        out.idle[(size_t)r] = mine - busy[(size_t)r];
-        period = std::max(period, mine);
-    }
-    out.step = period;
+    settle_idle(out, first, last, busy, p, steps, from, post_validation);
     return out;
 }
 
@@ -200,24 +208,8 @@ PipeSimulation pipe_replay_record(const std::vector<std::vector<PipeStageRecord>
     for (int r = 0; r < p; r++)
         for (const PipeRecordedOp& o : records.back()[(size_t)r].ops) busy[(size_t)r] += duration(r, o.op);
     out.busy = busy[0];
-    out.first = first;
-    out.idle.assign((size_t)p, 0.0);
     out.stages = done[(size_t)std::max(steps - 2, 0)];
-    if (!post_validation) {
-        double lo = INFINITY, hi = -INFINITY;
-        for (int r = 0; r < p; r++) lo = std::min(lo, first[0][(size_t)r]), hi = std::max(hi, last[0][(size_t)r]);
-        out.step = hi - lo;
-        for (int r = 0; r < p; r++) out.idle[(size_t)r] = out.step - busy[(size_t)r];
-        return out;
-    }
-    out.next = done.back();
-    const int from = std::min(6, steps / 2);  // (as simulate: the first steps fill up)
-    double period = 0;
-    for (int r = 0; r < p && steps > 1; r++) {
-        const double mine = (first[(size_t)steps - 1][(size_t)r] - first[(size_t)from][(size_t)r]) / std::max(steps - 1 - from, 1);
-        out.idle[(size_t)r] = mine - busy[(size_t)r];
-        period = std::max(period, mine);
-    }
-    out.step = period;
+    if (post_validation) out.next = done.back();
+    settle_idle(out, first, last, busy, p, steps, std::min(6, steps / 2), post_validation);  // (as simulate)
     return out;
 }
