@@ -49,9 +49,9 @@ PYTHON = /usr/bin/python3
 # (4.46's imports torch.distributed.fsdp, which fails to import in that torch under Python 3.11).
 TRANSFORMERS_VERSION = 4.44.2
 PIP_PACKAGES = transformers==$(TRANSFORMERS_VERSION) 'tokenizers<0.20' safetensors
-# cuobjdump, which the CUDA toolkit here may lack (test_sass_budget reads the tensor-core kernels' SASS with it):
-# PyPI's copy, for PYTHON (bench/sass_budget.py looks in its packages).
-CUOBJDUMP_PACKAGE = nvidia-cuda-cuobjdump==13.4.92
+# cuobjdump and the nvdisasm it runs, which the CUDA toolkit here may lack (test_sass_budget reads the tensor-core
+# kernels' SASS with them): PyPI's copies, for PYTHON (bench/sass_budget.py looks in its packages).
+CUOBJDUMP_PACKAGE = nvidia-cuda-cuobjdump==13.4.92 nvidia-cuda-nvdisasm==13.4.92
 CONFIGURE = PATH="$$PATH:/usr/local/cuda/bin" cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 # A new build folder uses Ninja when it is installed: it compiles a program's own files alongside the
 # libraries it links instead of after them. (An existing folder keeps the generator it was made with.)
@@ -91,9 +91,11 @@ deps:
 	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing $(PIP_PACKAGES) for $(PYTHON)"; \
 	  $(PYTHON) -m pip install -q --break-system-packages $(PIP_PACKAGES) || exit 1; \
 	else echo "deps: missing $(PIP_PACKAGES) for $(PYTHON); run: sudo $(PYTHON) -m pip install --break-system-packages $(PIP_PACKAGES)"; exit 1; fi
-	@if command -v cuobjdump >/dev/null || test -x /usr/local/cuda/bin/cuobjdump || \
-	   ls /usr/local/lib/python3*/dist-packages/nvidia/cu*/bin/cuobjdump >/dev/null 2>&1; then \
-	  echo "deps: cuobjdump present (bench/sass_budget.py reads the kernels' SASS with it)"; \
+	@if { command -v cuobjdump && command -v nvdisasm; } >/dev/null || \
+	   { test -x /usr/local/cuda/bin/cuobjdump && test -x /usr/local/cuda/bin/nvdisasm; } || \
+	   ls /usr/local/lib/python3*/dist-packages/nvidia/cu*/bin/cuobjdump \
+	      /usr/local/lib/python3*/dist-packages/nvidia/cu*/bin/nvdisasm >/dev/null 2>&1; then \
+	  echo "deps: cuobjdump and nvdisasm present (bench/sass_budget.py reads the kernels' SASS with them)"; \
 	elif [ "$$(id -u)" = 0 ]; then echo "deps: installing $(CUOBJDUMP_PACKAGE) for $(PYTHON) (the SASS of bench/sass_budget.py)"; \
 	  $(PYTHON) -m pip install -q --break-system-packages $(CUOBJDUMP_PACKAGE) || exit 1; \
 	else echo "deps: missing cuobjdump; run: sudo $(PYTHON) -m pip install --break-system-packages $(CUOBJDUMP_PACKAGE)"; exit 1; fi

@@ -73,7 +73,7 @@ def find_cuobjdump():
             return c
     fail("cuobjdump not found ($CUOBJDUMP, on PATH, in /usr/local/cuda/bin, or in the Python packages of %s or the "
          "system's): install it with "
-         "'pip install nvidia-cuda-cuobjdump' (or the CUDA toolkit's cuda-cuobjdump), then run this again"
+         "'pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm' (or the CUDA toolkit's cuda-cuobjdump and cuda-nvdisasm), then run this again"
          % sys.executable, SKIP)
 
 
@@ -94,8 +94,11 @@ def compile_cubin(out_dir):
 
 def disassemble(path):
     tool = find_cuobjdump()
+    # cuobjdump -sass runs nvdisasm, which it looks for on PATH: PyPI's nvidia-cuda-nvdisasm puts it beside
+    # PyPI's cuobjdump, the toolkit beside its own.
+    env = dict(os.environ, PATH=os.path.dirname(tool) + os.pathsep + os.environ.get("PATH", ""))
     r = subprocess.run([tool, "-sass", "-arch", "sm_90", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True)
+                       text=True, env=env)
     if r.returncode != 0 or "Function :" not in r.stdout:
         fail("%s -sass -arch sm_90 %s gave no sm_90 code (%s): build it with 90 among CMAKE_CUDA_ARCHITECTURES, "
              "or run without --object to compile for sm_90 here" % (tool, path, (r.stderr or "no functions").strip()))
