@@ -15,7 +15,7 @@ bool pipeline_receive(GPT& m, const PipeOp& op, P2PMessage* recv, Tensor* local)
     const PipelineStage& st = m.stage;
     PipeMessage msg;
     *local = Tensor();
-    if (!pipe_op_receives(op, st.pp, st.rank, st.chunks, &msg, st.v_shape)) return false;
+    if (!pipe_op_receives(m.schedule, op, st.pp, st.rank, st.chunks, &msg)) return false;
     const int tag = pipe_message_tag(msg, st.pp, st.chunks);
     if (msg.peer == st.rank) {  // ZB-V's turn: handed over by this rank's own op (send_output)
         auto it = m.pipe.handoff.find(tag);
@@ -48,7 +48,7 @@ bool pipeline_receive(GPT& m, const PipeOp& op, P2PMessage* recv, Tensor* local)
 static void send_output(GPT& m, const PipeOp& op, Tensor t) {
     const PipelineStage& st = m.stage;
     PipeMessage msg;
-    if (!pipe_op_sends(op, st.pp, st.rank, st.chunks, &msg, st.v_shape)) return;
+    if (!pipe_op_sends(m.schedule, op, st.pp, st.rank, st.chunks, &msg)) return;
     const int tag = pipe_message_tag(msg, st.pp, st.chunks);
     if (msg.peer == st.rank) {
         m.pipe.handoff[tag] = t;
@@ -64,7 +64,7 @@ static Tensor synthetic_op(GPT& m, const PipeOp& op, Tensor in, double ms) {
     if (!in.empty()) m.alloc->release(in);
     timed_wait(*m.ctx, ms);
     PipeMessage msg;
-    if (!pipe_op_sends(op, m.stage.pp, m.stage.rank, m.stage.chunks, &msg, m.stage.v_shape)) return Tensor();
+    if (!pipe_op_sends(m.schedule, op, m.stage.pp, m.stage.rank, m.stage.chunks, &msg)) return Tensor();
     Tensor out = m.alloc->alloc(m.dtype, (int64_t)m.flight[(size_t)op.microbatch].shape.N_shard * m.cfg.channels, kModelLevel,
                                 op.kind == PipeOp::Forward ? "tmp:stage_out" : "tmp:dresidual");
     tensor_zero(*m.ctx, out);

@@ -1,25 +1,16 @@
 // pipeline_schedule.cu — AFAB, 1F1B and interleaved 1F1B as lists of ops (see pipeline_schedule.h).
 #include "pipeline_schedule.h"
-#include "zero_bubble_schedule.h"
 
 #include <algorithm>
 
-const char* pipe_schedule_name(PipeSchedule s) {
-    switch (s) {
-        case PipeSchedule::AFAB: return "afab";
-        case PipeSchedule::OneFOneB: return "1f1b";
-        case PipeSchedule::ZeroBubbleH1: return "zb-h1";
-        case PipeSchedule::ZeroBubbleH2: return "zb-h2";
-        case PipeSchedule::ZeroBubbleV: return "zb-v";
-        default: return "interleaved";
-    }
-}
+// A schedule after the paper's three (schedule_kinds.h lists them first): handed over to pipe_schedule_extension.
+static bool beyond_paper(PipeSchedule s) { return s > PipeSchedule::Interleaved; }
 
 std::string pipe_schedule_problem(PipeSchedule s, int p, int M, int m) {
     if (p < 1 || M < 1 || m < 1)
         return "pipeline size " + std::to_string(p) + ", " + std::to_string(M) + " micro-batches and " +
                std::to_string(m) + " model chunks must all be at least 1";
-    if (is_zero_bubble(s)) return zero_bubble_problem(s, m);
+    if (beyond_paper(s)) return pipe_schedule_extension.problem(s, p, M, m);
     if (s != PipeSchedule::Interleaved && m != 1)
         return std::string("the ") + pipe_schedule_name(s) + " schedule runs one model chunk per stage, not " +
                std::to_string(m);
@@ -34,7 +25,7 @@ std::string pipe_schedule_problem(PipeSchedule s, int p, int M, int m) {
 }
 
 int pipe_warmup(PipeSchedule s, int p, int rank, int M, int m) {
-    if (is_zero_bubble(s)) return zero_bubble_warmup(s, p, rank, M);
+    if (beyond_paper(s)) return pipe_schedule_extension.warmup(s, p, rank, M, m);
     switch (s) {
         case PipeSchedule::AFAB: return M;
         case PipeSchedule::OneFOneB: return std::min(p - rank - 1, M);
@@ -62,7 +53,7 @@ std::vector<std::vector<PipeOp>> pipe_units(PipeSchedule s, int p, int rank, int
     std::vector<std::vector<PipeOp>> units;
     const int total = M * m;
     if (warmup < 0) warmup = pipe_warmup(s, p, rank, M, m);
-    if (is_zero_bubble(s)) return zero_bubble_units(s, p, rank, M, warmup);
+    if (beyond_paper(s)) return pipe_schedule_extension.units(s, p, rank, M, m, warmup);
     auto op = [&](PipeOp::Kind kind, int k) {
         return s == PipeSchedule::Interleaved ? interleaved_op(kind, k, p, m) : PipeOp{kind, k, 0};
     };
@@ -82,28 +73,36 @@ std::vector<PipeOp> pipe_schedule(PipeSchedule s, int p, int rank, int M, int m)
     return ops;
 }
 
-bool pipe_op_receives(const PipeOp& op, int p, int rank, int m, PipeMessage* msg, bool v_shape) {
-    const int v = pipe_virtual_stage(p, rank, op.chunk, v_shape), P = p * m;
-    if (op.kind == PipeOp::WeightGrad) return false;  // a W uses what its B kept: no message
+// Chunk c of rank r is virtual stage c·p + r, and virtual stage v is on rank v mod p (the header's terms).
+static int virtual_stage(PipeSchedule s, int p, int rank, int chunk) {
+    return beyond_paper(s) ? pipe_schedule_extension.virtual_stage(s, p, rank, chunk) : chunk * p + rank;
+}
+static int rank_of(PipeSchedule s, int p, int v) {
+    return beyond_paper(s) ? pipe_schedule_extension.rank_of(s, p, v) : v % p;
+}
+
+bool pipe_op_receives(PipeSchedule s, const PipeOp& op, int p, int rank, int m, PipeMessage* msg) {
+    const int v = virtual_stage(s, p, rank, op.chunk), P = p * m;
+    if (op.kind != PipeOp::Forward && op.kind != PipeOp::Backward) return false;  // no other kind exchanges anything
     if (op.kind == PipeOp::Forward) {
         if (v == 0) return false;
-        *msg = PipeMessage{false, op.microbatch, v - 1, pipe_rank_of(p, v - 1, v_shape)};
+        *msg = PipeMessage{false, op.microbatch, v - 1, rank_of(s, p, v - 1)};
     } else {
         if (v == P - 1) return false;
-        *msg = PipeMessage{true, op.microbatch, v, pipe_rank_of(p, v + 1, v_shape)};
+        *msg = PipeMessage{true, op.microbatch, v, rank_of(s, p, v + 1)};
     }
     return true;
 }
 
-bool pipe_op_sends(const PipeOp& op, int p, int rank, int m, PipeMessage* msg, bool v_shape) {
-    const int v = pipe_virtual_stage(p, rank, op.chunk, v_shape), P = p * m;
-    if (op.kind == PipeOp::WeightGrad) return false;
+bool pipe_op_sends(PipeSchedule s, const PipeOp& op, int p, int rank, int m, PipeMessage* msg) {
+    const int v = virtual_stage(s, p, rank, op.chunk), P = p * m;
+    if (op.kind != PipeOp::Forward && op.kind != PipeOp::Backward) return false;
     if (op.kind == PipeOp::Forward) {
         if (v == P - 1) return false;
-        *msg = PipeMessage{false, op.microbatch, v, pipe_rank_of(p, v + 1, v_shape)};
+        *msg = PipeMessage{false, op.microbatch, v, rank_of(s, p, v + 1)};
     } else {
         if (v == 0) return false;
-        *msg = PipeMessage{true, op.microbatch, v - 1, pipe_rank_of(p, v - 1, v_shape)};
+        *msg = PipeMessage{true, op.microbatch, v - 1, rank_of(s, p, v - 1)};
     }
     return true;
 }
@@ -115,7 +114,7 @@ int pipe_message_tag(const PipeMessage& msg, int p, int m) {
 int pipe_peak_in_flight(const std::vector<PipeOp>& ops) {
     int live = 0, peak = 0;
     for (const PipeOp& op : ops) {
-        live += op.kind == PipeOp::Forward ? 1 : op.kind == PipeOp::Backward ? -1 : 0;  // a W frees no saved activation
+        live += op.kind == PipeOp::Forward ? 1 : op.kind == PipeOp::Backward ? -1 : 0;  // another kind: neither
         peak = std::max(peak, live);
     }
     return peak;

@@ -19,25 +19,13 @@
 //  Interleaved 1F1B: the same with m chunks per rank, micro-batches taken in groups of p through each chunk
 //       in turn. The bubble shrinks by m; the first stage holds (p−1)·2 + (m−1)·p + 1 (micro-batch, chunk)
 //       pairs of L/(p·m) layers each: L·(1 + (p−1)/(p·m)) layers' worth (§4.2.3). Needs M a multiple of p.
-//  ZB-H1, ZB-H2, ZB-V (zero bubble, Qi et al. 2024; beyond the paper): each backward split into B (the input's
-//       gradient, which the stage before waits for) and W (the weights', which nobody waits for), W run
-//       later to fill the bubble. Their orders (and ZB-V's placement): parallel/zero_bubble_schedule.h.
 //
 // Every schedule runs the backwards of one chunk in micro-batch order 0, 1, …, M−1 (FIFO), so each parameter
 // accumulates its micro-batches' gradients in the order of a single-rank accumulation loop.
 #pragma once
 #include <string>
 #include <vector>
-
-enum class PipeSchedule { AFAB, OneFOneB, Interleaved, ZeroBubbleH1, ZeroBubbleH2, ZeroBubbleV };
-const char* pipe_schedule_name(PipeSchedule s);  // "afab" | "1f1b" | "interleaved" | "zb-h1" | "zb-h2" | "zb-v"
-
-struct PipeOp {
-    enum Kind { Forward, Backward, WeightGrad } kind;  // WeightGrad: a zero-bubble schedule's W (Backward is then B)
-    int microbatch;  // 0..M−1
-    int chunk;       // 0..m−1 (virtual stage chunk·p + rank)
-    bool operator==(const PipeOp& o) const { return kind == o.kind && microbatch == o.microbatch && chunk == o.chunk; }
-};
+#include "schedule_kinds.h"  // PipeSchedule (AFAB, OneFOneB, Interleaved, ...), its names, and PipeOp
 
 // Why (p, M, m) cannot run `s`, in words naming the numbers; "" when it can. AFAB and 1F1B take m = 1;
 // interleaving takes m >= 2 and M a multiple of p.
@@ -62,9 +50,9 @@ struct PipeMessage {
     int peer;        // the other rank
 };
 // false when the op receives (sends) nothing: the first virtual stage's forward, the last's backward (and
-// conversely for sends). v_shape: ZB-V's placement (zero_bubble_schedule.h), where the peer may be this rank.
-bool pipe_op_receives(const PipeOp& op, int p, int rank, int m, PipeMessage* msg, bool v_shape = false);
-bool pipe_op_sends(const PipeOp& op, int p, int rank, int m, PipeMessage* msg, bool v_shape = false);
+// conversely for sends).
+bool pipe_op_receives(PipeSchedule s, const PipeOp& op, int p, int rank, int m, PipeMessage* msg);
+bool pipe_op_sends(PipeSchedule s, const PipeOp& op, int p, int rank, int m, PipeMessage* msg);
 // A message's name, the same on both sides: (micro-batch, boundary, direction) in one int (MPI tags go up to
 // 32767 at least, hence the modulo; a tag only names a message, point_to_point.h).
 int pipe_message_tag(const PipeMessage& msg, int p, int m);
@@ -81,3 +69,15 @@ std::vector<int> pipe_in_flight_at_peak(const std::vector<PipeOp>& ops, int m);
 // and backward of a chunk takes the same time and communication is free. As a share of the whole step it is
 // b / (1 + b) (the step is the busy time plus the idle time).
 double pipe_ideal_bubble(int p, int M, int m);
+
+// Beyond the paper: the schedules after these three are defined outside this file, which hands them over to
+// this one hook wherever the schedule matters. The file that adds them defines it (function pointers, linked:
+// nothing registers at start-up).
+struct PipeScheduleExtension {
+    std::string (*problem)(PipeSchedule s, int p, int M, int m);
+    int (*warmup)(PipeSchedule s, int p, int rank, int M, int m);
+    std::vector<std::vector<PipeOp>> (*units)(PipeSchedule s, int p, int rank, int M, int m, int warmup);
+    int (*virtual_stage)(PipeSchedule s, int p, int rank, int chunk);  // where its virtual stages are
+    int (*rank_of)(PipeSchedule s, int p, int v);
+};
+extern const PipeScheduleExtension pipe_schedule_extension;

@@ -1,4 +1,5 @@
-// zero_bubble_schedule.cu — ZB-H1 and ZB-H2 as units of ops (see the header).
+// zero_bubble_schedule.cu — ZB-H1, ZB-H2 and ZB-V as units of ops, and the hook that hands them to
+// pipeline_schedule.cu (see the header).
 #include "zero_bubble_schedule.h"
 
 #include <algorithm>
@@ -91,3 +92,18 @@ ZeroBubblePeak zero_bubble_peak(const std::vector<PipeOp>& ops, int m) {
     }
     return most;
 }
+
+// The hook through which pipeline_schedule.cu hands these schedules over (pipeline_schedule.h). A constant
+// initialized from function addresses: no code runs to set it, and the linker takes this file wherever
+// pipeline_schedule.cu is linked, since that refers to it.
+static std::string problem(PipeSchedule s, int, int, int m) { return zero_bubble_problem(s, m); }
+static int warmup(PipeSchedule s, int p, int rank, int M, int) { return zero_bubble_warmup(s, p, rank, M); }
+static std::vector<std::vector<PipeOp>> units(PipeSchedule s, int p, int rank, int M, int, int w) {
+    return zero_bubble_units(s, p, rank, M, w);
+}
+static int virtual_stage(PipeSchedule s, int p, int rank, int chunk) {
+    return pipe_virtual_stage(p, rank, chunk, pipe_v_shape(s));
+}
+static int rank_of(PipeSchedule s, int p, int v) { return pipe_rank_of(p, v, pipe_v_shape(s)); }
+
+const PipeScheduleExtension pipe_schedule_extension = {problem, warmup, units, virtual_stage, rank_of};

@@ -1,6 +1,8 @@
 // zero_bubble_schedule.h — the zero-bubble pipeline schedules ZB-H1 and ZB-H2 (Qi, Wan, Huang, Lin, "Zero Bubble
 // Pipeline Parallelism", ICLR 2024, arXiv 2401.10241): beyond the paper this project reproduces, so apart from
-// pipeline_schedule.cu, which calls in here for them.
+// pipeline_schedule.cu, which knows them only as the schedules past its three and hands them over to the hook
+// this file defines (pipe_schedule_extension, pipeline_schedule.h): their problems, warm-ups, units and ZB-V's
+// placement of the virtual stages. Their enum values, names and the W op's kind: schedule_kinds.h.
 //
 // Each backward splits in two. B is the gradient of the stage's input: the stage before waits for it, so it
 // stays on the critical path. W is the gradient of the weights (dW = dYᵀ·X of every linear layer): nobody waits
@@ -50,6 +52,7 @@ inline bool is_zero_bubble(PipeSchedule s) {
     return s == PipeSchedule::ZeroBubbleH1 || s == PipeSchedule::ZeroBubbleH2 || s == PipeSchedule::ZeroBubbleV;
 }
 // ZB-V's placement: virtual stage v is on rank v (v < p) or 2p − 1 − v; elsewhere (v_shape false) on v mod p.
+// (pipe_op_receives / pipe_op_sends take it from the hook; pipeline_simulation.cu and the tests from here.)
 inline bool pipe_v_shape(PipeSchedule s) { return s == PipeSchedule::ZeroBubbleV; }
 inline int pipe_virtual_stage(int p, int rank, int chunk, bool v_shape) {
     return v_shape && chunk == 1 ? 2 * p - 1 - rank : chunk * p + rank;

@@ -24,7 +24,7 @@ inline void check_pipeline_exchanges(Comm& c, const Ctx& ctx, PipeSchedule s, in
         std::vector<P2PMessage> recvs;
         for (const PipeOp& op : unit) {
             PipeMessage msg;
-            if (!pipe_op_receives(op, p, c.rank, m, &msg)) continue;
+            if (!pipe_op_receives(s, op, p, c.rank, m, &msg)) continue;
             recvs.push_back(P2PMessage{tensor_alloc(ctx.device, DType::F32, n), msg.peer, pipe_message_tag(msg, p, m), what});
             expected++;
         }
@@ -38,7 +38,7 @@ inline void check_pipeline_exchanges(Comm& c, const Ctx& ctx, PipeSchedule s, in
         }
         for (const PipeOp& op : unit) {  // the unit's "compute": what it sends, queued for the next exchange
             PipeMessage msg;
-            if (!pipe_op_sends(op, p, c.rank, m, &msg)) continue;
+            if (!pipe_op_sends(s, op, p, c.rank, m, &msg)) continue;
             const int tag = pipe_message_tag(msg, p, m);
             for (int64_t i = 0; i < n; i++) host[(size_t)i] = pipeline_message_value(tag, i);
             settle(ctx);  // the previous send_later's copy of `out` (on ctx.stream) is done

@@ -269,10 +269,10 @@ static void check_layout(PipeSchedule s, int p, int M, int m) {
         for (const PipeOp& op : ops[r]) {
             SimMessage want;
             PipeMessage got;
-            const bool rw = receives(op, p, r, m, &want), rg = pipe_op_receives(op, p, r, m, &got, g_v);
+            const bool rw = receives(op, p, r, m, &want), rg = pipe_op_receives(s, op, p, r, m, &got);
             CHECK(rw == rg && (!rw || (got.peer == want.peer && pipe_message_tag(got, p, m) == want.tag % 32768)),
                   "%s rank %d: pipe_op_receives disagrees", what, r);
-            const bool sw = sends(op, p, r, m, &want), sg = pipe_op_sends(op, p, r, m, &got, g_v);
+            const bool sw = sends(op, p, r, m, &want), sg = pipe_op_sends(s, op, p, r, m, &got);
             CHECK(sw == sg && (!sw || (got.peer == want.peer && pipe_message_tag(got, p, m) == want.tag % 32768)),
                   "%s rank %d: pipe_op_sends disagrees", what, r);
         }
