@@ -47,7 +47,7 @@ bool parse_attention(const char* text, Attention* out) {
 // (§4.2.2: the column-parallel linear keeps only the local s/t shard of its input and re-gathers it in
 // backward).
 std::vector<FormulaTerm> layer_terms(const LayerFormulaInput& in) {
-    const double s = in.s;
+    const double s = in.s;  // the tokens of a sequence this rank holds, as the caller gives them
     const double sbh = s * in.b * in.h;
     const double as2b = in.a * s * s * in.b;
     const double d = in.d;
@@ -160,7 +160,7 @@ ModelFormulaInput formula_input(int seq, int micro_batch, int hidden, int heads,
 }
 
 std::vector<FormulaTerm> model_extra_terms(const ModelFormulaInput& in) {
-    const double s = in.s;
+    const double s = in.s;  // the tokens of a sequence this rank holds, as the caller gives them
     const double sbh = s * in.b * in.h;
     const double rep = in.sp ? in.t : 1.0;
     std::vector<FormulaTerm> terms;

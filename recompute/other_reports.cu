@@ -114,7 +114,7 @@ void print_memory_report(FILE* f, const MemoryReport& r) {
                 r.pp_rank, r.pp, r.schedule.c_str(), r.microbatches, r.in_flight_layers);
     fprintf(f, "  s=%.0f b=%.0f h=%.0f a=%.0f L=%.0f v(padded)=%.0f  t=%d sp=%s recompute=%s attention=%s  activations %d bytes/element, masks 1 byte\n",
             s.s * c, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "on" : "off", recompute_name(s.rc), attention_name(formula_attention(s)), s.d);
-    // Context parallelism: the formula column is at s/c (recompute/memory_formulas.h); say so where s is printed.
+    // Context parallelism: the formula column is at s/c (recompute/flash_memory.h); say so where s is printed.
     // Nothing is added at c = 1, so a run without CP prints what it always printed.
     if (c > 1) {
         char split[96] = "";
