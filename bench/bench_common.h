@@ -22,6 +22,7 @@
 #include "../layers/philox.h"
 #include "../layers/runtime.h"
 #include "../parallel/process_grid.h"
+#include "../recompute/flash_memory.h"  // formula_input with the attention core
 #include "../recompute/formulas.h"
 
 // ---- command-line helpers -------------------------------------------------------------------------------

@@ -98,7 +98,7 @@ void print_offload_report(FILE* f, const GPT& m, int M, const ModelFormulaInput&
     snprintf(note, sizeof note, "%d layer-micro-batches per step (%d measured)", c.moved, mover.step_layers_in);
     row("copied back", (double)mover.step_in_bytes, c.moved * per, note);
     // Time, at a stated bandwidth, next to the compute a copy can hide behind (at the peak: a lower bound).
-    const double fl = layer_train_flops(shape.layer()), copy = transfer_seconds(per, kHostLinkBytesPerSecond);
+    const double fl = layer_train_flops(shape.layer(), m.grid->cp), copy = transfer_seconds(per, kHostLinkBytesPerSecond);
     fprintf(f, "  at %.0f GB/s (PCIe 4.0 x16) one layer's copy takes %.3g ms each way, %.3g ms per step each way; the next\n"
                "  layer's forward takes at least %.3g ms and a layer's backward %.3g ms at the A100's %.0f TFLOP/s (bf16 peak):\n"
                "  the copies %s (on a GPU they overlap on their own stream; not measured without one)\n",

@@ -1,6 +1,8 @@
 // formulas.cu — the calculator's formulas (see formulas.h). Host code only.
 #include "formulas.h"
 
+#include "flash_memory.h"  // figure7_flash_percent: table2_flash_bytes
+
 #include "../layers/model_shape.h"  // padded_vocab_for: the trainer's vocabulary padding
 
 #include <algorithm>
@@ -9,24 +11,24 @@
 #include <cstring>
 
 // ---- context parallelism: ring attention's K/V traffic ------------------------------------------------
-double cp_kv_forward_bytes(const LayerFormulaInput& in) {
-    if (in.c <= 1) return 0;
-    const double kv = in.s / in.c * in.b * in.h / in.t;  // elements of the rank's K (and of its V)
-    return 2 * (in.c - 1) * kv * in.d;                   // K and V, c − 1 ring steps, d bytes each
+double cp_kv_forward_bytes(const LayerFormulaInput& in, int c) {
+    if (c <= 1) return 0;
+    const double kv = in.s * in.b * in.h / in.t;  // elements of the rank's K (and of its V): in.s = s/c
+    return 2 * (c - 1) * kv * in.d;               // K and V, c − 1 ring steps, d bytes each
 }
 
-double cp_kv_backward_bytes(const LayerFormulaInput& in) {
-    if (in.c <= 1) return 0;
-    const double kv = in.s / in.c * in.b * in.h / in.t;
+double cp_kv_backward_bytes(const LayerFormulaInput& in, int c) {
+    if (c <= 1) return 0;
+    const double kv = in.s * in.b * in.h / in.t;
     // K and V go round again (c − 1 hops); dK and dV, fp32 accumulators, ride with them and then take one
     // more hop back to the rank that owns K and V: c hops.
-    return 2 * (in.c - 1) * kv * in.d + 2 * in.c * kv * 4;
+    return 2 * (c - 1) * kv * in.d + 2 * c * kv * 4;
 }
 
 double tp_forward_bytes(const LayerFormulaInput& in) {
     // Two collectives per block (attention, MLP) in the forward pass: f̄ twice under plain TP (an all-reduce
     // sends 2(t−1)/t·n), g and ḡ twice under SP (all-gather + reduce-scatter, (t−1)/t·n each): the same bytes.
-    const double n = in.s / in.c * in.b * in.h;
+    const double n = in.s * in.b * in.h;
     return 4.0 * (in.t - 1) / in.t * n * in.d;
 }
 
@@ -42,7 +44,7 @@ double figure7_flash_percent(Table2Row row, double s, double h, double a, int t)
 
 double selective_saving_fraction(double s, double h, double a, int t, bool sp) {
     // §5's share is that of the paper's unfused attention core (under flash there is nothing to save).
-    LayerFormulaInput none{s, 1, h, a, t, sp, Recompute::None, 2, Attention::Unfused};
+    LayerFormulaInput none{s, 1, h, a, t, sp, Recompute::None, 2};
     LayerFormulaInput sel = none;
     sel.rc = Recompute::Selective;
     return 1.0 - layer_bytes(sel) / layer_bytes(none);
@@ -270,10 +272,10 @@ FirstStageScheduleMemory first_stage_schedule_memory(const ModelFormulaInput& in
     f.in_flight = first_stage_in_flight(s, in.p, M);
     f.layers_at_peak = f.in_flight * per_mb;
     if (s == BubbleSchedule::ZeroBubbleH1 || s == BubbleSchedule::ZeroBubbleH2) {
-        f.w_inputs = layers * w_input_bytes_per_layer(in.s / in.c, in.b, in.h, in.t, in.d);
+        f.w_inputs = layers * w_input_bytes_per_layer(in.s, in.b, in.h, in.t, in.d);
         f.after_b = (f.in_flight - 1) * per_mb + f.w_inputs;
     } else if (s == BubbleSchedule::ZeroBubbleV) {  // in chunks of half the stage's layers: 2n − 1 of them and one W's
-        f.w_inputs = layers / 2 * w_input_bytes_per_layer(in.s / in.c, in.b, in.h, in.t, in.d);
+        f.w_inputs = layers / 2 * w_input_bytes_per_layer(in.s, in.b, in.h, in.t, in.d);
         f.after_b = (2 * f.in_flight - 1) * per_mb / 2 + f.w_inputs;
     }
     f.peak = std::max(f.layers_at_peak, f.after_b);

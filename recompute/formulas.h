@@ -23,8 +23,9 @@
 // Both 0 when c = 1 (no ring). The hops are point to point and overlap the attention tile being computed;
 // compare the four (t−1)/t·s·b·h-element collectives of TP + SP per layer and pass, which do not
 // (docs/paper.md "Context parallelism: where it takes over from sequence parallelism").
-double cp_kv_forward_bytes(const LayerFormulaInput& in);
-double cp_kv_backward_bytes(const LayerFormulaInput& in);
+// in.s is the rank's s/c tokens (formula_input with cp, recompute/flash_memory.h); c the context-parallel size.
+double cp_kv_forward_bytes(const LayerFormulaInput& in, int c);
+double cp_kv_backward_bytes(const LayerFormulaInput& in, int c);
 // For that comparison: the forward bytes one rank sends per layer in the TP (+ SP) collectives, on the
 // rank's s/c tokens: two all-gathers and two reduce-scatters (or two all-reduces without SP: the same bytes)
 // of (s/c)·b·h elements, each (t−1)/t of it per rank in a ring: 4·(t−1)/t·(s/c)·b·h·d. 0 when t = 1.

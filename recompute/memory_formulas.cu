@@ -46,10 +46,8 @@ bool parse_attention(const char* text, Attention* out) {
 // inputs, QKV input, fc1 input, two dropout masks) is replicated under plain TP and sharded along s under SP
 // (§4.2.2: the column-parallel linear keeps only the local s/t shard of its input and re-gathers it in
 // backward).
-// Under context parallelism the rank holds s/c tokens through the whole layer (ring attention included), so
-// each term is the same expression at s/c: the lse and the s×s terms (unfused, which CP does not run) too.
 std::vector<FormulaTerm> layer_terms(const LayerFormulaInput& in) {
-    const double s = in.s / in.c;  // this rank's tokens
+    const double s = in.s;  // the tokens of a sequence this rank holds, as the caller gives them
     const double sbh = s * in.b * in.h;
     const double as2b = in.a * s * s * in.b;
     const double d = in.d;
@@ -65,10 +63,9 @@ std::vector<FormulaTerm> layer_terms(const LayerFormulaInput& in) {
     terms.push_back({"ln1_in", d * sbh / rep});
     terms.push_back({"qkv_in", d * sbh / rep});
     terms.push_back({"qkv", 3 * d * sbh / t});
-    if (in.attention == Attention::Flash) {
-        // Flash attention keeps one fp32 log-sum-exp per (query, head) instead of the s×s tensors, under
-        // any policy that keeps Q, K and V: the backward pass rebuilds the probabilities from them.
-        terms.push_back({"lse", 4 * in.a * s * in.b / t});
+    if (in.core) {
+        // Another core keeps its own tensors instead of the s×s ones, under any policy that keeps Q, K and V.
+        for (const FormulaTerm& term : in.core->terms(in)) terms.push_back(term);
     } else if (in.rc == Recompute::None) {
         // The attention core: what selective recompute drops (5as²b at d = 2; §5).
         terms.push_back({"probs", d * as2b / t});
@@ -145,37 +142,9 @@ Table2Row table2_row(int t, bool sp, Recompute rc) {
 
 double table2_full_sp_factor(int t, bool sp) { return sp ? 1.0 / t : 1.0; }
 
-// ---- Table 2 under flash attention -----------------------------------------------------------------------
-const char* table2_flash_formula(Table2Row row) {
-    switch (row) {
-        case Table2Row::NoParallel: return "sbh(34 + 4a/h)";
-        case Table2Row::TP: return "sbh(10 + 24/t + 4a/(ht))";
-        case Table2Row::TP_SP: return "sbh(34/t + 4a/(ht))";
-        case Table2Row::TP_Selective: return "sbh(10 + 24/t + 4a/(ht))";
-        case Table2Row::TP_SP_Selective: return "sbh(34/t + 4a/(ht))";
-        case Table2Row::FullRecompute: return "2sbh";
-    }
-    return "?";
-}
-
-double table2_flash_bytes(Table2Row row, double s, double b, double h, double a, int t) {
-    // sbh · 4a/h written as 4asb, as table2_bytes writes 5as/h as 5as²b: exact doubles for integer inputs.
-    const double sbh = s * b * h;
-    const double lse = 4 * a * s * b;  // fp32 log-sum-exp per query per head, sbh · 4a/h
-    switch (row) {
-        case Table2Row::NoParallel: return sbh * 34 + lse;
-        case Table2Row::TP:
-        case Table2Row::TP_Selective: return sbh * 10 + sbh * 24 / t + lse / t;
-        case Table2Row::TP_SP:
-        case Table2Row::TP_SP_Selective: return sbh * 34 / t + lse / t;
-        case Table2Row::FullRecompute: return 2 * sbh;
-    }
-    return 0;
-}
-
 // ---- the whole model (§4.3) ----------------------------------------------------------------------------
 ModelFormulaInput formula_input(int seq, int micro_batch, int hidden, int heads, int layers, int padded_vocab, int tp,
-                                bool sp, Recompute rc, int d, Attention attention, int cp) {
+                                bool sp, Recompute rc, int d) {
     ModelFormulaInput in;
     in.s = seq;
     in.b = micro_batch;
@@ -187,13 +156,11 @@ ModelFormulaInput formula_input(int seq, int micro_batch, int hidden, int heads,
     in.sp = sp;
     in.rc = rc;
     in.d = d;
-    in.attention = attention;
-    in.c = cp;
     return in;
 }
 
 std::vector<FormulaTerm> model_extra_terms(const ModelFormulaInput& in) {
-    const double s = in.s / in.c;  // this rank's tokens under context parallelism (all of them when c = 1)
+    const double s = in.s;  // the tokens of a sequence this rank holds, as the caller gives them
     const double sbh = s * in.b * in.h;
     const double rep = in.sp ? in.t : 1.0;
     std::vector<FormulaTerm> terms;
@@ -239,7 +206,7 @@ std::vector<FormulaTerm> first_stage_extra_terms(const ModelFormulaInput& in, in
     // model_extra_terms() counts the paper's p masks; put the schedule's number in their place.
     std::vector<FormulaTerm> terms = model_extra_terms(in);
     const double rep = in.sp ? in.t : 1.0;
-    terms[0].bytes = in.s / in.c * in.b * in.h * in_flight_microbatches / rep;  // "embed_drop_mask", s/c tokens
+    terms[0].bytes = in.s * in.b * in.h * in_flight_microbatches / rep;  // "embed_drop_mask"
     return terms;
 }
 

@@ -13,14 +13,8 @@
 // Sizes are in bytes. d = bytes per activation element (2 for bf16 as in the paper, 4 for fp32); dropout
 // masks are 1 byte per element whatever d is.
 //
-// Context parallelism (not in the paper; c = LayerFormulaInput::c, ModelFormulaInput::c, the trainer's --cp):
-// the s tokens of a sequence are cut into 2c chunks and CP rank r keeps chunks r and 2c−1−r (the zigzag
-// that gives every rank the same share of causal-attention work). A rank holds its s/c tokens from the
-// embedding to the logits — through attention too, where ring attention brings the other ranks' K and V to
-// it instead of gathering the sequence — so every activation term below is the formula at s/c in place of
-// s, and under TP + SP those s/c tokens are split by t once more outside the TP regions ((s/c)/t per rank).
-// That holds for the flash "lse" as well (4·a·(s/c)·b/t). CP is only defined with flash attention: ring
-// attention merges the blocks of keys by their log-sum-exp, which the unfused core does not keep.
+// s is the sequence length the caller hands in: the tokens of one sequence that this rank holds. The paper's
+// ranks hold all of them; a run that splits the sequence across ranks (beyond the paper) passes its share.
 //
 // Pure host code without dependencies (no MPI, no CUDA calls): usable from any program or test.
 #pragma once
@@ -32,14 +26,26 @@ enum class Recompute { None, Selective, Full };
 const char* recompute_name(Recompute rc);                 // "none" | "selective" | "full"
 bool parse_recompute(const char* text, Recompute* out);   // accepts the names above; false otherwise
 
-// ---- core attention: the paper's unfused form, or flash attention (layers/flash_attention.h) ------------
-// Unfused keeps the three s×s tensors (the 5as²b of Table 2); flash keeps none of them, only one fp32
-// log-sum-exp per query per head ("lse", 4·as·b/t bytes), and rebuilds the probabilities tile by tile in the
-// backward pass: selective recomputation done inside one kernel, so Recompute::Selective has nothing left to
-// drop under flash.
+// ---- core attention: the paper's unfused form, or a kernel beyond the paper (--attention) ---------------
+// The formulas below are the unfused core's, the paper's: three s×s tensors (the 5as²b of Table 2). Another
+// core describes what it keeps instead in an AttentionCoreMemory (below; recompute/flash_memory.h).
 enum class Attention { Unfused, Flash };
 const char* attention_name(Attention at);                 // "unfused" | "flash"
 bool parse_attention(const char* text, Attention* out);   // accepts the names above; false otherwise
+
+struct LayerFormulaInput;
+struct FormulaTerm;
+enum class Table2Row;
+// What an attention core beyond the paper keeps in place of the unfused core's three s×s tensors, handed in by
+// the caller (LayerFormulaInput::core; nullptr: the paper's core). layer_terms puts its terms after "qkv"
+// under every policy but full (the core rebuilds what it does not keep, so selective has nothing to drop);
+// table2_compare (recompute/table2.h) reads the run's Table 2 row with the core's rows.
+struct AttentionCoreMemory {
+    Attention attention;                                               // the core it describes
+    std::vector<FormulaTerm> (*terms)(const LayerFormulaInput& in);     // its saved tensors in one layer
+    const char* (*table2_formula)(Table2Row row);                      // Table 2's rows with it, in symbols
+    double (*table2_bytes)(Table2Row row, double s, double b, double h, double a, int t);  // and in bytes
+};
 
 // ---- one transformer layer on one rank ----------------------------------------------------------------
 struct LayerFormulaInput {
@@ -48,8 +54,7 @@ struct LayerFormulaInput {
     bool sp = false;                    // sequence parallelism (requires nothing of t; t = 1 makes it a no-op)
     Recompute rc = Recompute::None;
     int d = 2;                          // bytes per activation element (masks are always 1 byte)
-    Attention attention = Attention::Unfused;  // the core attention: the paper's unfused form, or flash
-    int c = 1;                          // context-parallel size: this rank holds s/c of the s tokens
+    const AttentionCoreMemory* core = nullptr;  // the core attention: nullptr is the paper's unfused one
 };
 
 struct FormulaTerm {
@@ -65,7 +70,6 @@ struct FormulaTerm {
 //   "probs"          d·as²b/t         softmax output
 //   "attn_mask"      as²b/t           softmax-dropout mask
 //   "probs_drop"     d·as²b/t         softmax-dropout output
-//   "lse"            4·asb/t          flash only, in place of the three above: fp32 log-sum-exp per query
 //   "proj_in"        d·sbh/t          input of the output projection (row-parallel input)
 //   "attn_drop_mask" sbh      /t SP   dropout mask after the projection
 //   "ln2_in"         d·sbh    /t SP   input of the second layer norm
@@ -74,12 +78,9 @@ struct FormulaTerm {
 //   "fc2_in"         4d·sbh/t         input of fc2 (the GeLU output)
 //   "mlp_drop_mask"  sbh      /t SP   dropout mask after fc2
 // Selective: the same list without "probs", "attn_mask", "probs_drop" (recomputed in backward).
-// Flash: without those three under every policy but full, with "lse" after "qkv"; selective then keeps
-// exactly what none keeps (flash attention has already dropped the s×s tensors).
+// Another core (in.core): without those three under every policy but full, with the core's terms after "qkv".
 // Full: only "ln1_in" = the layer input, d·sbh, or d·sbh/t under SP (each rank keeps its sequence shard).
-// Without parallelism the sum is sbh(16d + 2) + as²b(2d + 1): 34sbh + 5as²b for d = 2; under flash
-// sbh(16d + 2) + 4asb (the lse is fp32 whatever d is, like the logits).
-// Under context parallelism (c > 1) every s above is s/c: the rank's share of the sequence (header comment).
+// Without parallelism the sum is sbh(16d + 2) + as²b(2d + 1): 34sbh + 5as²b for d = 2.
 std::vector<FormulaTerm> layer_terms(const LayerFormulaInput& in);
 double layer_bytes(const LayerFormulaInput& in);  // the sum of layer_terms(in)
 
@@ -104,22 +105,6 @@ double table2_bytes(Table2Row row, double s, double b, double h, double a, int t
 Table2Row table2_row(int t, bool sp, Recompute rc);
 double table2_full_sp_factor(int t, bool sp);  // 1/t under SP, else 1
 
-// ---- Table 2 under flash attention (d = 2; not in the paper, the same rows) ---------------------------
-// Flash attention stores none of the three s×s tensors behind Table 2's 5as/h (probs, attn_mask,
-// probs_drop); it keeps one fp32 log-sum-exp per query per local head instead, 4·asb/t bytes = sbh·4a/(ht).
-// Each row trades its 5as/h (5as/(ht) under TP) for 4a/h (4a/(ht)):
-//   NoParallel       sbh(34 + 4a/h)
-//   TP               sbh(10 + 24/t + 4a/(ht))
-//   TP_SP            sbh(34/t + 4a/(ht))
-//   TP_Selective     sbh(10 + 24/t + 4a/(ht))   = TP: selective has nothing left to drop, the lse stays
-//   TP_SP_Selective  sbh(34/t + 4a/(ht))        = TP_SP
-//   FullRecompute    2sbh                        unchanged: only the layer input is kept
-// At the paper's shapes the lse is tiny: 5as/h ÷ 4a/h = 5s/4 = 2560 at s = 2048 (GPT-3: 80 against 0.03).
-// layer_bytes({..., Attention::Flash}) == table2_flash_bytes(table2_row(t, sp, rc), ...), with the same
-// full-recompute-under-SP exception as the paper's rows (times table2_full_sp_factor).
-const char* table2_flash_formula(Table2Row row);  // the row written like the paper's, e.g. "sbh(34/t + 4a/(ht))"
-double table2_flash_bytes(Table2Row row, double s, double b, double h, double a, int t);
-
 // ---- the whole model (§4.3, Eq. 5/6 style) -------------------------------------------------------------
 struct ModelFormulaInput {
     double s = 0, b = 0, h = 0, a = 0;  // sequence, microbatch, hidden, heads
@@ -128,16 +113,15 @@ struct ModelFormulaInput {
     bool sp = false;
     Recompute rc = Recompute::None;
     int d = 2;
-    Attention attention = Attention::Unfused;
-    int c = 1;                          // context-parallel size (s/c tokens per rank; see the header comment)
-    LayerFormulaInput layer() const { return LayerFormulaInput{s, b, h, a, t, sp, rc, d, attention, c}; }
+    const AttentionCoreMemory* core = nullptr;  // the core attention: nullptr is the paper's unfused one
+    LayerFormulaInput layer() const { return LayerFormulaInput{s, b, h, a, t, sp, rc, d, core}; }
 };
 // The formula input of a run of the trainer's model: seq tokens, micro_batch sequences per rank, the model's
 // hidden size, heads, layers and padded vocabulary, tensor-parallel size tp, SP, recompute, d bytes per
-// activation element, context-parallel size cp (each rank holds seq/cp tokens). The one place a trainer, a
-// benchmark or a test turns its configuration into the paper's symbols.
+// activation element. The one place a trainer, a benchmark or a test turns its configuration into the paper's
+// symbols (with another attention core, or a sequence split across ranks: its overload in flash_memory.h).
 ModelFormulaInput formula_input(int seq, int micro_batch, int hidden, int heads, int layers, int padded_vocab, int tp,
-                                bool sp, Recompute rc, int d, Attention attention = Attention::Unfused, int cp = 1);
+                                bool sp, Recompute rc, int d);
 
 // Saved tensors outside the transformer layers, on the FIRST pipeline stage of ONE rank (§4.3):
 //   "embed_drop_mask"  sbh per in-flight microbatch, /t SP   (p microbatches on the first stage: sbhp/t)
@@ -148,7 +132,6 @@ ModelFormulaInput formula_input(int seq, int micro_batch, int hidden, int heads,
 // The logits are fp32 whatever d is (the paper's "4sbv/t"; the loss needs fp32 log-softmax), so they do not
 // scale with d. The trainer (p = 1) tags its saved tensors with the same names; it uses its padded vocabulary.
 // Layer-norm statistics (mean, rstd), ignored by the paper, are not part of these terms.
-// Under context parallelism every s is s/c here too (the logits: 4·(s/c)·b·v/t).
 std::vector<FormulaTerm> model_extra_terms(const ModelFormulaInput& in);
 double model_extra_bytes(const ModelFormulaInput& in);
 

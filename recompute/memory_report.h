@@ -3,20 +3,22 @@
 //
 // Taken at the step's peak (the allocator's snapshot), when exactly the tensors saved for backward are live:
 // per layer and per tag, the measured bytes, and the formula's terms beside them (layer_terms(),
-// recompute/memory_formulas.h; under flash attention the "lse" tag in place of the three s×s tensors); the small
-// extras the paper ignores (layer-norm statistics, the loss's row statistics) apart; and the whole model on this
-// rank vs L·layer formula + §4.3's terms outside the layers. The comparison itself, per tensor and with the
-// run's Table 2 row, is recompute/table2.h; the rest of what --memory-report prints (the pipeline stage, the
-// model states, the JSON record) is recompute/other_reports.h. Under context parallelism (shape.c > 1) the
-// formulas are at the rank's s/c tokens.
+// recompute/memory_formulas.h, with the run's attention core); the small extras the paper ignores (layer-norm
+// statistics, the loss's row statistics) apart; and the whole model on this rank vs L·layer formula + §4.3's
+// terms outside the layers. The comparison itself, per tensor and with the run's Table 2 row, is
+// recompute/table2.h; the rest of what --memory-report prints (the pipeline stage, the model states, the JSON
+// record) is recompute/other_reports.h. The formulas are at shape.s, the tokens this rank holds of each
+// sequence (sequence_ranks ranks share one).
 #pragma once
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 #include "../layers/activation_allocator.h"
-#include "formulas.h"  // memory_formulas.h, and the calculator's (the trainer's FLOPs and CP lines)
-#include "model_state_memory.h"
+#include "memory_formulas.h"
+
+struct ModelStateReport;  // the model states beside the activations (recompute/other_reports.h, add_model_state)
 
 // How many micro-batches' activations the measured moment holds, per layer of the model: under pipeline
 // parallelism a stage holds only its layers (0 for the others) and several micro-batches of each (the
@@ -29,7 +31,8 @@ struct InFlightLayers {
 };
 
 struct MemoryReport {
-    ModelFormulaInput shape;               // s, b, h, a, L, v (= Vp), t, sp, rc, d, attention, c of this run
+    ModelFormulaInput shape;               // s, b, h, a, L, v (= Vp), t, sp, rc, d and the attention core of this run
+    int sequence_ranks = 1;                // ranks that share each sequence (shape.s: this rank's tokens of it)
     std::vector<FormulaTerm> formula;      // one layer's formula terms (names are the tags)
     std::map<std::string, double> tensors; // the first layer held: measured bytes by tag, per micro-batch
     int first_layer = 0;                   // that layer (the stage's first)
@@ -46,10 +49,9 @@ struct MemoryReport {
     std::string schedule = "1f1b";
     int in_flight_layers = 0;  // Σ over the stage's layers of the micro-batches each holds
     double stage_layers_measured = 0, stage_layers_formula = 0;
-    // The model states (weights, gradients, master, moments) measured next to their formula; add_model_state.
-    bool have_model_state = false;
-    ModelStateMemory model_state;
-    ModelStateFormula model_state_formula;
+    // The model states (weights, gradients, master, moments) measured next to their formula: null until
+    // add_model_state (recompute/other_reports.h) adds them.
+    std::shared_ptr<const ModelStateReport> model_states;
 };
 
 // "4.33 MB": bytes for a reader (GB, MB, kB or B; powers of ten).

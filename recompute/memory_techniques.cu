@@ -39,13 +39,13 @@ ZeroStepFormula zero_step_formula(const ZeroStepInput& in) {
 
 double layernorm_statistics_bytes(const LayerFormulaInput& in) {
     if (in.rc == Recompute::Full) return 0;
-    const double tokens = in.s / in.c / (in.sp ? in.t : 1) * in.b;  // the rank's shard outside the TP regions
+    const double tokens = in.s / (in.sp ? in.t : 1) * in.b;  // the rank's shard outside the TP regions
     return 4 * 4 * tokens;                                          // LN1 and LN2: mean and 1/σ, fp32
 }
 
 double offload_layer_bytes(const LayerFormulaInput& in) { return layer_bytes(in) + layernorm_statistics_bytes(in); }
 
-double layer_train_flops(const LayerFormulaInput& in) {
-    // A CP rank computes its s/c queries against all s keys: the attention term keeps the whole s.
-    return 72.0 * in.b * (in.s / in.c) * in.h * in.h * (1 + in.s / (6 * in.h)) / in.t;
+double layer_train_flops(const LayerFormulaInput& in, int c) {
+    // A CP rank computes its s/c queries (in.s) against all s keys: the attention term keeps the whole s.
+    return 72.0 * in.b * in.s * in.h * in.h * (1 + in.s * c / (6 * in.h)) / in.t;
 }

@@ -65,7 +65,8 @@ double offload_layer_bytes(const LayerFormulaInput& in);
 double layernorm_statistics_bytes(const LayerFormulaInput& in);
 // The forward and backward FLOPs of one layer and micro-batch on one GPU (Appendix A: 72bsh²(1 + s/(6h)) per
 // layer, /t under TP; a CP rank's s/c queries against all s keys), the compute a host-link transfer of the same layer can hide behind.
-double layer_train_flops(const LayerFormulaInput& in);
+// in.s is the rank's s/c tokens, c the context-parallel size (1: none).
+double layer_train_flops(const LayerFormulaInput& in, int c = 1);
 // Seconds to move `bytes` at `bytes_per_second` (a stated bandwidth: the host link, the data-parallel network).
 inline double transfer_seconds(double bytes, double bytes_per_second) { return bytes / bytes_per_second; }
 // The bandwidths the reports state (one place): PCIe 4.0 x16 as an A100 sees it, about 25 GB/s each way;

@@ -4,12 +4,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include "flash_memory.h"  // formula_attention: the run's attention core
 #include "table2.h"
 
 void add_model_state(MemoryReport& r, const ModelStateMemory& measured, const ModelStateFormula& formula) {
-    r.have_model_state = true;
-    r.model_state = measured;
-    r.model_state_formula = formula;
+    r.model_states = std::make_shared<const ModelStateReport>(ModelStateReport{measured, formula});
 }
 
 bool process_resident(double* hwm, double* rss) {
@@ -33,7 +32,7 @@ bool process_resident(double* hwm, double* rss) {
 // resident memory is printed beside it.
 static void print_rank_total(FILE* f, const MemoryReport& r) {
     const RankMemory& a = rank_memory();  // as the step left it (layers/rank_memory.h)
-    const bool cuda = r.model_state.device == Device::CUDA;
+    const bool cuda = r.model_states && r.model_states->measured.device == Device::CUDA;
     const bool offloaded = a.kind_peak[(int)MemoryKind::OffloadHost] > 0;
     const char* note[kNumMemoryKinds] = {
         "saved for backward, and the step's outputs and gradients in flight",
@@ -71,11 +70,11 @@ static void print_rank_total(FILE* f, const MemoryReport& r) {
 // The model states: each kind measured next to bytes/parameter × parameters (recompute/model_state_memory.h),
 // then the total with the activations.
 static void print_model_state(FILE* f, const MemoryReport& r) {
-    const ModelStateMemory& m = r.model_state;
-    const ModelStateFormula& F = r.model_state_formula;
+    const ModelStateMemory& m = r.model_states->measured;
+    const ModelStateFormula& F = r.model_states->formula;
     fprintf(f, "\nModel states on this rank (measured by their tagged account, next to bytes/parameter x parameters)\n");
     // Under CP the ranks that hold the same weights are the data- and the context-parallel ones (dp x cp).
-    const char* group = r.shape.c > 1 ? "data- and context-parallel" : "data-parallel";
+    const char* group = r.sequence_ranks > 1 ? "data- and context-parallel" : "data-parallel";
     if (F.distributed)
         fprintf(f, "  %lld local parameters; %s over %d %s ranks: buffers padded to %lld (+%lld),\n"
                    "  shards of %lld; formula %s bytes/parameter x %lld\n", (long long)F.n,
@@ -107,23 +106,24 @@ static void print_model_state(FILE* f, const MemoryReport& r) {
 }
 
 void print_memory_report(FILE* f, const MemoryReport& r) {
-    const ModelFormulaInput& s = r.shape;
+    const ModelFormulaInput& s = r.shape;  // at this rank's s/c tokens
+    const int c = r.sequence_ranks;        // context parallelism: the whole sequence is s.s · c
     fprintf(f, "\nActivation memory saved for backward on this rank (measured by the allocator, at the schedule's peak)\n");
     if (r.pp > 1 || r.microbatches > 1)
         fprintf(f, "  pipeline stage %d of %d, schedule %s, %d micro-batches per step: %d layer-micro-batches in flight\n",
                 r.pp_rank, r.pp, r.schedule.c_str(), r.microbatches, r.in_flight_layers);
     fprintf(f, "  s=%.0f b=%.0f h=%.0f a=%.0f L=%.0f v(padded)=%.0f  t=%d sp=%s recompute=%s attention=%s  activations %d bytes/element, masks 1 byte\n",
-            s.s, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "on" : "off", recompute_name(s.rc), attention_name(s.attention), s.d);
-    // Context parallelism: the formula column is at s/c (recompute/memory_formulas.h); say so where s is printed.
+            s.s * c, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "on" : "off", recompute_name(s.rc), attention_name(formula_attention(s)), s.d);
+    // Context parallelism: the formula column is at s/c (recompute/flash_memory.h); say so where s is printed.
     // Nothing is added at c = 1, so a run without CP prints what it always printed.
-    if (s.c > 1) {
+    if (c > 1) {
         char split[96] = "";
         if (s.sp && s.t > 1)
-            snprintf(split, sizeof split, "; SP splits them by t outside the TP regions (%g there)", s.s / s.c / s.t);
+            snprintf(split, sizeof split, "; SP splits them by t outside the TP regions (%g there)", s.s / s.t);
         fprintf(f, "  cp %d: this rank holds s/c = %g of %.0f tokens, chunks r and 2c-1-r of 2c = %d (ring attention)%s\n",
-                s.c, s.s / s.c, s.s, 2 * s.c, split);
+                c, s.s, s.s * c, 2 * c, split);
     }
-    if (s.attention == Attention::Flash && s.rc == Recompute::Selective)
+    if (formula_attention(s) == Attention::Flash && s.rc == Recompute::Selective)
         fprintf(f, "  note: selective recompute has nothing left to drop under flash attention: the s x s tensors (probs,\n"
                    "        attn_mask, probs_drop) are never stored, the kernel rebuilds them tile by tile in the backward pass\n"
                    "        from the saved lse (4asb/t bytes, fp32), which is kept; the layer keeps what recompute=none keeps.\n");
@@ -147,10 +147,10 @@ void print_memory_report(FILE* f, const MemoryReport& r) {
         fprintf(f, "  allocator high-water mark over the previous step: %s live, %s reserved\n",
                 human_bytes((double)r.peak_live_bytes).c_str(), human_bytes((double)r.peak_reserved_bytes).c_str());
     // The reports beyond the paper's Table 2 (new ones go here, each in a function of its own above).
-    if (r.have_model_state) print_model_state(f, r);
+    if (r.model_states) print_model_state(f, r);
     if (r.device_used_bytes >= 0)
         fprintf(f, "  device memory in use (cudaMemGetInfo): %s%s\n", human_bytes(r.device_used_bytes).c_str(),
-                r.have_model_state ? " (the sum above plus the allocator's cached blocks, cuBLAS workspaces and the CUDA context)" : "");
+                r.model_states ? " (the sum above plus the allocator's cached blocks, cuBLAS workspaces and the CUDA context)" : "");
 }
 
 std::string memory_report_json(const MemoryReport& r) {
@@ -161,10 +161,11 @@ std::string memory_report_json(const MemoryReport& r) {
         j += b;
     };
     const ModelFormulaInput& s = r.shape;
+    const int c = r.sequence_ranks;
     snprintf(b, sizeof b, "\"s\":%.0f,\"b\":%.0f,\"h\":%.0f,\"a\":%.0f,\"L\":%.0f,\"v\":%.0f,\"t\":%d,\"sp\":%s,\"recompute\":\"%s\",\"attention\":\"%s\",\"d\":%d,",
-             s.s, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "true" : "false", recompute_name(s.rc), attention_name(s.attention), s.d);
+             s.s * c, s.b, s.h, s.a, s.L, s.v, s.t, s.sp ? "true" : "false", recompute_name(s.rc), attention_name(formula_attention(s)), s.d);
     j += b;
-    if (s.c > 1) num("cp", s.c);  // only under context parallelism: the JSON of a run without it is unchanged
+    if (c > 1) num("cp", c);  // only under context parallelism: the JSON of a run without it is unchanged
     num("per_layer_measured", r.per_layer_measured);
     num("per_layer_formula", r.per_layer_formula);
     num("per_layer_extras", r.per_layer_extras);
@@ -181,11 +182,11 @@ std::string memory_report_json(const MemoryReport& r) {
     num("peak_live_bytes", (double)r.peak_live_bytes);
     num("peak_reserved_bytes", (double)r.peak_reserved_bytes);
     if (r.device_used_bytes >= 0) num("device_used_bytes", r.device_used_bytes);
-    if (r.have_model_state) {
-        const ModelStateFormula& F = r.model_state_formula;
-        num("model_state_measured", (double)r.model_state.total());
+    if (r.model_states) {
+        const ModelStateFormula& F = r.model_states->formula;
+        num("model_state_measured", (double)r.model_states->measured.total());
         num("model_state_formula", (double)F.total);
-        num("optimizer_state_measured", (double)r.model_state.optimizer(F.bf16));
+        num("optimizer_state_measured", (double)r.model_states->measured.optimizer(F.bf16));
         num("optimizer_state_formula", (double)F.optimizer);
         num("model_state_padding", (double)(F.padded - F.n));
         j += F.distributed ? "\"distributed_optimizer\":true," : "\"distributed_optimizer\":false,";
@@ -199,7 +200,7 @@ std::string memory_report_json(const MemoryReport& r) {
         }
         j += "},";
         double hwm = 0, rss = 0;
-        if (r.model_state.device == Device::CPU && process_resident(&hwm, &rss)) num("process_vmhwm_bytes", hwm), num("process_vmrss_bytes", rss);
+        if (r.model_states->measured.device == Device::CPU && process_resident(&hwm, &rss)) num("process_vmhwm_bytes", hwm), num("process_vmrss_bytes", rss);
     }
     j += "\"layers_identical\":";
     j += r.layers_identical ? "true," : "false,";

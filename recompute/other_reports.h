@@ -12,6 +12,14 @@
 #include <utility>
 #include <vector>
 #include "memory_report.h"
+#include "model_state_memory.h"
+
+// The model states of a MemoryReport (its model_states): measured (the model's tagged account), and their
+// formula.
+struct ModelStateReport {
+    ModelStateMemory measured;
+    ModelStateFormula formula;
+};
 
 // Add the model states to a report: `measured` is the model's tagged account (GPT::state_memory). The report
 // then also prints the rank's whole account (layers/rank_memory.h) as the step left it: every kind at the high-

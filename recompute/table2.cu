@@ -33,12 +33,12 @@ Table2Comparison table2_compare(const MemoryReport& r) {
     Table2Comparison c;
     const bool sp = in.sp && in.t > 1;  // SP on one rank splits nothing: the row without it
     c.row = table2_row(in.t, sp, in.rc);
-    c.flash = in.attention == Attention::Flash;
+    c.core = in.core;  // another attention core reads the row with its own terms (memory_formulas.h)
     c.name = table2_row_name(c.row);
-    c.formula = c.flash ? table2_flash_formula(c.row) : table2_row_formula(c.row);
-    c.s = in.s / in.c;
-    c.row_bytes = c.flash ? table2_flash_bytes(c.row, c.s, in.b, in.h, in.a, in.t)
-                          : table2_bytes(c.row, c.s, in.b, in.h, in.a, in.t);
+    c.formula = c.core ? c.core->table2_formula(c.row) : table2_row_formula(c.row);
+    c.s = in.s;
+    c.row_bytes = c.core ? c.core->table2_bytes(c.row, c.s, in.b, in.h, in.a, in.t)
+                         : table2_bytes(c.row, c.s, in.b, in.h, in.a, in.t);
     c.shard = c.row == Table2Row::FullRecompute ? table2_full_sp_factor(in.t, sp) : 1.0;
     c.expected = c.row_bytes * c.shard;
     c.measured = r.per_layer_measured;
@@ -51,9 +51,12 @@ Table2Comparison table2_compare(const MemoryReport& r) {
 
 void print_table2_comparison(FILE* f, const MemoryReport& r, const Table2Comparison& c) {
     const ModelFormulaInput& in = r.shape;
-    fprintf(f, "  Table 2 row of this run: %s%s\n", c.name, c.flash ? " (its flash attention variant)" : "");
-    char at[96] = "";
-    if (in.c > 1) snprintf(at, sizeof at, ", at s/c = %g of s = %.0f (cp %d)", c.s, in.s, in.c);
+    char variant[64] = "";
+    if (c.core) snprintf(variant, sizeof variant, " (its %s attention variant)", attention_name(c.core->attention));
+    fprintf(f, "  Table 2 row of this run: %s%s\n", c.name, variant);
+    char at[96] = "";  // a sequence shared by several ranks: the row at one rank's tokens
+    const int n = r.sequence_ranks;
+    if (n > 1) snprintf(at, sizeof at, ", at s/c = %g of s = %.0f (cp %d)", c.s, c.s * n, n);
     fprintf(f, "    %-9s %s, d = 2 bytes per activation element%s\n", "formula", c.formula, at);
     fprintf(f, "    %-9s %.0f bytes per layer (s=%g b=%.0f h=%.0f a=%.0f t=%d)\n", "value", c.row_bytes, c.s, in.b,
             in.h, in.a, in.t);

@@ -6,9 +6,8 @@
 // ONE GPU for six layouts, with 2-byte activations and 1-byte dropout masks (d = 2). table2_compare picks the
 // row of a memory report's run (t, SP, recompute: table2_row, recompute/memory_formulas.h), evaluates it at the
 // run's s, b, h, a, t and puts it next to the measured bytes of one layer:
-//   - flash attention: the flash variant of the row (table2_flash_*: the 5as/h term traded for the fp32
-//     log-sum-exp's 4a/h);
-//   - context parallelism: the row at s/c, the tokens a CP rank holds;
+//   - another attention core (the run's AttentionCoreMemory): the core's variant of the row;
+//   - a sequence shared by several ranks: the row at the rank's tokens, shape.s;
 //   - full recompute under SP: the paper prints 2sbh; each rank keeps its 1/t shard of the input, 2sbh/t;
 //   - pipeline stages and micro-batches in flight: one layer of ONE micro-batch (the stage's first layer) is
 //     compared, and the stage's layers with the row times the layer-micro-batches in flight;
@@ -21,10 +20,10 @@
 
 struct Table2Comparison {
     Table2Row row = Table2Row::NoParallel;
-    bool flash = false;          // the flash variant of the row
+    const AttentionCoreMemory* core = nullptr;  // the row's variant for another attention core (nullptr: paper's)
     const char* name = "";       // the paper's wording of the row
     const char* formula = "";    // in the paper's symbols
-    double s = 0;                // the s the row is evaluated at: s/c under context parallelism
+    double s = 0;                // the s the row is evaluated at: the rank's tokens (MemoryReport::shape.s)
     double row_bytes = 0;        // the row's value at the run's shape (d = 2)
     double shard = 1;            // 1/t for full recompute under SP (each rank keeps its shard), else 1
     double expected = 0;         // row_bytes · shard: one layer of one micro-batch

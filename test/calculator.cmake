@@ -1,5 +1,5 @@
 # The paper's formulas (recompute/memory_formulas.cu, recompute/formulas.cu) against the paper's printed numbers, and the calculator's CLI.
-mm_test(test_formulas SOURCES test/test_formulas.cu MODULES formulas memory_formulas memory_techniques pipeline_schedule
+mm_test(test_formulas SOURCES test/test_formulas.cu MODULES formulas memory_formulas flash_memory memory_techniques pipeline_schedule
         zero_bubble_schedule pipeline_simulation runtime LABELS unit TIMEOUT 60)
 
 # memory_calculator: the default tables and JSON run; a bad flag exits non-zero; docs/paper.md's 530B

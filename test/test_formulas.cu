@@ -29,6 +29,7 @@
 #include "layers/model_shape.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/pipeline_simulation.h"
+#include "recompute/flash_memory.h"
 #include "recompute/formulas.h"  // and memory_formulas.h
 #include "recompute/memory_techniques.h"
 #include "test/test_util.h"
@@ -376,14 +377,15 @@ static void test_flash() {
     CHECK(!parse_attention("Flash", &at) && !parse_attention("", &at) && !parse_attention(nullptr, &at), "bad names");
     CHECK(strcmp(attention_name(Attention::Flash), "flash") == 0 && strcmp(attention_name(Attention::Unfused), "unfused") == 0,
           "attention names");
-    CHECK(LayerFormulaInput{}.attention == Attention::Unfused && ModelFormulaInput{}.attention == Attention::Unfused,
-          "unfused by default");
+    CHECK(LayerFormulaInput{}.core == nullptr && ModelFormulaInput{}.core == nullptr, "unfused by default");
+    const AttentionCoreMemory* flash = attention_core_memory(Attention::Flash);
+    CHECK(flash && flash->attention == Attention::Flash && !attention_core_memory(Attention::Unfused), "the cores");
 
     // The tags, in order: the unfused list with "lse" in place of probs, attn_mask, probs_drop.
     const char* flash_tags[] = {"ln1_in", "qkv_in", "qkv", "lse", "proj_in", "attn_drop_mask", "ln2_in", "fc1_in",
                                 "gelu_in", "fc2_in", "mlp_drop_mask"};
     for (Recompute rc : {Recompute::None, Recompute::Selective}) {
-        LayerFormulaInput in{128, 2, 64, 4, 2, true, rc, 2, Attention::Flash};
+        LayerFormulaInput in{128, 2, 64, 4, 2, true, rc, 2, flash};
         auto terms = layer_terms(in);
         CHECK(terms.size() == 11, "flash %s: %zu terms", recompute_name(rc), terms.size());
         for (size_t i = 0; i < terms.size() && i < 11; i++)
@@ -391,7 +393,7 @@ static void test_flash() {
         // lse: a/t heads x s queries x b sequences x 4 bytes = 4 * 2 * 128 * 2 = 2048.
         CHECK(terms.size() > 3 && terms[3].bytes == 2048, "lse bytes %g", terms.size() > 3 ? terms[3].bytes : -1);
     }
-    LayerFormulaInput full{128, 2, 64, 4, 2, true, Recompute::Full, 2, Attention::Flash};
+    LayerFormulaInput full{128, 2, 64, 4, 2, true, Recompute::Full, 2, flash};
     auto fterms = layer_terms(full);
     CHECK(fterms.size() == 1 && strcmp(fterms[0].name, "ln1_in") == 0 && fterms[0].bytes == 2.0 * 128 * 2 * 64 / 2,
           "flash + full keeps only the layer input");
@@ -406,7 +408,7 @@ static void test_flash() {
             for (bool sp : {false, true})
                 for (Recompute rc : rcs) {
                     // bf16 (d = 2): the sum of the terms is the flash row of Table 2, bit for bit.
-                    LayerFormulaInput in{sh.s, sh.b, sh.h, sh.a, t, sp, rc, 2, Attention::Flash};
+                    LayerFormulaInput in{sh.s, sh.b, sh.h, sh.a, t, sp, rc, 2, flash};
                     const Table2Row row = table2_row(t, sp, rc);
                     const double flash_row = table2_flash_bytes(row, sh.s, sh.b, sh.h, sh.a, t) *
                                              table2_full_sp_factor(t, sp && rc == Recompute::Full);
@@ -427,7 +429,7 @@ static void test_flash() {
                         // Against the unfused layer: flash drops (2d + 1)as²b/t and adds 4asb/t (none); keeps
                         // the lse on top of unfused selective; changes nothing under full.
                         LayerFormulaInput unf = in;
-                        unf.attention = Attention::Unfused;
+                        unf.core = nullptr;
                         const double core = (2 * d + 1) * sh.a * sh.s * sh.s * sh.b / t, lse = 4 * sh.a * sh.s * sh.b / t;
                         const double want = rc == Recompute::None ? layer_bytes(unf) - core + lse
                                             : rc == Recompute::Selective ? layer_bytes(unf) + lse
@@ -456,7 +458,7 @@ static void test_flash() {
                 }
     // A t that is not a power of two: the same sums, to rounding.
     for (int t : {3, 6}) {
-        LayerFormulaInput in{1536, 2, 1536, 48, t, true, Recompute::None, 2, Attention::Flash};
+        LayerFormulaInput in{1536, 2, 1536, 48, t, true, Recompute::None, 2, flash};
         const double row = table2_flash_bytes(Table2Row::TP_SP, 1536, 2, 1536, 48, t);
         CHECK(std::fabs(layer_bytes(in) / row - 1) < 1e-15, "flash t=%d SP", t);
         in.sp = false;
@@ -492,19 +494,20 @@ static void test_flash() {
     // The whole model: formula_input carries the choice into layer(); 22B at t 8 with SP, p = 1, none:
     // (sbhL/t)(34 + 4a/h) in the layers.
     ModelFormulaInput m = formula_input(2048, 4, 6144, 64, 48, 51200, 8, true, Recompute::None, 2, Attention::Flash);
-    CHECK(m.attention == Attention::Flash && m.layer().attention == Attention::Flash, "formula_input carries flash");
+    CHECK(formula_attention(m) == Attention::Flash && m.layer().core == flash, "formula_input carries flash");
     const double sbh = 2048.0 * 4 * 6144;
     CHECK(std::fabs(first_stage_layer_bytes(m) / (sbh * 48 / 8 * (34 + 4 * 64.0 / 6144)) - 1) < 1e-14,
           "22B flash layers %.17g", first_stage_layer_bytes(m));
-    CHECK(formula_input(2048, 4, 6144, 64, 48, 51200, 8, true, Recompute::None, 2).attention == Attention::Unfused,
+    CHECK(formula_input(2048, 4, 6144, 64, 48, 51200, 8, true, Recompute::None, 2).core == nullptr,
           "formula_input: unfused by default");
     printf("  flash: %d layouts equal the flash rows of Table 2 and the closed form (d = 2 and 4)\n", n);
 }
 
-// Context parallelism: a rank holds s/c tokens end to end, so the formulas at (s, c) are the formulas at
-// (s/c, 1), term by term; the ring's K/V bytes are counted here by hand.
+// Context parallelism: a rank holds s/c tokens end to end, so the formulas of a run at (s, c) (formula_input
+// with cp, recompute/flash_memory.h) are the paper's at s/c, term by term; the ring's K/V bytes are counted here
+// by hand.
 static void test_cp() {
-    CHECK(LayerFormulaInput{}.c == 1 && ModelFormulaInput{}.c == 1, "c = 1 by default");
+    const AttentionCoreMemory* flash = attention_core_memory(Attention::Flash);
     struct Shape { double s, b, h, a; };
     const Shape shapes[] = {{2048, 4, 6144, 64}, {32768, 1, 25600, 160}, {1024, 8, 768, 12}, {256, 2, 96, 8}};
     int n = 0;
@@ -514,9 +517,9 @@ static void test_cp() {
                 for (bool sp : {false, true})
                     for (Recompute rc : {Recompute::None, Recompute::Selective, Recompute::Full})
                         for (int d : {2, 4}) {
-                            LayerFormulaInput in{sh.s, sh.b, sh.h, sh.a, t, sp, rc, d, Attention::Flash, c};
-                            LayerFormulaInput at_sc = in;
-                            at_sc.s = sh.s / c, at_sc.c = 1;
+                            const LayerFormulaInput in = formula_input((int)sh.s, (int)sh.b, (int)sh.h, (int)sh.a, 1, 0, t,
+                                                                       sp, rc, d, Attention::Flash, c).layer();
+                            const LayerFormulaInput at_sc{sh.s / c, sh.b, sh.h, sh.a, t, sp, rc, d, flash};
                             auto a = layer_terms(in), b = layer_terms(at_sc);
                             bool same = a.size() == b.size();
                             for (size_t i = 0; same && i < a.size(); i++)
@@ -527,18 +530,18 @@ static void test_cp() {
                         }
     // By hand, the 1T layer at s = 32768, b = 1, t = 8, SP, flash, c = 2: s/c = 16384 tokens, sbh = 16384 x 25600
     // = 419430400; 34sbh/8 = 1782579200, lse 4 x 160 x 16384 / 8 = 1310720: 1783889920 bytes. At c = 1 exactly twice.
-    LayerFormulaInput one_t{32768, 1, 25600, 160, 8, true, Recompute::None, 2, Attention::Flash, 2};
+    LayerFormulaInput one_t{32768.0 / 2, 1, 25600, 160, 8, true, Recompute::None, 2, flash};
     CHECK(layer_bytes(one_t) == 1783889920.0, "1T c=2 layer %.17g", layer_bytes(one_t));
     for (const FormulaTerm& term : layer_terms(one_t))
         if (strcmp(term.name, "lse") == 0) CHECK(term.bytes == 1310720, "lse at c=2: 4a(s/c)b/t = %g", term.bytes);
-    one_t.c = 1;
+    one_t.s = 32768;
     CHECK(layer_bytes(one_t) == 2 * 1783889920.0, "1T c=1 layer is twice c=2's");
 
     // Outside the layers and the whole model: formula_input carries cp into layer(); p = 1, TP + SP, 22B at
     // s 8192, cp 4 == the same at s 2048 without CP (masks, lnf_in, lmhead_in, logits all at s/c).
     ModelFormulaInput m4 = formula_input(8192, 4, 6144, 64, 48, 51200, 8, true, Recompute::None, 2, Attention::Flash, 4);
     ModelFormulaInput m1 = formula_input(2048, 4, 6144, 64, 48, 51200, 8, true, Recompute::None, 2, Attention::Flash);
-    CHECK(m4.c == 4 && m4.layer().c == 4 && m1.c == 1, "formula_input carries cp");
+    CHECK(m4.s == 2048 && m4.layer().s == 2048 && m1.s == 2048, "formula_input with cp: s/c tokens");
     auto e4 = model_extra_terms(m4), e1 = model_extra_terms(m1);
     bool same = e4.size() == e1.size() && e4.size() == 4;
     for (size_t i = 0; same && i < e4.size(); i++) same = e4[i].bytes == e1[i].bytes;
@@ -551,22 +554,22 @@ static void test_cp() {
     // Ring attention's K/V, one rank, one layer: 1T at s 32768, t 8, b 1, bf16, c = 4: K is (s/c)b(h/t) =
     // 8192 x 3200 = 26214400 elements. Forward 2 x 3 x 26214400 x 2 = 314572800 B; backward the same plus dK,
     // dV in fp32 for c = 4 hops, 2 x 4 x 26214400 x 4 = 838860800: 1153433600 B.
-    LayerFormulaInput r{32768, 1, 25600, 160, 8, true, Recompute::None, 2, Attention::Flash, 4};
-    CHECK(cp_kv_forward_bytes(r) == 314572800.0, "cp kv forward %.17g", cp_kv_forward_bytes(r));
-    CHECK(cp_kv_backward_bytes(r) == 1153433600.0, "cp kv backward %.17g", cp_kv_backward_bytes(r));
+    LayerFormulaInput r{32768.0 / 4, 1, 25600, 160, 8, true, Recompute::None, 2, flash};
+    CHECK(cp_kv_forward_bytes(r, 4) == 314572800.0, "cp kv forward %.17g", cp_kv_forward_bytes(r, 4));
+    CHECK(cp_kv_backward_bytes(r, 4) == 1153433600.0, "cp kv backward %.17g", cp_kv_backward_bytes(r, 4));
     // TP + SP's forward, same rank: 4 x 7/8 x 8192 x 25600 x 2 = 1468006400 B. The ratio
     // [4(t−1)/t] / [2(c−1)/t] = 2(t−1)/(c−1) = 14/3 (1468006400 / 314572800).
     CHECK(tp_forward_bytes(r) == 1468006400.0, "tp forward %.17g", tp_forward_bytes(r));
-    CHECK(std::fabs(tp_forward_bytes(r) / cp_kv_forward_bytes(r) - 14.0 / 3) < 1e-12, "TP / CP = 2(t-1)/(c-1)");
+    CHECK(std::fabs(tp_forward_bytes(r) / cp_kv_forward_bytes(r, 4) - 14.0 / 3) < 1e-12, "TP / CP = 2(t-1)/(c-1)");
     // No ring without CP; no collective without TP.
-    r.c = 1;
-    CHECK(cp_kv_forward_bytes(r) == 0 && cp_kv_backward_bytes(r) == 0, "c = 1: no K/V traffic");
-    r.t = 1, r.c = 2;
+    r.s = 32768;
+    CHECK(cp_kv_forward_bytes(r, 1) == 0 && cp_kv_backward_bytes(r, 1) == 0, "c = 1: no K/V traffic");
+    r.t = 1, r.s = 32768.0 / 2;
     CHECK(tp_forward_bytes(r) == 0, "t = 1: no TP traffic");
     // c = 2, t = 1, fp32: K has 16384 x 25600 elements; forward 2 x 1 x 16384 x 25600 x 4, backward that + 2 x 2 x ... x 4.
     r.d = 4;
     const double kv = 16384.0 * 25600;
-    CHECK(cp_kv_forward_bytes(r) == 2 * kv * 4 && cp_kv_backward_bytes(r) == 2 * kv * 4 + 4 * kv * 4, "c=2 fp32 K/V bytes");
+    CHECK(cp_kv_forward_bytes(r, 2) == 2 * kv * 4 && cp_kv_backward_bytes(r, 2) == 2 * kv * 4 + 4 * kv * 4, "c=2 fp32 K/V bytes");
     printf("  cp: %d layouts equal the formulas at s/c; K/V bytes as counted by hand\n", n);
 }
 
@@ -747,7 +750,7 @@ static void test_zero_bubble() {
     CHECK(h2.in_flight == 127 && h2.layers_at_peak == 56596889600.0 && h2.peak == 57304678400.0, "1T ZB-H2 %.17g", h2.peak);
     // Under context parallelism the W inputs are at s/c tokens, like every saved tensor.
     ModelFormulaInput cp = t1;
-    cp.attention = Attention::Flash, cp.c = 4;
+    cp.core = attention_core_memory(Attention::Flash), cp.s = t1.s / 4;
     CHECK(first_stage_schedule_memory(cp, BubbleSchedule::ZeroBubbleH1, 512).w_inputs == 1153433600.0 / 4, "W inputs at s/c");
     printf("  zero bubble: %d layouts, closed forms = simulation; 1T p = 64: bubble 189 / 63 / 63 T, first stage "
            "%.2f / %.2f / %.2f GiB\n", n, f1.peak / 1073741824.0, h1.peak / 1073741824.0, h2.peak / 1073741824.0);
@@ -851,7 +854,7 @@ static void test_memory_techniques() {
     CHECK(f2.reduce_scatter == ring * 4 * (3 * 4000 + 600) && f2.reduce_scatters == 13, "ZeRO-2 per micro-batch: %.0f", f2.reduce_scatter);
     // One GPT-3 layer (s 2048, b 1, h 12288, a 96, t 8, SP + selective, bf16): sbh(34/t) + 16 sb/t bytes of
     // layer-norm statistics; 72bsh²(1 + s/6h)/t FLOPs.
-    LayerFormulaInput l{2048, 1, 12288, 96, 8, true, Recompute::Selective, 2, Attention::Unfused, 1};
+    LayerFormulaInput l{2048, 1, 12288, 96, 8, true, Recompute::Selective, 2};
     CHECK(offload_layer_bytes(l) == 2048.0 * 12288 * 34 / 8 + 16 * 2048.0 / 8, "offload bytes %.17g", offload_layer_bytes(l));
     CHECK(layer_train_flops(l) == 72.0 * 2048 * 12288.0 * 12288 * (1 + 2048.0 / (6 * 12288)) / 8, "layer FLOPs");
     printf("  ZeRO-1/2/3 bytes per parameter and step bytes (1x, 1.5x the all-reduce); offloading's layer bytes\n");

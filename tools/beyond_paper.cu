@@ -68,7 +68,7 @@ Outcome evaluate(const BeyondModel& m, const Combination& c, double gpu_bytes) {
     o.name = combination_name(c);
     const Activations& act = kActivations[c.act];
     ModelFormulaInput in = m.shape;
-    in.sp = act.sp, in.rc = act.rc, in.d = 2, in.attention = Attention::Unfused;
+    in.sp = act.sp, in.rc = act.rc, in.d = 2;
     const int p = in.p, chunks = in.m, Lc = (int)(in.L / (p * chunks));
     // The model states by kind (formulas.h's table; the ZeRO paper's accounting but fp32 gradients).
     const StageParams sp = stage_params(in.L, in.h, m.vocab, in.s, in.t, p, 0);

@@ -17,4 +17,4 @@ endif()
 
 mm_executable(memory_calculator SOURCES tools/memory_calculator.cu tools/calculator_results.cu tools/calculator_print.cu
               tools/beyond_paper.cu
-              MODULES formulas memory_formulas memory_techniques pipeline_schedule zero_bubble_schedule offload_schedule chart runtime)
+              MODULES formulas memory_formulas flash_memory memory_techniques pipeline_schedule zero_bubble_schedule offload_schedule chart runtime)

@@ -35,8 +35,9 @@ ModelFormulaInput model_input(const ModelSpec& m, const Layout& lay, int d, Atte
     ModelFormulaInput in;
     // The logits are as wide as the trainer's padded vocabulary (layers/model_shape.h; 51200 is already padded).
     in.s = m.s, in.b = m.b, in.h = m.h, in.a = m.a, in.L = m.L, in.v = padded_vocab_for((int)m.v);
-    in.t = m.t, in.p = m.p, in.m = m.m, in.sp = lay.sp, in.rc = lay.rc, in.d = d, in.attention = attention;
-    in.c = c;
+    in.t = m.t, in.p = m.p, in.m = m.m, in.sp = lay.sp, in.rc = lay.rc, in.d = d;
+    in.s = m.s / c;  // the rank's tokens under context parallelism
+    in.core = attention_core_memory(attention);
     return in;
 }
 // The attention of a layout in the per-GPU totals: a flash layout is flash; the paper's take --attention.
@@ -140,8 +141,8 @@ Result compute(const ModelSpec& m, const Options& o) {
                 row.acts_tp = stage_layer_bytes_in_flight(tp, r.pipe.in_flight) + first_stage_extra_bytes(tp, r.pipe.embed_in_flight);
                 row.acts_tp_sp =
                     stage_layer_bytes_in_flight(tp_sp, r.pipe.in_flight) + first_stage_extra_bytes(tp_sp, r.pipe.embed_in_flight);
-                row.kv_fwd = cp_kv_forward_bytes(tp_sp.layer());
-                row.kv_bwd = cp_kv_backward_bytes(tp_sp.layer());
+                row.kv_fwd = cp_kv_forward_bytes(tp_sp.layer(), c);
+                row.kv_bwd = cp_kv_backward_bytes(tp_sp.layer(), c);
                 row.tp_fwd = tp_forward_bytes(tp_sp.layer());
                 r.cp_rows.push_back(row);
             }

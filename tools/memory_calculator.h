@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "parallel/pipeline_schedule.h"
+#include "recompute/flash_memory.h"
 #include "recompute/formulas.h"
 #include "tools/beyond_paper.h"
 

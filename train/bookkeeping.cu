@@ -17,6 +17,7 @@
 #include "../model/offload_model.h"
 #include "../model/zero_model.h"
 #include "../parallel/comm.h"
+#include "../recompute/formulas.h"  // cp_kv_*_bytes: the ring's K/V traffic
 #include "../recompute/other_reports.h"
 // Learning rate at `step` (1-based): linear warmup, then constant or cosine decay to min_lr_frac · lr over
 // steps 1..lr_decay_steps (0: --steps), and min_lr_frac · lr after them.
@@ -98,8 +99,8 @@ static void report_context_parallel(const Run& run, const Progress& p) {
     if (t_min > 0) LOG0("  attention compute time, all %d ranks: %.3f to %.3f s, max/min %.3f\n", g.world, t_min, t_max, t_max / t_min);
     const LayerFormulaInput in = run.shape.layer();
     const double layers = (double)run.model.stage.layers.size() * run.micro_batches;
-    const double fwd = cp_kv_forward_bytes(in) * layers * (run.recompute == Recompute::Full ? 2 : 1);
-    const double bwd = cp_kv_backward_bytes(in) * layers;
+    const double fwd = cp_kv_forward_bytes(in, g.cp) * layers * (run.recompute == Recompute::Full ? 2 : 1);
+    const double bwd = cp_kv_backward_bytes(in, g.cp) * layers;
     LOG0("  K/V bytes sent by rank 0 in the first step: forward %.0f (formula 2(c-1)(s/c)b(h/t)d x %.0f layer passes%s = "
          "%.0f), backward %.0f (formula [2(c-1)(s/c)b(h/t)d + 2c(s/c)b(h/t)4] x %.0f = %.0f)\n", all[4], layers,
          run.recompute == Recompute::Full ? " x 2 (full recompute reruns the ring)" : "", fwd, all[5], layers, bwd);
@@ -163,7 +164,7 @@ static void print_weight_inputs(FILE* f, const Run& run, const MemoryReport& r, 
     if (!is_zero_bubble(run.schedule) || run.grid.pp == 1) return;
     const ModelFormulaInput& s = r.shape;
     const int pending = pipeline_weight_pending(run.model, run.micro_batches);
-    const double per_layer = w_input_bytes_per_layer(s.s / s.c, s.b, s.h, s.t, s.d);  // recompute/formulas.h
+    const double per_layer = w_input_bytes_per_layer(s.s, s.b, s.h, s.t, s.d);  // at s/c; recompute/formulas.h
     const int layers = run.model.stage.layers_per_chunk;  // each (micro-batch, chunk) pending holds one chunk's layers
     const double formula = pending * layers * per_layer;
     fprintf(f, "W inputs held for the zero-bubble W passes (%d micro-batch%s with B run and W not, %d layers each; "
@@ -184,6 +185,7 @@ static void report_memory(Run& run, int step) {
     // (Offloading: the device keeps what was not moved to the host, model/offload_model.h.)
     MemoryReport r = build_memory_report(run.alloc->peak_snapshot(), run.shape,
                                          offload_resident(run.model, run.micro_batches, pipeline_in_flight(run.model, run.micro_batches)));
+    r.sequence_ranks = run.grid.cp;  // context parallelism: run.shape is at this rank's s/cp tokens
     r.pp = st.pp;
     r.pp_rank = st.rank;
     r.microbatches = run.micro_batches;

@@ -22,6 +22,8 @@
 #include "../model/pipeline_step.h"  // pipeline_in_flight: the offloading note
 #include "../model/zero_model.h"
 #include "../parallel/comm.h"
+#include "../recompute/flash_memory.h"  // formula_input with the attention core and cp
+#include "../recompute/formulas.h"
 
 // Refuse a bad input on every rank together (run.h). Collective: every rank calls it at the same point, with ""
 // when it sees no problem; if any rank has one, the lowest such rank explains and all exit(1) cleanly

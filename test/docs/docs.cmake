@@ -36,6 +36,23 @@ add_test(NAME paper_path_planted_sideways
          COMMAND bash ${CMAKE_SOURCE_DIR}/test/expect_error.sh "includes what lies beyond the paper"
                  bash ${CMAKE_SOURCE_DIR}/test/docs/paper_path.sh ${CMAKE_SOURCE_DIR} ${MM_PLANTED}/paper_path_sideways.txt)
 set_tests_properties(paper_path paper_path_planted_sideways PROPERTIES LABELS unit TIMEOUT 60)
+# Negative controls: a planted path whose files include the calculator's formulas (after the path's own
+# memory_formulas.h, which must pass: line 2 is the first named), ZeRO's model-state table and flash attention's
+# memory; each must fail on its include.
+file(WRITE ${MM_PLANTED}/paper_path_memory/calculator.h "#include \"memory_formulas.h\"\n#include \"../recompute/formulas.h\"\n")
+file(WRITE ${MM_PLANTED}/paper_path_memory/states.h "#include \"model_state_memory.h\"\n")
+file(WRITE ${MM_PLANTED}/paper_path_memory/flash.h "#include \"../recompute/flash_memory.h\"\n")
+file(WRITE ${MM_PLANTED}/paper_path_memory.txt
+     "## Read the paper in the code\n\n| files | paper | what |\n|---|---|---|\n| `${MM_PLANTED}/paper_path_memory/calculator.h` | §2 | planted |\n| `${MM_PLANTED}/paper_path_memory/states.h` | §2 | planted |\n| `${MM_PLANTED}/paper_path_memory/flash.h` | §2 | planted |\n")
+foreach(what "calculator.h includes what lies beyond the paper: 2:#include ....recompute/formulas.h"
+             "states.h includes what lies beyond the paper: 1:#include .model_state_memory.h"
+             "flash.h includes what lies beyond the paper: 1:#include ....recompute/flash_memory.h")
+  string(REGEX MATCH "^[a-z]+" planted "${what}")
+  add_test(NAME paper_path_planted_${planted}
+           COMMAND bash ${CMAKE_SOURCE_DIR}/test/expect_error.sh --exit 1 "${what}"
+                   bash ${CMAKE_SOURCE_DIR}/test/docs/paper_path.sh ${CMAKE_SOURCE_DIR} ${MM_PLANTED}/paper_path_memory.txt)
+  set_tests_properties(paper_path_planted_${planted} PROPERTIES LABELS unit TIMEOUT 60)
+endforeach()
 
 # The floors and the circles (test/docs/layering.sh). Negative controls: planted trees in the build folder, one
 # whose layers/ includes model/, one where two files include each other's headers; each must fail on that.

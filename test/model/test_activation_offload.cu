@@ -24,6 +24,7 @@
 #include "model_fixture.h"
 #include "../../model/offload_model.h"
 #include "../../model/pipeline_step.h"
+#include "../../recompute/flash_memory.h"
 #include "../../recompute/other_reports.h"
 
 static int g_rank = 0;

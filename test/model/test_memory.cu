@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 #include "model_fixture.h"
+#include "../../recompute/flash_memory.h"
 #include "../../recompute/memory_report.h"
 #include "../../recompute/other_reports.h"
 #include "../../recompute/table2.h"
@@ -52,6 +53,7 @@ static MemoryReport measure(const ModelSpec& s, int B, int S) {
                                                   s.cfg.padded_vocab, s.tp, h.grid.sp, s.rc, (int)dtype_size(s.dtype),
                                                   s.attention, s.cp);
     MemoryReport r = build_memory_report(h.alloc->live(), shape);
+    r.sequence_ranks = s.cp;  // the formulas at s/cp, as the trainer's report
     gpt_backward(h.model);
     CHECK(h.alloc->live_bytes() == 0, "activations left after backward: %zu bytes", h.alloc->live_bytes());
     check_rank_total(h, r);

@@ -15,6 +15,7 @@
 // After the step no activation is left.
 #include <cstring>
 #include "model_fixture.h"
+#include "../../recompute/flash_memory.h"
 #include "../../recompute/table2.h"
 #include "../../model/pipeline_step.h"
 

@@ -141,12 +141,11 @@ static void check_ring(Comm& cp, Ctx& ctx, Ctx& dev, DType dt, int L, int B, int
 
     // The bytes, as counted by the communicator, against the formulas (one layer, micro-batch B, t = 1).
     LayerFormulaInput in;
-    in.s = S, in.b = B, in.h = C, in.a = NH, in.t = 1, in.d = (int)dtype_size(dt), in.c = c;
-    in.attention = Attention::Flash;
-    CHECK((double)fwd_bytes == cp_kv_forward_bytes(in), "%s: forward sent %llu bytes, formula %.0f", what,
-          (unsigned long long)fwd_bytes, cp_kv_forward_bytes(in));
-    CHECK((double)bwd_bytes == cp_kv_backward_bytes(in), "%s: backward sent %llu bytes, formula %.0f", what,
-          (unsigned long long)bwd_bytes, cp_kv_backward_bytes(in));
+    in.s = (double)S / c, in.b = B, in.h = C, in.a = NH, in.t = 1, in.d = (int)dtype_size(dt);  // the rank's s/c
+    CHECK((double)fwd_bytes == cp_kv_forward_bytes(in, c), "%s: forward sent %llu bytes, formula %.0f", what,
+          (unsigned long long)fwd_bytes, cp_kv_forward_bytes(in, c));
+    CHECK((double)bwd_bytes == cp_kv_backward_bytes(in, c), "%s: backward sent %llu bytes, formula %.0f", what,
+          (unsigned long long)bwd_bytes, cp_kv_backward_bytes(in, c));
     CHECK(fwd_bytes == (uint64_t)2 * (c - 1) * (S / c) * B * C * dtype_size(dt), "%s: forward bytes by hand", what);
     free_all({&q, &g, &o, &l, &dq});
 }
