@@ -264,6 +264,20 @@ __device__ inline uint64_t tc_keep_index(const FlashTcArgs& a, const TcBlock& bl
 __device__ inline bool tc_tile_unmasked(int qr, int nq, int kc, int nk, int dg, int S, int Sk) {
     return kc + nk - 1 <= qr + dg && kc + nk <= Sk && qr + nq <= S;
 }
+// The masks of a warp's 16 × 64 score tile whose fragment rows are queries (forward, dQ): a score whose key comes
+// after its query, or whose query or key is past the block's end, becomes −inf. Only a tile on the diagonal or at
+// an end has any: the others take no compare.
+__device__ inline void tc_mask_rows(float (&s)[8][4], int qw, int k0, int dg, const FlashTcArgs& a, int lane) {
+    if (tc_tile_unmasked(qw, kRowsPerWarp, k0, kKTile, dg, a.S, a.Sk)) return;
+    const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int q = qw + g + 8 * (i >> 1), k = k0 + 8 * nt + 2 * t + (i & 1);
+            if (!(k <= q + dg && k < a.Sk && q < a.S)) s[nt][i] = -INFINITY;
+        }
+}
 
 // The keep bits of a warp's 16 × 64 tile whose fragment rows are queries and whose columns are keys (forward,
 // dQ): bit 4nt + i of the result is element s[nt][i] of the lane's C fragments, query q = qw + g + 8(i >> 1), key
@@ -438,15 +452,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             // or an end of the block: the others' keys are all seen by all the warp's queries), the new max mt,
             // α = 2^{m − mt} for what the earlier tiles summed, e = 2^{x − mt}. The max is taken on the raw scores
             // (sl2 > 0 keeps their order) and scaled once per row: 2^{x·sl2 − mt} is one fma per score.
-            if (!tc_tile_unmasked(qw, kRowsPerWarp, k0, kKTile, dg, a.S, a.Sk)) {
-#pragma unroll
-                for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        const int q = qw + g + 8 * (i >> 1), k = k0 + 8 * nt + 2 * t + (i & 1);
-                        if (!(k <= q + dg && k < a.Sk && q < a.S)) s[nt][i] = -INFINITY;
-                    }
-            }
+            tc_mask_rows(s, qw, k0, dg, a, lane);
             float mt[2] = {-INFINITY, -INFINITY};
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
@@ -672,15 +678,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             warp_mma_abt<8, HDB, LD>(dp, dOs + kRowsPerWarp * warp * LD, Vj, lane);
             // dS/scale = P·(dP·z/(1 − p) − D) in place of dp, the same formulas as the dK-dV kernel (and the same
             // mask: only on the diagonal and at the ends).
-            if (!tc_tile_unmasked(qw, kRowsPerWarp, k0, kKTile, dg, a.S, a.Sk)) {
-#pragma unroll
-                for (int nt = 0; nt < 8; nt++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        const int q = qw + g + 8 * (i >> 1), k = k0 + 8 * nt + 2 * t + (i & 1);
-                        if (!(k <= q + dg && k < a.Sk && q < a.S)) s[nt][i] = -INFINITY;
-                    }
-            }
+            tc_mask_rows(s, qw, k0, dg, a, lane);
             const uint32_t keep = a.threshold ? tc_keep_rows(a, blk, qw, k0, lane) : ~0u;
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
